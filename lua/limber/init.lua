@@ -1,0 +1,175 @@
+--- limber: scene tree and skeletal animation runtime for Lua 5.4.
+--
+-- This facade turns friendly Lua descriptions into the flat objects of the
+-- C core (`limber.core`) and gives access to the other modules
+-- (`limber.anim`, `limber.gltf`, `limber.scene`, ...) as fields, loaded on
+-- first use. Indices are 1-based; matrices are 16 numbers, column-major;
+-- quaternions are {x, y, z, w}. Every function raises an error naming the
+-- problem, before anything is changed.
+-- @module limber
+local core = require "limber.core"
+
+local M = {}
+
+M.core = core
+M._VERSION = core._VERSION
+M.MAX_JOINTS = core.MAX_JOINTS
+
+local function fail(msg, level)
+  error("limber." .. msg, (level or 1) + 1)
+end
+
+local IDENTITY <const> = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
+
+local function vec(v, n, default, what, level)
+  if v == nil then return default end
+  if type(v) ~= "table" or #v ~= n then
+    fail(("skeleton: %s must be a table of %d numbers"):format(what, n), level + 1)
+  end
+  return v
+end
+
+--- Builds a skeleton from joints given in any order.
+-- `desc` is an array of joints, or a table with such an array in `joints`.
+-- Each joint is a table with optional fields: `name` (string, unique),
+-- `parent` (a joint name or a 1-based index into this array; nil for a
+-- root), `translation` {x,y,z}, `rotation` {x,y,z,w}, `scale` {x,y,z}
+-- (the rest pose; defaults identity) and `inverse_bind` (16 numbers,
+-- column-major; default identity).
+-- Joints are stored parent-before-child (depth-first when the input is not
+-- already ordered); the second result maps each input index to its new
+-- index, so clips and meshes that name joints by input index can be
+-- remapped.
+-- @tparam table desc
+-- @treturn limber.Skeleton skeleton
+-- @treturn table remap: remap[input index] = skeleton index
+function M.skeleton(desc)
+  if type(desc) ~= "table" then fail("skeleton: expected a table of joints", 2) end
+  local joints = desc.joints or desc
+  local n = #joints
+  if n == 0 then fail("skeleton: no joints", 2) end
+  local by_name = {}
+  for i = 1, n do
+    local j = joints[i]
+    if type(j) ~= "table" then fail(("skeleton: joint %d is not a table"):format(i), 2) end
+    if j.name ~= nil then
+      if type(j.name) ~= "string" then
+        fail(("skeleton: joint %d: name must be a string"):format(i), 2)
+      end
+      if by_name[j.name] then
+        fail(("skeleton: joints %d and %d share the name '%s'"):format(by_name[j.name], i, j.name), 2)
+      end
+      by_name[j.name] = i
+    end
+  end
+  local parents, names, rest, ibm = {}, {}, {}, {}
+  for i = 1, n do
+    local j = joints[i]
+    local p = j.parent
+    if p == nil then
+      p = 0
+    elseif type(p) == "string" then
+      local k = by_name[p]
+      if not k then fail(("skeleton: joint %d: parent '%s' is not a joint name"):format(i, p), 2) end
+      p = k
+    elseif math.type(p) ~= "integer" then
+      fail(("skeleton: joint %d: parent must be a name or an integer index"):format(i), 2)
+    end
+    parents[i] = p
+    names[i] = j.name or false
+    local t = vec(j.translation, 3, { 0, 0, 0 }, "translation of joint " .. i, 2)
+    local r = vec(j.rotation, 4, { 0, 0, 0, 1 }, "rotation of joint " .. i, 2)
+    local s = vec(j.scale, 3, { 1, 1, 1 }, "scale of joint " .. i, 2)
+    local b = vec(j.inverse_bind, 16, IDENTITY, "inverse_bind of joint " .. i, 2)
+    local o = (i - 1) * 10
+    rest[o + 1], rest[o + 2], rest[o + 3] = t[1], t[2], t[3]
+    rest[o + 4], rest[o + 5], rest[o + 6], rest[o + 7] = r[1], r[2], r[3], r[4]
+    rest[o + 8], rest[o + 9], rest[o + 10] = s[1], s[2], s[3]
+    for k = 1, 16 do ibm[(i - 1) * 16 + k] = b[k] end
+  end
+  local ok, skel, remap = pcall(core.skeleton, parents, names, rest, ibm)
+  if not ok then error(skel, 2) end
+  return skel, remap
+end
+
+--- A batch of `instances` poses of one skeleton, at the rest pose.
+-- Local transforms are set per joint (`pose:set_local`) or by samplers and
+-- blenders in one call for all instances; `pose:local_to_model()` computes
+-- every model matrix in one call.
+-- @tparam limber.Skeleton skeleton
+-- @tparam integer instances
+-- @treturn limber.Pose
+function M.pose(skeleton, instances)
+  return core.pose(skeleton, instances or 1)
+end
+
+--- A skin: which skeleton joints a mesh uses and their inverse bind matrices.
+-- @tparam limber.Skeleton skeleton
+-- @tparam[opt] table joints skeleton joints as indices or names (default: all, in order)
+-- @tparam[opt] table inverse_binds one 16-number matrix per skin joint
+--   (array of arrays, or one flat array); default: the skeleton's
+-- @treturn limber.Skin
+function M.skin(skeleton, joints, inverse_binds)
+  local idx
+  if joints ~= nil then
+    if type(joints) ~= "table" then fail("skin: joints must be a table", 2) end
+    idx = {}
+    for k, j in ipairs(joints) do
+      if type(j) == "string" then
+        local found = skeleton:find(j)
+        if not found then fail(("skin: joints[%d]: no joint named '%s'"):format(k, j), 2) end
+        idx[k] = found
+      else
+        idx[k] = j
+      end
+    end
+  end
+  local flat
+  if inverse_binds ~= nil then
+    if type(inverse_binds) ~= "table" then fail("skin: inverse_binds must be a table", 2) end
+    if type(inverse_binds[1]) == "table" then
+      flat = {}
+      for k, m in ipairs(inverse_binds) do
+        if #m ~= 16 then fail(("skin: inverse_binds[%d] must have 16 numbers"):format(k), 2) end
+        table.move(m, 1, 16, (k - 1) * 16 + 1, flat)
+      end
+    else
+      flat = inverse_binds
+    end
+  end
+  local ok, skin = pcall(core.skin, skeleton, idx, flat)
+  if not ok then error(skin, 2) end
+  return skin
+end
+
+--- Palette storage for every instance of a pose.
+-- `palette:update()` computes `model[joint] * inverse_bind` for every skin
+-- joint of every instance, in the layout chosen here: "mat4" (16 floats,
+-- column-major, for uniform arrays) or "mat3x4" (three rows of 4 floats,
+-- one RGBA32F texel each, for float textures).
+-- @tparam limber.Pose pose
+-- @tparam[opt] table opts `skin` (default: every joint, skeleton inverse binds), `layout`
+-- @treturn limber.Palette
+function M.palette(pose, opts)
+  opts = opts or {}
+  return core.palette(pose, opts.skin, opts.layout)
+end
+
+--- A new typed buffer: `type` "f32", "u8", "u16" or "u32", `width` scalars
+-- per element, and a count or a flat table of values.
+-- @treturn limber.Buffer
+function M.buffer(type_name, width, count_or_values)
+  return core.buffer(type_name, width, count_or_values)
+end
+
+local submodules <const> = { anim = true, gltf = true, scene = true, skinning = true }
+
+return setmetatable(M, {
+  __index = function(t, k)
+    if submodules[k] then
+      local m = require("limber." .. k)
+      rawset(t, k, m)
+      return m
+    end
+  end,
+})

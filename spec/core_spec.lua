@@ -1,0 +1,402 @@
+-- Skeletons, pose batches, local-to-model and palettes against plain Lua
+-- references on random data.
+local H = require "spec.helper"
+local limber = require "limber"
+local core = limber.core
+
+H.seed("core")
+
+local function random_pose_batch(n_joints, roots, instances)
+  local joints = H.rand_joints(n_joints, roots)
+  local skel = limber.skeleton(joints)
+  local pose = limber.pose(skel, instances)
+  local parents = skel:parents()
+  local locals = {}
+  for i = 1, instances do
+    locals[i] = {}
+    for j = 1, n_joints do
+      local t, r, s = H.rand_trs(true)
+      pose:set_local(i, j, t, r, s)
+      locals[i][j] = { t, r, s }
+    end
+  end
+  return skel, pose, parents, locals
+end
+
+local function check_models(pose, parents, locals, roots, tol)
+  for i = 1, #locals do
+    local ref = H.reference_models(parents, locals[i], roots and roots[i])
+    for j = 1, #parents do
+      assert.near(ref[j], pose:model(i, j), tol or 2e-5)
+    end
+  end
+end
+
+for _, simd in ipairs({ true, false }) do
+  describe("local_to_model (" .. (simd and "best kernel" or "portable kernel") .. ")", function()
+    local old
+    setup(function() old = core.simd() core.simd(simd) end)
+    teardown(function() core.simd(old) end)
+
+    it("matches a recursive reference on random skeletons with several roots", function()
+      for _, shape in ipairs({ { 1, 1, 1 }, { 7, 1, 3 }, { 40, 3, 9 }, { 96, 2, 17 }, { 130, 5, 8 } }) do
+        local _, pose, parents, locals = random_pose_batch(shape[1], shape[2], shape[3])
+        pose:local_to_model()
+        check_models(pose, parents, locals)
+      end
+    end)
+
+    it("applies a root matrix per instance", function()
+      local _, pose, parents, locals = random_pose_batch(20, 2, 11)
+      local roots = {}
+      for i = 1, 11 do
+        local t, r, s = H.rand_trs(true)
+        roots[i] = H.trs(t, r, s)
+        pose:set_root(i, roots[i])
+      end
+      pose:local_to_model()
+      check_models(pose, parents, locals, roots)
+      pose:set_root(4, nil)
+      roots[4] = nil
+      pose:local_to_model()
+      check_models(pose, parents, locals, roots)
+    end)
+
+    it("partial updates from the first changed joint equal a full update", function()
+      local _, pose, parents, locals = random_pose_batch(50, 2, 19)
+      pose:local_to_model()
+      for _ = 1, 30 do
+        local i, j = math.random(1, 19), math.random(1, 50)
+        local t, r, s = H.rand_trs(true)
+        pose:set_local(i, j, t, r, s)
+        locals[i][j] = { t, r, s }
+        assert.is_true(pose:dirty(i) <= j)
+        pose:local_to_model()
+        assert.is_nil(pose:dirty(i))
+        check_models(pose, parents, locals)
+      end
+    end)
+  end)
+end
+
+describe("the portable and SIMD kernels", function()
+  it("agree to float rounding", function()
+    local _, pose = random_pose_batch(96, 1, 24)
+    local old = core.simd(false)
+    pose:local_to_model(true)
+    local a = pose:models():bytes()
+    core.simd(true)
+    pose:local_to_model(true)
+    local b = pose:models():bytes()
+    core.simd(old)
+    local n = #a // 4
+    assert.equal(96 * 24 * 64, #a)
+    assert.equal(#a, #b)
+    local worst = 0
+    for k = 0, n - 1 do
+      local x = string.unpack("<f", a, k * 4 + 1)
+      local y = string.unpack("<f", b, k * 4 + 1)
+      worst = math.max(worst, math.abs(x - y) / math.max(1, math.abs(x)))
+    end
+    assert.is_true(worst < 1e-4, "worst relative difference " .. worst)
+  end)
+end)
+
+describe("skeleton", function()
+  it("reorders joints given in any order and returns the remap", function()
+    local joints = H.rand_joints(60, 3)
+    local ordered = limber.skeleton(joints)
+    -- shuffle, keeping parents by name
+    local shuffled = {}
+    for i, j in ipairs(joints) do
+      shuffled[i] = { name = j.name, parent = j.parent and joints[j.parent].name,
+                      translation = j.translation, rotation = j.rotation, scale = j.scale }
+    end
+    H.shuffle(shuffled)
+    local skel, remap = limber.skeleton(shuffled)
+    assert.equal(60, skel:count())
+    for k = 1, 60 do
+      local p = skel:parent(k)
+      if p then assert.is_true(p < k) end
+    end
+    for i, j in ipairs(shuffled) do
+      assert.equal(j.name, skel:name(remap[i]))
+      assert.equal(remap[i], skel:find(j.name))
+      if j.parent then
+        assert.equal(skel:find(j.parent), skel:parent(remap[i]))
+      else
+        assert.is_nil(skel:parent(remap[i]))
+      end
+      local t, r, s = skel:rest(remap[i])
+      assert.near(j.translation, t)
+      assert.quat_near(j.rotation, r)
+      assert.near(j.scale, s)
+    end
+    -- same model matrices per joint name
+    local pa, pb = limber.pose(ordered, 1), limber.pose(skel, 1)
+    pa:local_to_model()
+    pb:local_to_model()
+    for k = 1, 60 do
+      local name = ordered:name(k)
+      assert.near(pa:model(1, k), pb:model(1, skel:find(name)), 1e-5)
+    end
+  end)
+
+  it("keeps an already ordered input as is (identity remap)", function()
+    local skel, remap = limber.skeleton(H.rand_joints(30, 2))
+    for i = 1, 30 do assert.equal(i, remap[i]) end
+    assert.equal("j7", skel:name(7))
+  end)
+
+  it("accepts parents by index in any order and handles deep chains", function()
+    local n = 5000
+    local joints = {}
+    for i = 1, n do joints[i] = { parent = i < n and i + 1 or nil } end -- reversed chain
+    local skel, remap = limber.skeleton(joints)
+    assert.equal(1, remap[n])
+    assert.equal(n, remap[1])
+    for k = 2, n do assert.equal(k - 1, skel:parent(k)) end
+  end)
+
+  it("stores inverse bind matrices per joint", function()
+    local m = H.trs({ 1, 2, 3 }, H.rand_quat(), { 1, 2, 1 })
+    local skel = limber.skeleton({ { name = "b", parent = "a", inverse_bind = m }, { name = "a" } })
+    assert.near(m, skel:inverse_bind(skel:find("b")))
+    assert.near(H.identity(), skel:inverse_bind(skel:find("a")))
+  end)
+
+  it("refuses bad input with a clear message", function()
+    local cases = {
+      { {}, "no joints" },
+      { { { parent = 2 }, { parent = 1 } }, "its own ancestor" },
+      { { { parent = 1 } }, "its own parent" },
+      { { { name = "a" }, { name = "b", parent = "a" }, { name = "c", parent = 3 } }, "cycle" },
+      { { { parent = 3 }, {} }, "parent 3 out of range" },
+      { { { name = "x" }, { name = "x" } }, "share the name 'x'" },
+      { { { parent = "nope" } }, "parent 'nope' is not a joint name" },
+      { { { translation = { 0, 0 / 0, 0 } } }, "not a finite float" },
+      { { { rotation = { 0, 0, 0, 0 } } }, "zero quaternion" },
+      { { { scale = { 1, 1 } } }, "scale of joint 1 must be a table of 3 numbers" },
+      { { { inverse_bind = { 1, 2 } } }, "inverse_bind of joint 1" },
+      { { { parent = 1.5 } }, "parent must be a name or an integer" },
+      { { { rotation = { 0, 0, 0, math.huge } } }, "not a finite float" },
+    }
+    for _, c in ipairs(cases) do
+      assert.error_matches(function() limber.skeleton(c[1]) end, c[2], 1, true)
+    end
+    local too_many = {}
+    for i = 1, core.MAX_JOINTS + 1 do too_many[i] = 0 end
+    assert.error_matches(function() core.skeleton(too_many) end, "out of range [1, 65535]", 1, true)
+  end)
+end)
+
+describe("pose", function()
+  local skel
+  before_each(function() skel = limber.skeleton(H.rand_joints(5, 1)) end)
+
+  it("starts at the rest pose and resets to it", function()
+    local pose = limber.pose(skel, 3)
+    for j = 1, 5 do
+      local t, r, s = pose:get_local(2, j)
+      local rt, rr, rs = skel:rest(j)
+      assert.near(rt, t) assert.near(rr, r) assert.near(rs, s)
+    end
+    pose:set_local(2, 3, { 9, 9, 9 })
+    assert.near({ 9, 9, 9 }, (pose:get_local(2, 3)))
+    pose:reset(2)
+    assert.near((skel:rest(3)), (pose:get_local(2, 3)))
+  end)
+
+  it("normalises rotations and keeps components given as nil", function()
+    local pose = limber.pose(skel, 1)
+    local t0, _, s0 = pose:get_local(1, 2)
+    pose:set_local(1, 2, nil, { 0, 0, 2, 0 }, nil)
+    local t, r, s = pose:get_local(1, 2)
+    assert.near(t0, t) assert.near(s0, s) assert.near({ 0, 0, 1, 0 }, r)
+  end)
+
+  it("raises on bad arguments and changes nothing", function()
+    local pose = limber.pose(skel, 2)
+    pose:local_to_model()
+    local before = pose:models():bytes()
+    local t_before = { pose:get_local(1, 1) }
+    local cases = {
+      { function() pose:set_local(3, 1, { 0, 0, 0 }) end, "instance index 3 out of range [1, 2]" },
+      { function() pose:set_local(0, 1, { 0, 0, 0 }) end, "instance index 0 out of range [1, 2]" },
+      { function() pose:set_local(1, 6, { 0, 0, 0 }) end, "joint index 6 out of range [1, 5]" },
+      { function() pose:set_local(1, 1, { 0, 0 / 0, 0 }) end, "translation[2] is not finite" },
+      { function() pose:set_local(1, 1, { 1, 2, 3 }, { 0, 0, 0, 0 }) end, "zero quaternion" },
+      { function() pose:set_local(1, 1, { 1, 2, 3 }, nil, { 1, math.huge, 1 }) end, "scale[2] is not finite" },
+      { function() pose:set_local(1, 1, { 1, 2 }) end, "translation must have 3 numbers" },
+      { function() pose:set_local(1, 1, "x") end, "translation must be a table" },
+      { function() pose:set_local(1.5, 1) end, "number has no integer representation" },
+      { function() pose:model(1, 0) end, "joint index 0 out of range [1, 5]" },
+      { function() pose:set_root(1, { 1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }) end, "must be affine" },
+      { function() pose:set_root(1, { 1, 0, 0 }) end, "root matrix must have 16 numbers" },
+      { function() core.pose(skel, 0) end, "instance count 0 out of range" },
+      { function() core.pose({}, 1) end, "limber.Skeleton expected" },
+      { function() pose.local_to_model(skel) end, "limber.Pose expected, got limber.Skeleton" },
+    }
+    for _, c in ipairs(cases) do assert.error_matches(c[1], c[2], 1, true) end
+    assert.is_nil(pose:dirty(1))
+    assert.equal(before, pose:models():bytes())
+    local t_after = { pose:get_local(1, 1) }
+    for k = 1, 3 do assert.near(t_before[k], t_after[k], 0) end
+  end)
+end)
+
+describe("palette", function()
+  local function reference_check(layout, skin_joints, ibms)
+    local skel, pose, parents, locals = random_pose_batch(30, 2, 10)
+    local skin = skin_joints and limber.skin(skel, skin_joints, ibms) or nil
+    local pal = limber.palette(pose, { layout = layout, skin = skin })
+    pose:local_to_model()
+    pal:update()
+    local n, k, lay = pal:info()
+    assert.equal(10, n)
+    assert.equal(layout or "mat4", lay)
+    assert.equal(skin_joints and #skin_joints or 30, k)
+    for i = 1, 10 do
+      local models = H.reference_models(parents, locals[i])
+      for s = 1, k do
+        local j = skin_joints and skin_joints[s] or s
+        local ibm = ibms and ibms[s] or skel:inverse_bind(j)
+        local m = H.mul(models[j], ibm)
+        local got = pal:get(i, s)
+        if layout == "mat3x4" then
+          local rows = {}
+          for r = 0, 2 do for c = 0, 3 do rows[#rows + 1] = m[c * 4 + r + 1] end end
+          m = rows
+        end
+        assert.near(m, got, 1e-4)
+      end
+    end
+    return pal
+  end
+
+  it("mat4 layout equals model * inverse bind", function() reference_check("mat4") end)
+  it("mat3x4 layout holds the first three rows", function() reference_check("mat3x4") end)
+  it("uses a skin's joint subset and own inverse binds", function()
+    local ibms = {}
+    for s = 1, 4 do ibms[s] = H.trs({ H.rand(-1, 1), 0, 1 }, H.rand_quat(), { 1, 1, 1 }) end
+    reference_check("mat4", { 30, 2, 17, 2 }, ibms)
+    reference_check("mat3x4", { 30, 2, 17, 2 }, ibms)
+  end)
+  it("portable and SIMD palettes agree", function()
+    local old = core.simd(false)
+    local pal = reference_check("mat3x4")
+    core.simd(true)
+    local a = pal:buffer():bytes()
+    pal:update()
+    core.simd(old)
+    local b = pal:buffer():bytes()
+    assert.equal(#a, #b)
+    for k = 1, #a, 4 do
+      assert.near(string.unpack("<f", a, k), string.unpack("<f", b, k), 1e-4)
+    end
+  end)
+
+  it("refuses a skin of another skeleton and bad ranges", function()
+    local skel_a = limber.skeleton(H.rand_joints(4, 1))
+    local skel_b = limber.skeleton(H.rand_joints(4, 1))
+    local pose = limber.pose(skel_a, 2)
+    assert.error_matches(function() limber.palette(pose, { skin = limber.skin(skel_b) }) end,
+      "skin belongs to another skeleton", 1, true)
+    assert.error_matches(function() limber.palette(pose, { layout = "mat2" }) end,
+      "invalid option 'mat2'", 1, true)
+    assert.error_matches(function() limber.skin(skel_a, { 1, 5 }) end,
+      "joints[2] must be a joint index in [1, 4]", 1, true)
+    assert.error_matches(function() limber.skin(skel_a, { "zz" }) end, "no joint named 'zz'", 1, true)
+    assert.error_matches(function() limber.skin(skel_a, { 1 }, { { 1, 2 } }) end,
+      "inverse_binds[1] must have 16 numbers", 1, true)
+    local pal = limber.palette(pose)
+    assert.error_matches(function() pal:update(3) end, "instance index 3 out of range [1, 2]", 1, true)
+    assert.error_matches(function() pal:get(1, 5) end, "skin joint index 5 out of range [1, 4]", 1, true)
+  end)
+end)
+
+describe("ownership", function()
+  it("a pose, skin and palette keep their skeleton alive", function()
+    local pose, pal, models
+    do
+      local skel = limber.skeleton(H.rand_joints(12, 1))
+      pose = limber.pose(skel, 3)
+      pal = limber.palette(pose, { layout = "mat3x4" })
+      models = pose:models()
+    end
+    collectgarbage() collectgarbage()
+    -- churn the allocator so freed memory would be reused
+    local junk = {}
+    for i = 1, 200 do junk[i] = limber.skeleton(H.rand_joints(12, 1)) end
+    assert.equal(200, #junk)
+    pose:local_to_model()
+    pal:update()
+    assert.equal(12, pose:skeleton():count())
+    assert.equal(36, #models)
+    pose = nil -- luacheck: ignore 311
+    collectgarbage() collectgarbage()
+    -- the view still holds the pose, the palette too
+    assert.equal(16, #models[36])
+    pal:update()
+    assert.equal(12, #pal:get(3, 12))
+  end)
+
+  it("runs a frame without Lua garbage", function()
+    local skel = limber.skeleton(H.rand_joints(96, 1))
+    local pose = limber.pose(skel, 64)
+    local pal = limber.palette(pose)
+    pose:local_to_model() pal:update()
+    collectgarbage() collectgarbage("stop")
+    local before = collectgarbage("count")
+    for _ = 1, 200 do
+      pose:local_to_model(true)
+      pal:update()
+    end
+    local after = collectgarbage("count")
+    collectgarbage("restart")
+    assert.equal(before, after)
+  end)
+end)
+
+describe("buffer", function()
+  it("round-trips bytes, elements and views", function()
+    local b = limber.buffer("f32", 3, { 1, 2, 3, 4.5, 5, 6 })
+    assert.equal(2, #b)
+    assert.same({ 4.5, 5, 6 }, b[2])
+    assert.same({ 1, 2, 3 }, b:get(1))
+    local s = b:bytes()
+    assert.equal(24, #s)
+    assert.same({ 1, 2, 3, 4.5, 5, 6, 25 }, { string.unpack("<ffffff", s) })
+    assert.equal(string.pack("<fff", 4.5, 5, 6), b:bytes(2, 1))
+    assert.equal("", b:bytes(3, 0))
+    b:set(1, { 7, 8, 9 })
+    assert.same({ 7, 8, 9 }, b[1])
+    local c = limber.buffer("f32", 3, 2)
+    c:set_bytes(b:bytes())
+    assert.equal(b:bytes(), c:bytes())
+    local p, size = b:ptr()
+    assert.equal("userdata", type(p))
+    assert.equal(24, size)
+    local n, w, t = b:info()
+    assert.equal(2, n) assert.equal(3, w) assert.equal("f32", t)
+    local u = limber.buffer("u16", 1, { 1, 65535 })
+    assert.equal(65535, u[2])
+    assert.equal(string.pack("<I2I2", 1, 65535), u:bytes())
+  end)
+
+  it("checks values and ranges before writing", function()
+    local b = limber.buffer("f32", 3, { 1, 2, 3 })
+    assert.error_matches(function() b:set(1, { 1, 0 / 0, 3 }) end, "value 2 (", 1, true)
+    assert.error_matches(function() b:set(2, { 1, 2, 3 }) end, "element index 2 out of range [1, 1]", 1, true)
+    assert.error_matches(function() b:bytes(1, 2) end, "count 2 out of range [0, 1]", 1, true)
+    assert.error_matches(function() b:set_bytes("abc") end, "not a whole number", 1, true)
+    assert.error_matches(function() b:set_bytes(string.pack("<fff", 1, 0 / 0, 1)) end, "NaN", 1, true)
+    assert.same({ 1, 2, 3 }, b[1])
+    local u = limber.buffer("u8", 1, 2)
+    assert.error_matches(function() u:set(1, 256) end, "not an integer in [0, 255]", 1, true)
+    assert.error_matches(function() limber.buffer("u8", 1, { 1.5 }) end, "not an integer", 1, true)
+    local skel = limber.skeleton(H.rand_joints(2, 1))
+    local pose = limber.pose(skel, 1)
+    assert.error_matches(function() pose:models():set(1, H.identity()) end, "read-only", 1, true)
+  end)
+end)
