@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -365,6 +366,14 @@ static int l_simd(lua_State *L) {
     return 2;
 }
 
+/** core.clock(): a monotonic clock in seconds (for benchmarks and frame timing). */
+static int l_clock(lua_State *L) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+    return 1;
+}
+
 LIMBER_EXPORT int luaopen_limber_core(lua_State *L);
 
 LIMBER_EXPORT int luaopen_limber_core(lua_State *L) {
@@ -374,6 +383,8 @@ LIMBER_EXPORT int luaopen_limber_core(lua_State *L) {
     lcore_open_pose(L);
     lua_pushcfunction(L, l_simd);
     lua_setfield(L, -2, "simd");
+    lua_pushcfunction(L, l_clock);
+    lua_setfield(L, -2, "clock");
     lua_pushliteral(L, LIMBER_VERSION);
     lua_setfield(L, -2, "_VERSION");
     lua_pushinteger(L, LMB_MAX_JOINTS);
