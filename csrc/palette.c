@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <cglm/cglm.h>
+
 #define ALIGN 32
 
 size_t lmb_skin_bytes(uint32_t joints) {
@@ -54,10 +56,11 @@ lmb_status lmb_skin_prepare(lmb_skin *k, uint32_t *bad) {
 }
 
 void lmb_mat4_mul(const float a[16], const float b[16], float out[16]) {
-    for (int c = 0; c < 4; c++)
-        for (int r = 0; r < 4; r++)
-            out[c * 4 + r] = a[r] * b[c * 4] + a[4 + r] * b[c * 4 + 1] + a[8 + r] * b[c * 4 + 2] +
-                             a[12 + r] * b[c * 4 + 3];
+    mat4 ma, mb, mo;
+    memcpy(ma, a, sizeof ma);
+    memcpy(mb, b, sizeof mb);
+    glm_mat4_mul(ma, mb, mo);
+    memcpy(out, mo, sizeof mo);
 }
 
 void lmb_palette_run_portable(const lmb_pose *pose, const lmb_skin *skin, int layout, float *out,

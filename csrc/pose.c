@@ -97,35 +97,56 @@ static void load_scratch(lmb_pose *p, uint32_t block, uint32_t j) {
     }
 }
 
+/* The same arithmetic as the AVX2 kernel, written as loops over the 8
+ * lanes so compilers can vectorise it with whatever the target offers. */
 void lmb_l2m_block_portable(lmb_pose *p, uint32_t block, uint32_t start) {
     const uint32_t J = p->joint_count;
     const uint16_t *parent = p->skel->parent;
+    enum { W = LMB_LANES };
+    float rootf[12 * W];
+    for (int l = 0; l < W; l++) {
+        const float *R = p->root + (size_t)(block * W + l) * 16;
+        for (int c = 0; c < 4; c++)
+            for (int r = 0; r < 3; r++) rootf[(c * 3 + r) * W + l] = R[c * 4 + r];
+    }
+    float *model0 = p->model + (size_t)block * W * J * 16;
     for (uint32_t j = start; j < J; j++) {
-        const float *L = p->local + ((size_t)block * J + j) * (LMB_TRS_FLOATS * LMB_LANES);
-        float *S = p->scratch + (size_t)j * 12 * LMB_LANES;
+        const float *L = p->local + ((size_t)block * J + j) * (LMB_TRS_FLOATS * W);
+        float *S = p->scratch + (size_t)j * 12 * W;
         uint32_t pj = parent[j];
-        const float *P = pj == LMB_NO_PARENT ? NULL : p->scratch + (size_t)pj * 12 * LMB_LANES;
-        for (uint32_t l = 0; l < LMB_LANES; l++) {
-            float loc[16], par[12];
-            float trs[LMB_TRS_FLOATS];
-            for (int c = 0; c < LMB_TRS_FLOATS; c++) trs[c] = L[c * LMB_LANES + l];
-            lmb_trs_to_mat4(trs, loc);
-            if (P) {
-                for (int k = 0; k < 12; k++) par[k] = P[k * LMB_LANES + l];
-            } else {
-                const float *R = p->root + (size_t)(block * LMB_LANES + l) * 16;
-                for (int c = 0; c < 4; c++)
-                    for (int r = 0; r < 3; r++) par[c * 3 + r] = R[c * 4 + r];
-            }
-            float *out = p->model + ((size_t)(block * LMB_LANES + l) * J + j) * 16;
-            for (int c = 0; c < 4; c++) {
-                for (int r = 0; r < 3; r++) {
-                    float v = par[r] * loc[c * 4] + par[3 + r] * loc[c * 4 + 1] +
-                              par[6 + r] * loc[c * 4 + 2];
-                    if (c == 3) v += par[9 + r];
-                    S[(c * 3 + r) * LMB_LANES + l] = v;
-                    out[c * 4 + r] = v;
+        const float *P = pj == LMB_NO_PARENT ? rootf : p->scratch + (size_t)pj * 12 * W;
+        float a[12][W]; /* local 3x4, column-major: a[c * 3 + r] */
+        for (int l = 0; l < W; l++) {
+            float x = L[3 * W + l], y = L[4 * W + l], z = L[5 * W + l], w = L[6 * W + l];
+            float sx = L[7 * W + l], sy = L[8 * W + l], sz = L[9 * W + l];
+            float x2 = x + x, y2 = y + y, z2 = z + z;
+            float xx = x * x2, yy = y * y2, zz = z * z2, xy = x * y2, xz = x * z2, yz = y * z2;
+            float wx = w * x2, wy = w * y2, wz = w * z2;
+            a[0][l] = (1.0f - (yy + zz)) * sx;
+            a[1][l] = (xy + wz) * sx;
+            a[2][l] = (xz - wy) * sx;
+            a[3][l] = (xy - wz) * sy;
+            a[4][l] = (1.0f - (xx + zz)) * sy;
+            a[5][l] = (yz + wx) * sy;
+            a[6][l] = (xz + wy) * sz;
+            a[7][l] = (yz - wx) * sz;
+            a[8][l] = (1.0f - (xx + yy)) * sz;
+            a[9][l] = L[0 * W + l];
+            a[10][l] = L[1 * W + l];
+            a[11][l] = L[2 * W + l];
+        }
+        for (int c = 0; c < 4; c++)
+            for (int r = 0; r < 3; r++)
+                for (int l = 0; l < W; l++) {
+                    float v = P[r * W + l] * a[c * 3][l] + P[(3 + r) * W + l] * a[c * 3 + 1][l] +
+                              P[(6 + r) * W + l] * a[c * 3 + 2][l];
+                    if (c == 3) v += P[(9 + r) * W + l];
+                    S[(c * 3 + r) * W + l] = v;
                 }
+        for (int l = 0; l < W; l++) {
+            float *out = model0 + ((size_t)l * J + j) * 16;
+            for (int c = 0; c < 4; c++) {
+                for (int r = 0; r < 3; r++) out[c * 4 + r] = S[(c * 3 + r) * W + l];
                 out[c * 4 + 3] = c == 3 ? 1.0f : 0.0f;
             }
         }

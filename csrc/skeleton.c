@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cglm/cglm.h>
+
 #define HEADER_BYTES lmb_align_up(sizeof(lmb_skeleton), 16)
 
 size_t lmb_skeleton_bytes(uint32_t count) {
@@ -126,24 +128,13 @@ lmb_status lmb_skeleton_validate(lmb_skeleton *s, uint32_t *bad) {
 }
 
 void lmb_trs_to_mat4(const float trs[LMB_TRS_FLOATS], float m[16]) {
-    float x = trs[3], y = trs[4], z = trs[5], w = trs[6];
-    float xx = x * x, yy = y * y, zz = z * z;
-    float xy = x * y, xz = x * z, yz = y * z, wx = w * x, wy = w * y, wz = w * z;
-    float sx = trs[7], sy = trs[8], sz = trs[9];
-    m[0] = (1.0f - 2.0f * (yy + zz)) * sx;
-    m[1] = 2.0f * (xy + wz) * sx;
-    m[2] = 2.0f * (xz - wy) * sx;
-    m[3] = 0.0f;
-    m[4] = 2.0f * (xy - wz) * sy;
-    m[5] = (1.0f - 2.0f * (xx + zz)) * sy;
-    m[6] = 2.0f * (yz + wx) * sy;
-    m[7] = 0.0f;
-    m[8] = 2.0f * (xz + wy) * sz;
-    m[9] = 2.0f * (yz - wx) * sz;
-    m[10] = (1.0f - 2.0f * (xx + yy)) * sz;
-    m[11] = 0.0f;
-    m[12] = trs[0];
-    m[13] = trs[1];
-    m[14] = trs[2];
-    m[15] = 1.0f;
+    mat4 out;
+    versor q = {trs[3], trs[4], trs[5], trs[6]};
+    vec3 s = {trs[7], trs[8], trs[9]};
+    glm_quat_mat4(q, out);
+    glm_scale(out, s);
+    out[3][0] = trs[0];
+    out[3][1] = trs[1];
+    out[3][2] = trs[2];
+    memcpy(m, out, sizeof out);
 }
