@@ -2,7 +2,7 @@
 # Installs the Debian packages limber needs, only those that are missing.
 # Usage: scripts/deps.sh [extra-package ...]
 set -euo pipefail
-pkgs=(lua5.4 liblua5.4-dev luarocks lua-busted lua-check lua-cjson libcglm-dev libpng-dev
+pkgs=(lua5.4 liblua5.4-dev luarocks lua-busted lua-check lua-cjson libcglm-dev
       cmake gcc make pkg-config "$@")
 missing=()
 for p in "${pkgs[@]}"; do
