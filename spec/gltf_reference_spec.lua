@@ -13,8 +13,13 @@ local MODELS <const> = {
   { "RiggedFigure", "RiggedFigure/RiggedFigure.glb" },
   { "RiggedSimple", "RiggedSimple/RiggedSimple.gltf" },
   { "SimpleSkin", "SimpleSkin/SimpleSkin.gltf" },
-  { "InterpolationTest", "InterpolationTest/InterpolationTest.gltf" },
 }
+-- InterpolationTest is bundled by the clip work; used when present.
+local probe = io.open(H.reference .. "InterpolationTest/rest.json")
+if probe then
+  probe:close()
+  MODELS[#MODELS + 1] = { "InterpolationTest", "InterpolationTest/InterpolationTest.gltf" }
+end
 for k = 0, 9 do
   MODELS[#MODELS + 1] = { ("Animation_Skin_%02d"):format(k),
                           ("asset-generator/Animation_Skin/Animation_Skin_%02d.gltf"):format(k) }

@@ -50,12 +50,17 @@ end
 
 -- ---- JSON value checks ----------------------------------------------------
 
+local function show(v)
+  if type(v) == "number" and math.tointeger(v) then return tostring(math.tointeger(v)) end
+  return tostring(v)
+end
+
 local function is_int(v)
   return type(v) == "number" and v == math.floor(v) and v >= 0 and v <= 2 ^ 53
 end
 
 local function int(v, where, what, min)
-  if not is_int(v) then fail(where, "%s must be a non-negative integer (got %s)", what, tostring(v)) end
+  if not is_int(v) then fail(where, "%s must be a non-negative integer (got %s)", what, show(v)) end
   v = math.tointeger(v)
   if min and v < min then fail(where, "%s must be at least %d (got %d)", what, min, v) end
   return v
@@ -79,7 +84,7 @@ end
 
 --- Checks a 0-based reference into `arr` and returns it 1-based.
 local function ref(v, arr, where, what)
-  if not is_int(v) then fail(where, "%s must be an index (got %s)", what, tostring(v)) end
+  if not is_int(v) then fail(where, "%s must be an index (got %s)", what, show(v)) end
   v = math.tointeger(v)
   if v >= #arr then fail(where, "%s %d does not exist", what, v) end
   return v + 1
@@ -635,7 +640,9 @@ function Loader:animations()
       local where = at(aw, "samplers", si - 1)
       local s = object(samplers[si], where, "sampler")
       local interp = s.interpolation or "LINEAR"
-      if not INTERP[interp] then fail(where, "interpolation '%s' is not LINEAR, STEP or CUBICSPLINE", tostring(interp)) end
+      if not INTERP[interp] then
+        fail(where, "interpolation '%s' is not LINEAR, STEP or CUBICSPLINE", tostring(interp))
+      end
       local key = si .. path
       if decoded[key] then return decoded[key] end
       local ii = ref(s.input, self.acc, where, "input accessor")
@@ -736,7 +743,7 @@ function M.load_bytes(bytes, opts)
   if is_glb(bytes) then text, self.bin = core.gltf_glb(bytes) end
   local ok, doc = pcall(json.decode, text)
   if not ok then fail("JSON", "syntax error: %s", tostring(doc):gsub("^.-:%d+: ", "")) end
-  if type(doc) ~= "table" then fail("JSON", "top level must be an object") end
+  if type(doc) ~= "table" or doc[1] ~= nil then fail("JSON", "top level must be an object") end
   self.doc = doc
   local asset_info = object(doc.asset, "asset", "asset")
   local version = asset_info.version
