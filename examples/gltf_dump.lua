@@ -157,7 +157,8 @@ function D.clip_sampler(anim, t)
   local out = {}
   for k, tr in ipairs(clip:node_tracks()) do
     out[tr.node] = out[tr.node] or {}
-    out[tr.node][tr.path] = clip:sample_node(k, t)
+    local v = table.pack(clip:sample_node(k, t))
+    out[tr.node][tr.path] = type(v[1]) == "table" and v[1] or table.move(v, 1, v.n, 1, {})
   end
   return out
 end

@@ -349,3 +349,118 @@ describe("glTF skins to skeletons", function()
     assert.are.equal(1, a.skeletons[1].root_parent) -- node 0, the skinned mesh node
   end)
 end)
+
+describe("glTF clips through limber.anim", function()
+  -- A stand-in limber.anim that records what the importer asks for; the
+  -- real module is checked against the reference data once merged.
+  local function with_fake_anim(fn)
+    local calls = {}
+    local saved = package.loaded["limber.anim"]
+    package.loaded["limber.anim"] = {
+      clip = function(desc, skel)
+        calls[#calls + 1] = { desc = desc, skel = skel }
+        local clip = { desc = desc }
+        function clip.node_tracks()
+          local out = {}
+          for k, tr in ipairs(desc.tracks) do
+            out[k] = { node = tr.node, path = tr.path, interpolation = tr.interpolation }
+          end
+          return out
+        end
+        function clip.sample_node(_, k) -- the value of the first key
+          local tr = desc.tracks[k]
+          local v = tr.values[tr.interpolation == "CUBICSPLINE" and 2 or 1]
+          return table.unpack(v)
+        end
+        return clip
+      end,
+    }
+    local ok, err = pcall(fn, calls)
+    package.loaded["limber.anim"] = saved
+    if not ok then error(err, 0) end
+  end
+
+  it("binds joint tracks to each skeleton and keeps other channels as node tracks", function()
+    with_fake_anim(function(calls)
+      local a = gltf.load(H.assets .. "asset-generator/Animation_Skin/Animation_Skin_08.gltf")
+      assert.is_true(a.has_clips)
+      local anim = a.animations[1]
+      assert.are.equal(2, #calls) -- the node clip and one clip per skeleton
+      assert.are.equal(anim.clip.desc, calls[1].desc)
+      assert.is_nil(calls[1].skel)
+      assert.are.equal(a.skeletons[1].skeleton, calls[2].skel)
+      for k, ch in ipairs(anim.channels) do
+        local nt, jt = calls[1].desc.tracks[k], calls[2].desc.tracks[k]
+        assert.are.same({ ch.node, ch.path, ch.interpolation }, { nt.node, nt.path, nt.interpolation })
+        assert.is_nil(nt.joint)
+        assert.are.equal(a.skeletons[1].joint_of[ch.node], jt.joint)
+        assert.is_nil(jt.node)
+        assert.are.equal(ch.times, jt.times)
+        assert.are.equal(ch.values, jt.values)
+      end
+      -- gltf_dump samples node tracks through the clip
+      local D = dofile(H.root .. "examples/gltf_dump.lua")
+      local out = D.dump(a, { animation = 1, times = { 0.5 }, nodes = true })
+      local ch = anim.channels[1]
+      assert.near(ch.values[1], out.frames[1].nodes[ch.node].rotation, 1e-6)
+    end)
+  end)
+
+  it("loads without clips when limber.anim is absent", function()
+    local saved = package.loaded["limber.anim"]
+    package.loaded["limber.anim"] = nil
+    package.preload["limber.anim"] = function() error("module 'limber.anim' not found") end
+    local ok, a = pcall(gltf.load, H.assets .. "SimpleSkin/SimpleSkin.gltf")
+    package.preload["limber.anim"] = nil
+    package.loaded["limber.anim"] = saved
+    assert.is_true(ok, a)
+    assert.is_false(a.has_clips)
+    assert.is_nil(a.animations[1].clip)
+    assert.are.equal(1, #a.animations[1].channels)
+  end)
+end)
+
+describe("examples/gltf_dump.lua", function()
+  local function run(args)
+    local cmd = ("LUA_PATH_5_4='%s' LUA_CPATH_5_4='%s' lua5.4 %sexamples/gltf_dump.lua %s 2>&1")
+        :format(package.path, package.cpath, H.root, args)
+    local p = io.popen(cmd)
+    local out = p:read("a")
+    local ok, _, code = p:close()
+    return out, ok and 0 or code
+  end
+
+  it("prints the reference schema for --rest (RiggedSimple)", function()
+    local out, code = run(H.assets .. "RiggedSimple/RiggedSimple.gltf --rest --skinned --nodes")
+    assert.are.equal(0, code, out)
+    local got = cjson.decode(out)
+    local f = assert(io.open(H.reference .. "RiggedSimple/rest.json"))
+    local ref = cjson.decode(f:read("a"))
+    f:close()
+    assert.are.equal("rest", got.mode)
+    assert.are.equal(ref.skins[1].skeleton, got.skins[1].skeleton)
+    local rj, gj = ref.frames[1].skins[1].joints, got.frames[1].skins[1].joints
+    for k = 1, #rj do
+      assert.are.equal(rj[k].node, gj[k].node)
+      assert.near(rj[k].world, gj[k].world, 1e-5)
+      assert.near(rj[k].skinMatrix, gj[k].skinMatrix, 1e-5)
+    end
+    local rp = ref.frames[1].skinnedNodes[1].primitives[1]
+    local gp = got.frames[1].skinnedNodes[1].primitives[1]
+    assert.near(rp.positionsWorld, gp.positionsWorld, 1e-5)
+    assert.near(rp.normalsWorld, gp.normalsWorld, 1e-3)
+    assert.are.equal(#ref.frames[1].nodes, #got.frames[1].nodes)
+  end)
+
+  it("fails clearly on bad arguments and bad files", function()
+    local out, code = run("")
+    assert.are.equal(2, code)
+    assert.truthy(out:find("no model given", 1, true))
+    out, code = run(H.assets .. "SimpleSkin/SimpleSkin.gltf --anim 7")
+    assert.are.equal(1, code)
+    assert.truthy(out:find("animation 7 does not exist", 1, true))
+    out, code = run(H.root .. "README.md")
+    assert.are.equal(1, code)
+    assert.truthy(out:find("limber.gltf: JSON: syntax error", 1, true))
+  end)
+end)

@@ -721,8 +721,10 @@ local function build_clips(asset)
   return true
 end
 
+-- GLB when it says so, or when the header looks binary (so a damaged
+-- magic is reported as such rather than as a JSON error).
 local function is_glb(bytes)
-  return bytes:sub(1, 4) == "glTF" or not bytes:find("^[%s\239\187\191]*[{%[]")
+  return bytes:sub(1, 4) == "glTF" or bytes:sub(1, 12):find("%z") ~= nil
 end
 
 --- Loads a glTF 2.0 asset from bytes in memory (.gltf JSON or .glb).
