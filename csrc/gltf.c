@@ -26,21 +26,23 @@ static uint32_t rd_u32(const uint8_t *p) {
 
 lmb_status lmb_glb_parse(const uint8_t *data, size_t len, lmb_glb *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    if (len < 12) return fail(LMB_EINVAL, err, errlen, "GLB: file of %zu bytes is shorter than the 12-byte header", len);
+    if (len < 12)
+        return fail(LMB_EINVAL, err, errlen,
+                    "GLB: file of %zu bytes is shorter than the 12-byte header", len);
     if (memcmp(data, "glTF", 4) != 0)
         return fail(LMB_EINVAL, err, errlen, "GLB: wrong magic (expected \"glTF\")");
     uint32_t version = rd_u32(data + 4), total = rd_u32(data + 8);
     if (version != 2)
         return fail(LMB_EINVAL, err, errlen, "GLB: unsupported version %u (expected 2)", version);
     if (total != len)
-        return fail(LMB_EINVAL, err, errlen, "GLB: header length %u but the file has %zu bytes", total,
-                    len);
+        return fail(LMB_EINVAL, err, errlen, "GLB: header length %u but the file has %zu bytes",
+                    total, len);
     size_t pos = 12;
     int chunk = 0;
     while (pos < len) {
         if (len - pos < 8)
-            return fail(LMB_EINVAL, err, errlen, "GLB: chunk %d header truncated at byte %zu", chunk,
-                        pos);
+            return fail(LMB_EINVAL, err, errlen, "GLB: chunk %d header truncated at byte %zu",
+                        chunk, pos);
         size_t clen = rd_u32(data + pos);
         uint32_t ctype = rd_u32(data + pos + 4);
         pos += 8;
@@ -141,36 +143,41 @@ size_t lmb_accessor_element_size(const lmb_accessor *a) {
 
 lmb_status lmb_accessor_check(const lmb_accessor *a, int want_int, char *err, size_t errlen) {
     size_t cs = comp_size(a->component_type);
-    if (!cs) return fail(LMB_EINVAL, err, errlen, "componentType %u is not a glTF component type", a->component_type);
+    if (!cs)
+        return fail(LMB_EINVAL, err, errlen, "componentType %u is not a glTF component type",
+                    a->component_type);
     if (a->is_matrix ? !(a->components == 4 || a->components == 9 || a->components == 16)
                      : !(a->components >= 1 && a->components <= 4))
         return fail(LMB_EINVAL, err, errlen, "invalid element type");
     if (a->normalized && (a->component_type == LMB_GLTF_F32 || a->component_type == LMB_GLTF_U32))
-        return fail(LMB_EINVAL, err, errlen, "normalized is only allowed for 8- and 16-bit integers");
+        return fail(LMB_EINVAL, err, errlen,
+                    "normalized is only allowed for 8- and 16-bit integers");
     if (want_int && (a->component_type == LMB_GLTF_F32 || a->normalized))
         return fail(LMB_EINVAL, err, errlen, "integer data expected, componentType %u%s",
                     a->component_type, a->normalized ? " normalized" : "");
     if (a->count < 1) return fail(LMB_ERANGE, err, errlen, "count must be at least 1");
     if (a->count > LMB_GLTF_MAX_COUNT ||
         a->count > LMB_GLTF_MAX_OUTPUT / (a->components * sizeof(float)))
-        return fail(LMB_ERANGE, err, errlen, "count %zu exceeds the limit of %zu elements", a->count,
-                    (size_t)(LMB_GLTF_MAX_OUTPUT / (a->components * sizeof(float))) < LMB_GLTF_MAX_COUNT
-                        ? LMB_GLTF_MAX_OUTPUT / (a->components * sizeof(float))
-                        : LMB_GLTF_MAX_COUNT);
+        return fail(
+            LMB_ERANGE, err, errlen, "count %zu exceeds the limit of %zu elements", a->count,
+            (size_t)(LMB_GLTF_MAX_OUTPUT / (a->components * sizeof(float))) < LMB_GLTF_MAX_COUNT
+                ? LMB_GLTF_MAX_OUTPUT / (a->components * sizeof(float))
+                : LMB_GLTF_MAX_COUNT);
     if (!a->data) return LMB_OK; /* zeros */
     size_t es = lmb_accessor_element_size(a);
     size_t stride = a->view_stride ? a->view_stride : es;
     if (a->view_stride && a->view_stride < es)
-        return fail(LMB_EINVAL, err, errlen, "byteStride %zu is smaller than the element (%zu bytes)",
-                    a->view_stride, es);
+        return fail(LMB_EINVAL, err, errlen,
+                    "byteStride %zu is smaller than the element (%zu bytes)", a->view_stride, es);
     if (a->view_offset > a->data_len || a->view_length > a->data_len - a->view_offset)
         return fail(LMB_ERANGE, err, errlen,
                     "bufferView range [%zu, %zu + %zu) is past the end of its buffer (%zu bytes)",
                     a->view_offset, a->view_offset, a->view_length, a->data_len);
     /* last byte used: offset + (count - 1) * stride + es <= view_length */
     if (a->offset > a->view_length)
-        return fail(LMB_ERANGE, err, errlen, "byteOffset %zu is past the end of its bufferView (%zu bytes)",
-                    a->offset, a->view_length);
+        return fail(LMB_ERANGE, err, errlen,
+                    "byteOffset %zu is past the end of its bufferView (%zu bytes)", a->offset,
+                    a->view_length);
     size_t room = a->view_length - a->offset;
     if (es > room || (a->count - 1) > (room - es) / stride)
         return fail(LMB_ERANGE, err, errlen,
@@ -223,8 +230,8 @@ lmb_status lmb_accessor_read_f32(const lmb_accessor *a, float *out, size_t *bad)
         float *o = out + i * a->components;
         for (uint32_t c = 0; c < cols; c++)
             for (uint32_t r = 0; r < rows; r++) {
-                float v = (float)comp_value(e + c * col_bytes + r * cs, a->component_type,
-                                            a->normalized);
+                float v =
+                    (float)comp_value(e + c * col_bytes + r * cs, a->component_type, a->normalized);
                 if (!isfinite(v)) {
                     *bad = i;
                     return LMB_ENAN;
@@ -281,7 +288,8 @@ lmb_status lmb_sparse_apply_f32(float *out, size_t count, uint32_t components, c
     lmb_status st = sparse_check(count, idx, n, bad);
     if (st != LMB_OK) return st;
     for (size_t k = 0; k < n; k++)
-        memcpy(out + (size_t)idx[k] * components, vals + k * components, components * sizeof(float));
+        memcpy(out + (size_t)idx[k] * components, vals + k * components,
+               components * sizeof(float));
     return LMB_OK;
 }
 

@@ -66,7 +66,7 @@ typedef struct lmb_accessor {
     uint32_t components;     /* 1, 2, 3, 4 (SCALAR..VEC4), 4, 9, 16 (MAT2..MAT4) */
     uint32_t is_matrix;      /* MATn: columns are padded to 4 bytes */
     uint32_t normalized;
-    size_t count;            /* elements */
+    size_t count; /* elements */
 } lmb_accessor;
 
 /* Bytes of one element (matrix columns padded to 4-byte boundaries). */

@@ -2,12 +2,23 @@
  * side lives in lua/limber/gltf.lua, which passes byte strings and plain
  * accessor descriptions; every failure raises "limber.gltf: <where>: <why>"
  * before any object is returned. */
+#include <stdarg.h>
 #include <string.h>
 
 #include "gltf.h"
 #include "lcore.h"
 
 #define ERRLEN 256
+
+/* Raises a content error as is: "limber.gltf: <where>: <why>" with no
+ * source position prefix (the location is the path inside the file). */
+static int gerr(lua_State *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    return lua_error(L);
+}
 
 /** core.gltf_glb(bytes): the JSON chunk and the BIN chunk (or nil) of a
  * GLB file, as strings. */
@@ -17,7 +28,7 @@ static int l_glb(lua_State *L) {
     lmb_glb g;
     char err[ERRLEN];
     if (lmb_glb_parse((const uint8_t *)s, len, &g, err, sizeof err) != LMB_OK)
-        return luaL_error(L, "limber.gltf: %s", err);
+        return gerr(L, "limber.gltf: %s", err);
     lua_pushlstring(L, (const char *)g.json, g.json_len);
     if (g.bin)
         lua_pushlstring(L, (const char *)g.bin, g.bin_len);
@@ -36,7 +47,7 @@ static int l_base64(lua_State *L) {
     size_t n = 0;
     char err[ERRLEN];
     if (lmb_base64_decode(s, len, out, &n, err, sizeof err) != LMB_OK)
-        return luaL_error(L, "limber.gltf: %s: %s", where, err);
+        return gerr(L, "limber.gltf: %s: %s", where, err);
     luaL_pushresultsize(&b, n);
     return 1;
 }
@@ -48,7 +59,7 @@ static size_t size_field(lua_State *L, int t, const char *k, lua_Integer def, co
     lua_Integer v = lua_isnil(L, -1) ? def : lua_tointegerx(L, -1, &ok);
     lua_pop(L, 1);
     if (!ok || v < 0 || v > ((lua_Integer)1 << 53))
-        luaL_error(L, "limber.gltf: %s: %s must be a non-negative integer", where, k);
+        gerr(L, "limber.gltf: %s: %s must be a non-negative integer", where, k);
     return (size_t)v;
 }
 
@@ -80,7 +91,7 @@ static void read_desc(lua_State *L, int t, lmb_accessor *a, const char *where) {
 static void check_desc(lua_State *L, const lmb_accessor *a, int want_int, const char *where) {
     char err[ERRLEN];
     if (lmb_accessor_check(a, want_int, err, sizeof err) != LMB_OK)
-        luaL_error(L, "limber.gltf: %s: %s", where, err);
+        gerr(L, "limber.gltf: %s: %s", where, err);
 }
 
 /** core.gltf_accessor(where, desc, kind): decodes an accessor into a new
@@ -105,8 +116,8 @@ static int l_accessor(lua_State *L) {
     if (has_sparse) {
         sparse_n = size_field(L, 4, "count", 0, where);
         if (sparse_n < 1 || sparse_n > a.count)
-            return luaL_error(L, "limber.gltf: %s: sparse.count %I out of range [1, %I]",
-                              where, (lua_Integer)sparse_n, (lua_Integer)a.count);
+            return gerr(L, "limber.gltf: %s: sparse.count %I out of range [1, %I]", where,
+                        (lua_Integer)sparse_n, (lua_Integer)a.count);
         lua_pushfstring(L, "%s.sparse.indices", where); /* 5 */
         lua_getfield(L, 4, "indices");                  /* 6 */
         luaL_checktype(L, 6, LUA_TTABLE);
@@ -115,9 +126,9 @@ static int l_accessor(lua_State *L) {
         si.count = sparse_n;
         if (!(si.component_type == LMB_GLTF_U8 || si.component_type == LMB_GLTF_U16 ||
               si.component_type == LMB_GLTF_U32))
-            return luaL_error(L, "limber.gltf: %s: componentType %d must be 5121, 5123 or 5125",
-                              lua_tostring(L, 5), (int)si.component_type);
-        if (!si.data) return luaL_error(L, "limber.gltf: %s: missing bufferView", lua_tostring(L, 5));
+            return gerr(L, "limber.gltf: %s: componentType %d must be 5121, 5123 or 5125",
+                        lua_tostring(L, 5), (int)si.component_type);
+        if (!si.data) return gerr(L, "limber.gltf: %s: missing bufferView", lua_tostring(L, 5));
         check_desc(L, &si, 1, lua_tostring(L, 5));
         lua_pushfstring(L, "%s.sparse.values", where); /* 7 */
         lua_getfield(L, 4, "values");                  /* 8 */
@@ -128,7 +139,7 @@ static int l_accessor(lua_State *L) {
         sv.is_matrix = a.is_matrix;
         sv.normalized = a.normalized;
         sv.count = sparse_n;
-        if (!sv.data) return luaL_error(L, "limber.gltf: %s: missing bufferView", lua_tostring(L, 7));
+        if (!sv.data) return gerr(L, "limber.gltf: %s: missing bufferView", lua_tostring(L, 7));
         check_desc(L, &sv, kind == 1, lua_tostring(L, 7));
     }
     lua_settop(L, 8);
@@ -137,8 +148,8 @@ static int l_accessor(lua_State *L) {
     lbuffer *out = lbuf_push(L, kind == 0 ? LBUF_F32 : LBUF_U32, a.components, a.count); /* 9 */
     if (kind == 0) {
         if (lmb_accessor_read_f32(&a, (float *)out->data, &bad) != LMB_OK)
-            return luaL_error(L, "limber.gltf: %s: element %I is NaN or infinite", where,
-                              (lua_Integer)bad);
+            return gerr(L, "limber.gltf: %s: element %I is NaN or infinite", where,
+                        (lua_Integer)bad);
     } else {
         lmb_accessor_read_u32(&a, (uint32_t *)out->data);
     }
@@ -149,10 +160,10 @@ static int l_accessor(lua_State *L) {
         if (kind == 0) {
             float *vals = (float *)lua_newuserdatauv(L, sparse_n * a.components * sizeof(float), 0);
             if (lmb_accessor_read_f32(&sv, vals, &bad) != LMB_OK)
-                return luaL_error(L, "limber.gltf: %s.sparse.values: element %I is NaN or infinite",
-                                  where, (lua_Integer)bad);
-            st = lmb_sparse_apply_f32((float *)out->data, a.count, a.components, idx, vals, sparse_n,
-                                      &bad);
+                return gerr(L, "limber.gltf: %s.sparse.values: element %I is NaN or infinite",
+                            where, (lua_Integer)bad);
+            st = lmb_sparse_apply_f32((float *)out->data, a.count, a.components, idx, vals,
+                                      sparse_n, &bad);
         } else {
             uint32_t *vals =
                 (uint32_t *)lua_newuserdatauv(L, sparse_n * a.components * sizeof(uint32_t), 0);
@@ -161,10 +172,10 @@ static int l_accessor(lua_State *L) {
                                       sparse_n, &bad);
         }
         if (st != LMB_OK)
-            return luaL_error(L,
-                              "limber.gltf: %s.sparse.indices: index %I (%I) is out of range or "
-                              "not increasing (count %I)",
-                              where, (lua_Integer)bad, (lua_Integer)idx[bad], (lua_Integer)a.count);
+            return gerr(L,
+                        "limber.gltf: %s.sparse.indices: index %I (%I) is out of range or not "
+                        "increasing (count %I)",
+                        where, (lua_Integer)bad, (lua_Integer)idx[bad], (lua_Integer)a.count);
         lua_settop(L, 9);
     }
     return 1;
@@ -173,8 +184,9 @@ static int l_accessor(lua_State *L) {
 static lbuffer *check_typed(lua_State *L, int arg, int type, uint32_t width, const char *what) {
     lbuffer *b = lbuf_check(L, arg);
     if (b->type != type || b->width != width)
-        luaL_argerror(L, arg, lua_pushfstring(L, "%s must be a %s buffer of width %d", what,
-                                              type == LBUF_F32 ? "f32" : "u32", (int)width));
+        luaL_argerror(L, arg,
+                      lua_pushfstring(L, "%s must be a %s buffer of width %d", what,
+                                      type == LBUF_F32 ? "f32" : "u32", (int)width));
     return b;
 }
 
@@ -192,7 +204,7 @@ static int l_influences(lua_State *L) {
     }
     size_t n = j0->count;
     if (w0->count != n || (j1 && (j1->count != n || w1->count != n)))
-        return luaL_error(L, "limber.gltf: %s: JOINTS_n and WEIGHTS_n counts differ", where);
+        return gerr(L, "limber.gltf: %s: JOINTS_n and WEIGHTS_n counts differ", where);
     lua_settop(L, 5);
     lbuffer *oj = lbuf_push(L, LBUF_U16, 4, n);
     lbuffer *ow = lbuf_push(L, LBUF_F32, 4, n);
@@ -202,8 +214,10 @@ static int l_influences(lua_State *L) {
                             j1 ? (const uint32_t *)j1->data : NULL,
                             w1 ? (const float *)w1->data : NULL, (uint16_t *)oj->data,
                             (float *)ow->data, &maxj, &bad) != LMB_OK)
-        return luaL_error(L, "limber.gltf: %s: vertex %I has a negative weight or a joint index "
-                             "above %I", where, (lua_Integer)bad, (lua_Integer)LMB_MAX_JOINTS - 1);
+        return gerr(L,
+                    "limber.gltf: %s: vertex %I has a negative weight or a joint index "
+                    "above %I",
+                    where, (lua_Integer)bad, (lua_Integer)LMB_MAX_JOINTS - 1);
     lua_pushinteger(L, maxj);
     return 3;
 }
@@ -239,11 +253,9 @@ static int l_stats(lua_State *L) {
 }
 
 void lcore_open_gltf(lua_State *L) {
-    static const luaL_Reg funcs[] = {{"gltf_glb", l_glb},
-                                     {"gltf_base64", l_base64},
-                                     {"gltf_accessor", l_accessor},
-                                     {"gltf_influences", l_influences},
-                                     {"gltf_stats", l_stats},
-                                     {NULL, NULL}};
+    static const luaL_Reg funcs[] = {
+        {"gltf_glb", l_glb},           {"gltf_base64", l_base64},
+        {"gltf_accessor", l_accessor}, {"gltf_influences", l_influences},
+        {"gltf_stats", l_stats},       {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
 }

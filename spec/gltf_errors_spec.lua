@@ -24,6 +24,8 @@ end
 
 local function fails(text, fn)
   assert.error_matches(fn, text, 1, true)
+  local _, err = pcall(fn)
+  assert.are.equal("limber.gltf: ", err:sub(1, 13)) -- no source position: the location is in the file
 end
 
 -- Appends a data: buffer with `bytes`, a bufferView over it, and returns
@@ -302,5 +304,46 @@ describe("glTF bad input", function()
       fails("buffers[0]: data: URI must be base64 encoded", with_uri("data:application/octet-stream,abc"))
       fails("buffers[0]: base64: invalid character at position 2", with_uri("data:;base64,AA*A"))
     end)
+  end)
+end)
+
+describe("glTF random corruption", function()
+  -- Random byte edits of real files: every load either succeeds or raises a
+  -- "limber.gltf:" error; never a crash (the sanitizer run checks memory).
+  H.seed("gltf corruption")
+  local sources = {
+    { read(FOX), {} },
+    { read(SIMPLE), {} },
+    { read(SKIN00_DIR .. "Animation_Skin_08.gltf"), { base_dir = SKIN00_DIR } },
+  }
+  it("raises limber.gltf errors or loads, for 600 corrupted files", function()
+    local loaded, failed = 0, 0
+    for n = 1, 600 do
+      local src = sources[n % #sources + 1]
+      local bytes = src[1]
+      local edits = math.random(1, 4)
+      for _ = 1, edits do
+        local at = math.random(1, #bytes)
+        local r = math.random()
+        if r < 0.6 then
+          bytes = bytes:sub(1, at - 1) .. string.char(math.random(0, 255)) .. bytes:sub(at + 1)
+        elseif r < 0.8 then
+          bytes = bytes:sub(1, at - 1) .. bytes:sub(at + math.random(1, 8))
+        else
+          local digit = tostring(math.random(0, 9))
+          bytes = bytes:sub(1, at - 1) .. digit .. bytes:sub(at)
+        end
+      end
+      local ok, err = pcall(gltf.load_bytes, bytes, src[2])
+      if ok then
+        loaded = loaded + 1
+      else
+        failed = failed + 1
+        assert.is_string(err)
+        assert.truthy(err:find("^limber%.gltf: ") or err:find("^limber%.skeleton") or err:find("limber%.skin"), err)
+      end
+    end
+    assert.is_true(failed > 0)
+    assert.are.equal(600, loaded + failed)
   end)
 end)
