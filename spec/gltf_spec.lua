@@ -464,3 +464,47 @@ describe("examples/gltf_dump.lua", function()
     assert.truthy(out:find("limber.gltf: JSON: syntax error", 1, true))
   end)
 end)
+
+describe("glTF skeleton rest poses", function()
+  -- pose model matrices at rest must equal the node world matrices
+  -- computed in plain Lua, for every bundled model
+  local files = {
+    "CesiumMan/CesiumMan.gltf", "Fox/Fox.glb", "RiggedFigure/RiggedFigure.glb",
+    "RiggedSimple/RiggedSimple.gltf", "SimpleSkin/SimpleSkin.gltf",
+  }
+  for k = 0, 9 do files[#files + 1] = ("asset-generator/Animation_Skin/Animation_Skin_%02d.gltf"):format(k) end
+
+  local function check(a, tol)
+    for _, entry in ipairs(a.skeletons) do
+      local pose = limber.pose(entry.skeleton, 1)
+      pose:set_root(1, entry.root_parent and a.nodes[entry.root_parent].world or nil)
+      pose:local_to_model()
+      for j, n in ipairs(entry.nodes) do
+        assert.near(a.nodes[n].world, pose:model(1, j), tol)
+      end
+    end
+  end
+
+  it("match the node world matrices", function()
+    for _, f in ipairs(files) do
+      local a = gltf.load(H.assets .. f)
+      check(a, f:find("Fox") and 2e-4 or 2e-5)
+    end
+  end)
+
+  it("handle skin joints in separate node trees (no common ancestor)", function()
+    local doc = cjson.decode(read(H.assets .. "SimpleSkin/SimpleSkin.gltf"))
+    doc.nodes[2].children = nil
+    doc.nodes[3].translation = { 0.5, 0.25, 0 }
+    doc.scenes[1].nodes = { 0, 2 }
+    doc.nodes[1].translation = { 1, 2, 3 }
+    local a = gltf.load_bytes(cjson.encode(doc))
+    local entry = a.skeletons[1]
+    local nodes = {}
+    for j, n in ipairs(entry.nodes) do nodes[j] = n - 1 end
+    assert.are.same({ 0, 1, 2 }, nodes) -- node 0 carries node 1 to its world place
+    assert.is_nil(entry.root_parent)
+    assert.are.same({ 0, 1, 0 }, entry.skeleton:parents())
+    check(a, 1e-6)
+  end)
+end)
