@@ -356,8 +356,8 @@ function Loader:nodes()
       nodes[ci].parent = i
       node.children[#node.children + 1] = ci
     end
-    if n.mesh ~= nil then node.mesh = ref(n.mesh, list(self.doc.meshes), where, "mesh") end
-    if n.skin ~= nil then node.skin = ref(n.skin, list(self.doc.skins), where, "skin") end
+    if n.mesh ~= nil then node.mesh = ref(n.mesh, list(self.doc.meshes, "meshes", "meshes"), where, "mesh") end
+    if n.skin ~= nil then node.skin = ref(n.skin, list(self.doc.skins, "skins", "skins"), where, "skin") end
     if n.matrix ~= nil then
       if n.translation or n.rotation or n.scale then fail(where, "has both matrix and TRS") end
       node.matrix = numbers(n.matrix, 16, where, "matrix")
