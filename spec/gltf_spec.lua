@@ -264,6 +264,18 @@ describe("glTF loading", function()
     assert.are.same(gltf.info(a), gltf.info(b))
   end)
 
+  it("builds a GLB around JSON padded with NULs, skips unknown chunks, accepts a byte order mark", function()
+    local json = read(H.assets .. "SimpleSkin/SimpleSkin.gltf")
+    local padded = json .. string.rep("\0", (4 - #json % 4) % 4 + 4)
+    local extra = string.pack("<I4I4", 4, 0x12345678) .. "abcd"
+    local body = string.pack("<I4I4", #padded, 0x4E4F534A) .. padded .. extra
+    local glb = "glTF" .. string.pack("<I4I4", 2, 12 + #body) .. body
+    local a = gltf.load_bytes(glb)
+    local b = gltf.load_bytes("\239\187\191" .. json)
+    assert.are.same(gltf.info(a), gltf.info(b))
+    assert.are.equal(2, gltf.info(a).skins[1].joints)
+  end)
+
   it("reports what is in the asset", function()
     local info = gltf.info(gltf.load(H.assets .. "Fox/Fox.glb"))
     assert.are.equal(26, info.nodes)

@@ -742,7 +742,11 @@ function M.load_bytes(bytes, opts)
     max_bytes = opts.max_bytes or (M.DEFAULT_BASE_BYTES + 16 * #bytes),
   }, Loader)
   local text = bytes
-  if is_glb(bytes) then text, self.bin = core.gltf_glb(bytes) end
+  if is_glb(bytes) then
+    text, self.bin = core.gltf_glb(bytes)
+    text = text:gsub("%z+$", "") -- some writers pad the JSON chunk with NULs, not spaces
+  end
+  if text:sub(1, 3) == "\239\187\191" then text = text:sub(4) end -- UTF-8 byte order mark
   local ok, doc = pcall(json.decode, text)
   if not ok then fail("JSON", "syntax error: %s", tostring(doc):gsub("^.-:%d+: ", "")) end
   if type(doc) ~= "table" or doc[1] ~= nil then fail("JSON", "top level must be an object") end
