@@ -520,3 +520,28 @@ describe("glTF skeleton rest poses", function()
     check(a, 1e-6)
   end)
 end)
+
+describe("glTF deep hierarchies", function()
+  it("build a skeleton from a 3000-node chain with joints listed in random order", function()
+    local n = 3000
+    local nodes = {}
+    for i = 1, n do nodes[i] = { children = i < n and { i } or nil, translation = { 0, 0.001, 0 }, name = "n" .. i } end
+    local joints = {}
+    for i = 1, n - 1 do joints[i] = i end -- nodes 1 .. n-1; node 0 is a non-joint parent
+    H.shuffle(joints)
+    local doc = { asset = { version = "2.0" }, nodes = nodes, skins = { { joints = joints } },
+                  scenes = { { nodes = { 0 } } } }
+    local a = gltf.load_bytes(cjson.encode(doc))
+    local entry = a.skeletons[1]
+    assert.are.equal(n - 1, entry.skeleton:count())
+    assert.are.equal(1, entry.root_parent)
+    for k, node in ipairs(joints) do
+      assert.are.equal(node + 1, entry.nodes[a.skins[1].skin:joint(k)])
+    end
+    local pose = limber.pose(entry.skeleton, 1)
+    pose:set_root(1, a.nodes[1].world)
+    pose:local_to_model()
+    local last = entry.joint_of[n]
+    assert.near(0.001 * n, pose:model(1, last)[14], 1e-4)
+  end)
+end)

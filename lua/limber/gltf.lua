@@ -370,14 +370,16 @@ function Loader:nodes()
     end
     node.local_matrix = node.matrix or trs_matrix(node.translation, node.rotation, node.scale)
   end
-  -- cycles: with one parent per node, a cycle is a walk up that never ends
+  -- cycles: with one parent per node, a cycle is a walk up that meets
+  -- itself; each node is walked once (stamp = the walk that reached it)
+  local stamp = {}
   for i = 1, #nodes do
-    local p, steps = nodes[i].parent, 0
-    while p do
-      steps = steps + 1
-      if p == i or steps > #nodes then fail(("nodes[%d]"):format(i - 1), "node is its own ancestor") end
-      p = nodes[p].parent
+    local x = i
+    while x and not stamp[x] do
+      stamp[x] = i
+      x = nodes[x].parent
     end
+    if x and stamp[x] == i then fail(("nodes[%d]"):format(x - 1), "node is its own ancestor") end
   end
   self.asset.nodes = nodes
   self.asset.roots = {}
@@ -511,7 +513,10 @@ function Loader:skeletons()
   local group = {}
   for s = 1, #skins do group[s] = s end
   local function find(s)
-    while group[s] ~= s do s = group[s] end
+    while group[s] ~= s do
+      group[s] = group[group[s]] -- path halving
+      s = group[s]
+    end
     return s
   end
   local owner = {}
@@ -520,91 +525,92 @@ function Loader:skeletons()
       if owner[n] then group[find(s)] = find(owner[n]) else owner[n] = s end
     end
   end
-  local function chain(n) -- node and its ancestors, root last
-    local c = {}
-    while n do c[#c + 1] = n; n = nodes[n].parent end
-    return c
-  end
   asset.skeletons = {}
-  local done = {}
+  local groups, order = {}, {}
   for s = 1, #skins do
     local g = find(s)
-    if not done[g] then
-      local members, joints = {}, {}
-      for t = 1, #skins do
-        if find(t) == g then
-          members[#members + 1] = t
-          for _, n in ipairs(skins[t].joints) do joints[n] = true end
+    if not groups[g] then
+      groups[g] = {}
+      order[#order + 1] = g
+    end
+    table.insert(groups[g], s)
+  end
+  for _, g in ipairs(order) do
+    local members, joints = groups[g], {}
+    local s = members[1]
+    for _, t in ipairs(members) do
+      for _, n in ipairs(skins[t].joints) do joints[n] = true end
+    end
+    -- every node on the joints' paths to their tree roots (each node visited once)
+    local set = {}
+    for n in pairs(joints) do
+      local x = n
+      while x and not set[x] do
+        set[x] = true
+        x = nodes[x].parent
+      end
+    end
+    local tops = {}
+    for n in pairs(set) do
+      if not nodes[n].parent then tops[#tops + 1] = n end
+    end
+    -- one tree: descend from its root to the lowest common ancestor, i.e.
+    -- while the node is not a joint and exactly one child is on a path
+    local lca
+    if #tops == 1 then
+      lca = tops[1]
+      while not joints[lca] do
+        local next_node, on_path = nil, 0
+        for _, c in ipairs(nodes[lca].children) do
+          if set[c] then on_path, next_node = on_path + 1, c end
+        end
+        if on_path ~= 1 then break end
+        set[lca] = nil
+        lca = next_node
+      end
+    end
+    local list_nodes = {}
+    for n in pairs(set) do list_nodes[#list_nodes + 1] = n end
+    table.sort(list_nodes)
+    local desc, pos, names = {}, {}, {}
+    for k, n in ipairs(list_nodes) do pos[n] = k end
+    for k, n in ipairs(list_nodes) do
+      local node = nodes[n]
+      local name = node.name
+      if name and names[name] then name = nil end
+      if name then names[name] = true end
+      desc[k] = { name = name, parent = node.parent and pos[node.parent] or nil,
+                  translation = node.translation, rotation = node.rotation, scale = node.scale }
+    end
+    local ok, skel, remap = pcall(limber.skeleton, desc)
+    if not ok then fail(("skins[%d]"):format(s - 1), "%s", skel) end
+    local entry = { skeleton = skel, nodes = {}, joint_of = {}, skins = members,
+                    root_parent = lca and nodes[lca].parent or nil }
+    for k, n in ipairs(list_nodes) do
+      entry.nodes[remap[k]] = n
+      entry.joint_of[n] = remap[k]
+    end
+    local si = #asset.skeletons + 1
+    asset.skeletons[si] = entry
+    for _, t in ipairs(members) do
+      local skin = skins[t]
+      skin.skeleton = si
+      local idx = {}
+      for k, n in ipairs(skin.joints) do idx[k] = entry.joint_of[n] end
+      local ibm
+      if skin.inverse_binds then
+        ibm = {}
+        for k = 1, #skin.joints do table.move(skin.inverse_binds[k], 1, 16, (k - 1) * 16 + 1, ibm) end
+      else
+        ibm = {}
+        for k = 1, #skin.joints do
+          table.move({ 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }, 1, 16, (k - 1) * 16 + 1, ibm)
         end
       end
-      -- lowest common ancestor of every joint (nil when they lie in several trees)
-      local lca_chain
-      for n in pairs(joints) do
-        local c = chain(n)
-        if not lca_chain then
-          lca_chain = c
-        else
-          local on = {}
-          for _, x in ipairs(c) do on[x] = true end
-          local k = 1
-          while lca_chain[k] and not on[lca_chain[k]] do k = k + 1 end
-          lca_chain = table.move(lca_chain, k, #lca_chain, 1, {})
-        end
-      end
-      local lca = lca_chain and lca_chain[1]
-      local set = {}
-      for n in pairs(joints) do
-        local x = n
-        while x and not set[x] do
-          set[x] = true
-          if x == lca then break end
-          x = nodes[x].parent
-        end
-      end
-      local list_nodes = {}
-      for n in pairs(set) do list_nodes[#list_nodes + 1] = n end
-      table.sort(list_nodes)
-      local desc, pos, names = {}, {}, {}
-      for k, n in ipairs(list_nodes) do pos[n] = k end
-      for k, n in ipairs(list_nodes) do
-        local node = nodes[n]
-        local name = node.name
-        if name and names[name] then name = nil end
-        if name then names[name] = true end
-        desc[k] = { name = name, parent = node.parent and pos[node.parent] or nil,
-                    translation = node.translation, rotation = node.rotation, scale = node.scale }
-      end
-      local ok, skel, remap = pcall(limber.skeleton, desc)
-      if not ok then fail(("skins[%d]"):format(s - 1), "%s", skel) end
-      local entry = { skeleton = skel, nodes = {}, joint_of = {}, skins = members,
-                      root_parent = lca and nodes[lca].parent or nil }
-      for k, n in ipairs(list_nodes) do
-        entry.nodes[remap[k]] = n
-        entry.joint_of[n] = remap[k]
-      end
-      local si = #asset.skeletons + 1
-      asset.skeletons[si] = entry
-      for _, t in ipairs(members) do
-        local skin = skins[t]
-        skin.skeleton = si
-        local idx = {}
-        for k, n in ipairs(skin.joints) do idx[k] = entry.joint_of[n] end
-        local ibm
-        if skin.inverse_binds then
-          ibm = {}
-          for k = 1, #skin.joints do table.move(skin.inverse_binds[k], 1, 16, (k - 1) * 16 + 1, ibm) end
-        else
-          ibm = {}
-          for k = 1, #skin.joints do
-            table.move({ 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }, 1, 16, (k - 1) * 16 + 1, ibm)
-          end
-        end
-        local ok2, lskin = pcall(limber.skin, skel, idx, ibm)
-        if not ok2 then fail(("skins[%d]"):format(t - 1), "%s", lskin) end
-        skin.skin = lskin
-        skin.skin_joints = idx
-      end
-      done[g] = true
+      local ok2, lskin = pcall(limber.skin, skel, idx, ibm)
+      if not ok2 then fail(("skins[%d]"):format(t - 1), "%s", lskin) end
+      skin.skin = lskin
+      skin.skin_joints = idx
     end
   end
   -- skinned nodes: the mesh's joint indices must fit the skin
