@@ -5,6 +5,7 @@
 --
 --   lua5.4 examples/gltf_dump.lua MODEL [--anim I | --rest] [--times t1,t2,...]
 --          [--loop clamp|repeat] [--skinned] [--nodes]
+--   lua5.4 examples/gltf_dump.lua MODEL --info     (what is in the file, as text)
 --
 -- --anim I samples animation I (0-based glTF index) at the given times
 -- (default: the reference times -0.1, 0, 0.13d, 0.37d, 0.5d, 0.71d, 0.93d,
@@ -330,6 +331,8 @@ function D.main(args)
       opts.skinned = true
     elseif a == "--nodes" then
       opts.nodes = true
+    elseif a == "--info" then
+      opts.info = true
     elseif a:sub(1, 2) == "--" then
       usage("unknown option " .. a)
     else
@@ -339,7 +342,9 @@ function D.main(args)
   end
   if not path then usage("no model given") end
   local ok, res = pcall(function()
-    return D.encode(D.dump(gltf.load(path), opts))
+    local asset = gltf.load(path)
+    if opts.info then return gltf.describe(asset) end
+    return D.encode(D.dump(asset, opts))
   end)
   if not ok then
     io.stderr:write(tostring(res), "\n")

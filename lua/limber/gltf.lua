@@ -839,4 +839,25 @@ function M.info(asset)
   return out
 end
 
+--- A short human-readable summary of an asset (one line per item).
+-- @tparam table asset
+-- @treturn string
+function M.describe(asset)
+  local info = M.info(asset)
+  local out = { ("%s: %d nodes, %d scenes, %d skeletons"):format(asset.name or "glTF asset", info.nodes,
+    info.scenes, info.skeletons) }
+  for k, s in ipairs(info.skins) do
+    out[#out + 1] = ("  skin %d %q: %d joints"):format(k - 1, s.name or "", s.joints)
+  end
+  for k, m in ipairs(info.meshes) do
+    out[#out + 1] = ("  mesh %d %q: %d primitives, %d vertices"):format(k - 1, m.name or "", m.primitives,
+      m.vertices)
+  end
+  for k, a in ipairs(info.animations) do
+    out[#out + 1] = ("  animation %d %q: %.4f s, %d channels"):format(k - 1, a.name or "", a.duration, a.channels)
+  end
+  for _, w in ipairs(info.warnings) do out[#out + 1] = "  warning: " .. w end
+  return table.concat(out, "\n")
+end
+
 return M
