@@ -14,7 +14,6 @@
 -- Skinned vertices use `reference_skin` below, a plain Lua skinning that
 -- stands in until limber.skinning lands. Requiring this file returns the
 -- functions instead of running.
-local limber = require "limber"
 local gltf = require "limber.gltf"
 
 local D = {}
@@ -217,10 +216,8 @@ function D.dump(asset, opts)
 
   -- one pose and palette per skeleton / skin
   local poses, palettes = {}, {}
-  for s, skel in ipairs(asset.skeletons) do poses[s] = limber.pose(skel.skeleton, 1) end
-  for s, skin in ipairs(asset.skins) do
-    palettes[s] = limber.palette(poses[skin.skeleton], { skin = skin.skin })
-  end
+  for s in ipairs(asset.skeletons) do poses[s] = gltf.pose(asset, s, 1) end
+  for s, skin in ipairs(asset.skins) do palettes[s] = gltf.palette(asset, s, poses[skin.skeleton]) end
 
   for f, t in ipairs(times) do
     local clip_time = 0

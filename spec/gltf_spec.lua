@@ -530,6 +530,26 @@ describe("glTF skeleton rest poses", function()
   end)
 end)
 
+describe("glTF poses and palettes for an asset", function()
+  it("set each instance's root and give skin matrices equal to world(joint) * IBM", function()
+    local a = gltf.load(H.assets .. "SimpleSkin/SimpleSkin.gltf")
+    local pose = gltf.pose(a, 1, 3)
+    local pal = gltf.palette(a, 1, pose, "mat4")
+    pose:local_to_model()
+    pal:update()
+    for i = 1, 3 do
+      for k, n in ipairs(a.skins[1].joints) do
+        local expect = H.mul(a.nodes[n].world, a.skins[1].inverse_binds[k])
+        assert.near(expect, pal:get(i, k), 1e-6)
+      end
+    end
+    assert.error_matches(function() gltf.pose(a, 2) end,
+      "limber.gltf: pose: skeleton 2 does not exist (the asset has 1)", 1, true)
+    assert.error_matches(function() gltf.palette(a, 3, pose) end,
+      "limber.gltf: palette: skin 3 does not exist (the asset has 1)", 1, true)
+  end)
+end)
+
 describe("glTF deep hierarchies", function()
   it("build a skeleton from a 3000-node chain with joints listed in random order", function()
     local n = 3000

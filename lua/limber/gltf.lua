@@ -839,6 +839,40 @@ function M.info(asset)
   return out
 end
 
+--- A pose batch for skeleton `s` of an asset (default 1), every instance
+-- at the rest pose with its root matrix set to the world matrix of the
+-- skeleton root's parent node (identity when it has none).
+-- @tparam table asset
+-- @tparam[opt=1] integer s skeleton index
+-- @tparam[opt=1] integer instances
+-- @treturn limber.Pose
+function M.pose(asset, s, instances)
+  local entry = asset.skeletons[s or 1]
+  if not entry then error(("limber.gltf: pose: skeleton %s does not exist (the asset has %d)"):format(
+    tostring(s), #asset.skeletons), 2) end
+  local pose = limber.pose(entry.skeleton, instances or 1)
+  local root = entry.root_parent and asset.nodes[entry.root_parent].world
+  if root then
+    for i = 1, pose:instances() do pose:set_root(i, root) end
+  end
+  return pose
+end
+
+--- A palette for skin `k` of an asset over a pose of that skin's skeleton
+-- (made with gltf.pose): entry k of each instance is world(joint) * IBM,
+-- ready for the mesh primitives whose JOINTS_0 name the skin's slots.
+-- @tparam table asset
+-- @tparam integer k skin index
+-- @tparam limber.Pose pose
+-- @tparam[opt="mat4"] string layout "mat4" or "mat3x4"
+-- @treturn limber.Palette
+function M.palette(asset, k, pose, layout)
+  local skin = asset.skins[k]
+  if not skin then error(("limber.gltf: palette: skin %s does not exist (the asset has %d)"):format(
+    tostring(k), #asset.skins), 2) end
+  return limber.palette(pose, { skin = skin.skin, layout = layout })
+end
+
 --- A short human-readable summary of an asset (one line per item).
 -- @tparam table asset
 -- @treturn string
