@@ -196,6 +196,11 @@ end
 local function read_file(path, where, limit)
   local f, err = io.open(path, "rb")
   if not f then fail(where, "cannot open '%s': %s", path, tostring(err)) end
+  local _, rerr = f:read(0)
+  if rerr then
+    f:close()
+    fail(where, "cannot read '%s': %s", path, tostring(rerr))
+  end
   local size = f:seek("end")
   if limit and size and size > limit then
     f:close()
@@ -204,6 +209,7 @@ local function read_file(path, where, limit)
   f:seek("set", 0)
   local data = f:read("a")
   f:close()
+  if not data or not size then fail(where, "cannot read '%s'", path) end
   return data
 end
 
