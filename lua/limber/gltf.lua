@@ -1,0 +1,903 @@
+--- limber.gltf: glTF 2.0 import (.gltf with external or data: buffers, .glb).
+--
+-- The JSON is parsed with lua-cjson (Debian package `lua-cjson`); every byte
+-- of binary data is decoded in C (`limber.core`) with bounds checks. The
+-- loaded asset is a plain Lua table (see docs/notes-gltf.md): nodes,
+-- scenes, limber skeletons and skins, mesh primitives as limber Buffers in
+-- the form `limber.skinning.mesh` takes, and animations as raw channels
+-- plus limber clips when `limber.anim` is available.
+--
+-- Indices in the asset are 1-based: glTF node n is `asset.nodes[n + 1]`,
+-- and every node reference (parent, children, joints, channel targets) is
+-- 1-based too. Each object also keeps its glTF index in `gltf_index`.
+--
+-- Malformed input raises `limber.gltf: <where>: <what>` (for example
+-- `limber.gltf: accessors[12]: bufferView 9 does not exist`) and returns
+-- nothing half-built.
+-- @module limber.gltf
+local core = require "limber.core"
+local limber = require "limber"
+local cjson = require "cjson"
+
+local M = {}
+
+local json = cjson.new()
+json.decode_invalid_numbers(false)
+json.decode_max_depth(64)
+
+--- Default limit on the bytes a load may decode (buffers plus accessor
+-- outputs): 64 MiB plus 16 times the size of the input. Override with
+-- `opts.max_bytes`.
+M.DEFAULT_BASE_BYTES = 64 * 1024 * 1024
+
+--- Required extensions limber can load (they only change data limber
+-- decodes anyway, or materials, which limber ignores).
+M.SUPPORTED_EXTENSIONS = {
+  KHR_mesh_quantization = true,
+  KHR_materials_unlit = true,
+  KHR_texture_transform = true,
+  KHR_materials_emissive_strength = true,
+}
+
+local function fail(where, fmt, ...)
+  error("limber.gltf: " .. where .. ": " .. fmt:format(...), 0)
+end
+
+local function at(where, key, i)
+  if i then return ("%s.%s[%d]"):format(where, key, i) end
+  return where .. "." .. key
+end
+
+-- ---- JSON value checks ----------------------------------------------------
+
+local function show(v)
+  if type(v) == "number" and math.tointeger(v) then return tostring(math.tointeger(v)) end
+  return tostring(v)
+end
+
+local function is_int(v)
+  return type(v) == "number" and v == math.floor(v) and v >= 0 and v <= 2 ^ 53
+end
+
+local function int(v, where, what, min)
+  if not is_int(v) then fail(where, "%s must be a non-negative integer (got %s)", what, show(v)) end
+  v = math.tointeger(v)
+  if min and v < min then fail(where, "%s must be at least %d (got %d)", what, min, v) end
+  return v
+end
+
+local function opt_int(v, where, what, default, min)
+  if v == nil then return default end
+  return int(v, where, what, min)
+end
+
+local function list(v, where, what)
+  if v == nil then return {} end
+  if type(v) ~= "table" then fail(where, "%s must be an array", what) end
+  return v
+end
+
+local function object(v, where, what)
+  if type(v) ~= "table" then fail(where, "%s must be an object", what) end
+  return v
+end
+
+--- Checks a 0-based reference into `arr` and returns it 1-based.
+local function ref(v, arr, where, what)
+  if not is_int(v) then fail(where, "%s must be an index (got %s)", what, show(v)) end
+  v = math.tointeger(v)
+  if v >= #arr then fail(where, "%s %d does not exist", what, v) end
+  return v + 1
+end
+
+local function numbers(v, n, where, what)
+  if type(v) ~= "table" or #v ~= n then fail(where, "%s must be an array of %d numbers", what, n) end
+  local out = {}
+  for k = 1, n do
+    local x = v[k]
+    if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
+      fail(where, "%s[%d] is not a finite number", what, k - 1)
+    end
+    out[k] = x
+  end
+  return out
+end
+
+-- ---- plain matrix helpers (column-major, double precision) --------------
+
+local function mat_mul(a, b)
+  local o = {}
+  for c = 0, 3 do
+    for r = 0, 3 do
+      local s = 0
+      for k = 0, 3 do s = s + a[k * 4 + r + 1] * b[c * 4 + k + 1] end
+      o[c * 4 + r + 1] = s
+    end
+  end
+  return o
+end
+
+local function trs_matrix(t, q, s)
+  local x, y, z, w = q[1], q[2], q[3], q[4]
+  return {
+    (1 - 2 * (y * y + z * z)) * s[1], 2 * (x * y + w * z) * s[1], 2 * (x * z - w * y) * s[1], 0,
+    2 * (x * y - w * z) * s[2], (1 - 2 * (x * x + z * z)) * s[2], 2 * (y * z + w * x) * s[2], 0,
+    2 * (x * z + w * y) * s[3], 2 * (y * z - w * x) * s[3], (1 - 2 * (x * x + y * y)) * s[3], 0,
+    t[1], t[2], t[3], 1,
+  }
+end
+M.trs_matrix = trs_matrix
+M.mat_mul = mat_mul
+
+local function normalize4(q, where, what)
+  local n = math.sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3] + q[4] * q[4])
+  if n <= 1e-12 or n ~= n then fail(where, "%s is a zero quaternion", what) end
+  return { q[1] / n, q[2] / n, q[3] / n, q[4] / n }
+end
+
+--- Decomposes an affine matrix without shear into translation, rotation
+-- (unit quaternion x, y, z, w) and scale. A negative determinant puts the
+-- reflection in scale x.
+local function decompose(m, where)
+  local t = { m[13], m[14], m[15] }
+  local sx = math.sqrt(m[1] ^ 2 + m[2] ^ 2 + m[3] ^ 2)
+  local sy = math.sqrt(m[5] ^ 2 + m[6] ^ 2 + m[7] ^ 2)
+  local sz = math.sqrt(m[9] ^ 2 + m[10] ^ 2 + m[11] ^ 2)
+  local det = m[1] * (m[6] * m[11] - m[7] * m[10]) - m[5] * (m[2] * m[11] - m[3] * m[10]) +
+      m[9] * (m[2] * m[7] - m[3] * m[6])
+  if det < 0 then sx = -sx end
+  if sx == 0 or sy == 0 or sz == 0 then fail(where, "matrix has a zero scale") end
+  local r11, r21, r31 = m[1] / sx, m[2] / sx, m[3] / sx
+  local r12, r22, r32 = m[5] / sy, m[6] / sy, m[7] / sy
+  local r13, r23, r33 = m[9] / sz, m[10] / sz, m[11] / sz
+  local tr = r11 + r22 + r33
+  local x, y, z, w
+  if tr > 0 then
+    local s = 0.5 / math.sqrt(tr + 1)
+    w, x, y, z = 0.25 / s, (r32 - r23) * s, (r13 - r31) * s, (r21 - r12) * s
+  elseif r11 > r22 and r11 > r33 then
+    local s = 2 * math.sqrt(1 + r11 - r22 - r33)
+    w, x, y, z = (r32 - r23) / s, 0.25 * s, (r12 + r21) / s, (r13 + r31) / s
+  elseif r22 > r33 then
+    local s = 2 * math.sqrt(1 + r22 - r11 - r33)
+    w, x, y, z = (r13 - r31) / s, (r12 + r21) / s, 0.25 * s, (r23 + r32) / s
+  else
+    local s = 2 * math.sqrt(1 + r33 - r11 - r22)
+    w, x, y, z = (r21 - r12) / s, (r13 + r31) / s, (r23 + r32) / s, 0.25 * s
+  end
+  return t, normalize4({ x, y, z, w }, where, "matrix rotation"), { sx, sy, sz }
+end
+M.decompose = decompose
+
+-- ---- URIs and files ----------------------------------------------------------
+
+local function percent_decode(s)
+  return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+--- Resolves a relative URI inside base_dir, refusing anything else.
+local function resolve_uri(uri, base_dir, where)
+  local path = percent_decode(uri)
+  if path:find("^%a[%w+.-]*:") then
+    fail(where, "uri '%s': only relative paths and data: URIs are allowed", uri)
+  end
+  if path == "" or path:find("^[/\\]") or path:find("%z") then
+    fail(where, "uri '%s': absolute paths are not allowed", uri)
+  end
+  for seg in path:gmatch("[^/\\]+") do
+    if seg == ".." then fail(where, "uri '%s': '..' segments are not allowed", uri) end
+  end
+  if not base_dir then
+    fail(where, "uri '%s' names an external file but no base directory is known (opts.base_dir)", uri)
+  end
+  return base_dir .. path
+end
+
+local function read_file(path, where, limit)
+  local f, err = io.open(path, "rb")
+  if not f then fail(where, "cannot open '%s': %s", path, tostring(err)) end
+  local _, rerr = f:read(0)
+  if rerr then
+    f:close()
+    fail(where, "cannot read '%s': %s", path, tostring(rerr))
+  end
+  local size = f:seek("end")
+  if limit and size and size > limit then
+    f:close()
+    fail(where, "'%s' has %d bytes, over the limit of %d", path, size, limit)
+  end
+  f:seek("set", 0)
+  local data = f:read("a")
+  f:close()
+  if not data or not size then fail(where, "cannot read '%s'", path) end
+  return data
+end
+
+-- ---- loading ------------------------------------------------------------------
+
+local TYPES <const> = { SCALAR = 1, VEC2 = 2, VEC3 = 3, VEC4 = 4, MAT2 = 4, MAT3 = 9, MAT4 = 16 }
+local COMPONENT <const> = { [5120] = 1, [5121] = 1, [5122] = 2, [5123] = 2, [5125] = 4, [5126] = 4 }
+local PATHS <const> = { translation = 3, rotation = 4, scale = 3, weights = 0 }
+local INTERP <const> = { LINEAR = true, STEP = true, CUBICSPLINE = true }
+
+local Loader = {}
+Loader.__index = Loader
+
+function Loader:take(where, bytes)
+  self.used = self.used + bytes
+  if self.used > self.max_bytes then
+    fail(where, "decoding needs %d bytes in all, over the limit of %d (opts.max_bytes)",
+      math.floor(self.used), self.max_bytes)
+  end
+end
+
+function Loader:buffers()
+  local doc = self.doc
+  self.buf = {}
+  for i, b in ipairs(list(doc.buffers, "buffers", "buffers")) do
+    local where = ("buffers[%d]"):format(i - 1)
+    object(b, where, "buffer")
+    local len = int(b.byteLength, where, "byteLength", 1)
+    self:take(where, len)
+    local data
+    if b.uri == nil then
+      if i ~= 1 or not self.bin then fail(where, "no uri, and no GLB BIN chunk to use") end
+      data = self.bin
+    elseif type(b.uri) ~= "string" then
+      fail(where, "uri must be a string")
+    elseif b.uri:sub(1, 5) == "data:" then
+      local head, payload = b.uri:match("^data:([^,]*),(.*)$")
+      if not head or not head:find(";base64$") then
+        fail(where, "data: URI must be base64 encoded (data:<type>;base64,...)")
+      end
+      data = core.gltf_base64(where, payload)
+    else
+      data = read_file(resolve_uri(b.uri, self.base_dir, where), where, self.max_bytes - self.used + len)
+    end
+    if #data < len then fail(where, "byteLength is %d but only %d bytes are available", len, #data) end
+    self.buf[i] = { data = data, len = len }
+  end
+  self.views = {}
+  for i, v in ipairs(list(doc.bufferViews, "bufferViews", "bufferViews")) do
+    local where = ("bufferViews[%d]"):format(i - 1)
+    object(v, where, "bufferView")
+    local b = ref(v.buffer, self.buf, where, "buffer")
+    local off = opt_int(v.byteOffset, where, "byteOffset", 0)
+    local len = int(v.byteLength, where, "byteLength", 1)
+    local stride = opt_int(v.byteStride, where, "byteStride", 0)
+    if v.byteStride ~= nil and (stride < 4 or stride > 252 or stride % 4 ~= 0) then
+      fail(where, "byteStride %d must be a multiple of 4 in [4, 252]", stride)
+    end
+    if off + len > self.buf[b].len then
+      fail(where, "range [%d, %d) is past the end of buffer %d (%d bytes)", off, off + len, b - 1,
+        self.buf[b].len)
+    end
+    self.views[i] = { buffer = self.buf[b], offset = off, length = len, stride = stride }
+  end
+end
+
+-- Where a bufferView's bytes are, as the C decoder wants them.
+function Loader:place(desc, view_index, offset)
+  local v = self.views[view_index]
+  desc.data, desc.data_len = v.buffer.data, v.buffer.len
+  desc.view_offset, desc.view_length, desc.view_stride = v.offset, v.length, v.stride
+  desc.offset = offset
+  return desc
+end
+
+function Loader:accessors()
+  self.acc = {}
+  for i, a in ipairs(list(self.doc.accessors, "accessors", "accessors")) do
+    local where = ("accessors[%d]"):format(i - 1)
+    object(a, where, "accessor")
+    local ct = int(a.componentType, where, "componentType")
+    if not COMPONENT[ct] then fail(where, "componentType %d is not a glTF component type", ct) end
+    local width = TYPES[a.type]
+    if not width then fail(where, "type '%s' is not a glTF accessor type", tostring(a.type)) end
+    if a.normalized ~= nil and type(a.normalized) ~= "boolean" then fail(where, "normalized must be a boolean") end
+    local desc = {
+      component_type = ct, components = width, is_matrix = a.type:sub(1, 3) == "MAT",
+      normalized = a.normalized == true, count = int(a.count, where, "count", 1),
+    }
+    local offset = opt_int(a.byteOffset, where, "byteOffset", 0)
+    if a.bufferView ~= nil then
+      self:place(desc, ref(a.bufferView, self.views, where, "bufferView"), offset)
+    elseif offset ~= 0 then
+      fail(where, "byteOffset without a bufferView")
+    end
+    if a.sparse ~= nil then
+      local sw = where .. ".sparse"
+      object(a.sparse, sw, "sparse")
+      local si, sv = object(a.sparse.indices, sw, "indices"), object(a.sparse.values, sw, "values")
+      desc.sparse = {
+        count = int(a.sparse.count, sw, "count", 1),
+        indices = self:place({ component_type = int(si.componentType, sw .. ".indices", "componentType") },
+          ref(si.bufferView, self.views, sw .. ".indices", "bufferView"),
+          opt_int(si.byteOffset, sw .. ".indices", "byteOffset", 0)),
+        values = self:place({}, ref(sv.bufferView, self.views, sw .. ".values", "bufferView"),
+          opt_int(sv.byteOffset, sw .. ".values", "byteOffset", 0)),
+      }
+    end
+    self.acc[i] = { desc = desc, type = a.type, where = where, cache = {} }
+  end
+end
+
+--- Decodes accessor i (1-based) as "f32" or "u32"; `types` lists allowed
+-- glTF types; `float_only` refuses integer component types.
+function Loader:decode(i, kind, where, what, types, float_only)
+  local a = self.acc[i]
+  local ok_type = false
+  for _, t in ipairs(types) do ok_type = ok_type or t == a.type end
+  if not ok_type then
+    fail(where, "%s: accessor %d has type %s, expected %s", what, i - 1, a.type, table.concat(types, " or "))
+  end
+  if float_only and a.desc.component_type ~= 5126 then
+    fail(where, "%s: accessor %d must have float components (componentType 5126)", what, i - 1)
+  end
+  local buf = a.cache[kind]
+  if not buf then
+    self:take(a.where, a.desc.count * a.desc.components * 4)
+    buf = core.gltf_accessor(a.where, a.desc, kind)
+    a.cache[kind] = buf
+  end
+  return buf
+end
+
+function Loader:nodes()
+  local nodes = {}
+  local raw = list(self.doc.nodes, "nodes", "nodes")
+  for i = 1, #raw do nodes[i] = { gltf_index = i - 1, children = {} } end
+  for i, n in ipairs(raw) do
+    local where = ("nodes[%d]"):format(i - 1)
+    object(n, where, "node")
+    local node = nodes[i]
+    node.name = type(n.name) == "string" and n.name or nil
+    for k, c in ipairs(list(n.children, where, "children")) do
+      local ci = ref(c, raw, at(where, "children", k - 1), "node")
+      if ci == i then fail(where, "node is its own ancestor (listed in its own children)") end
+      if nodes[ci].parent then
+        fail(("nodes[%d]"):format(ci - 1), "node is a child of both node %d and node %d",
+          nodes[ci].parent - 1, i - 1)
+      end
+      nodes[ci].parent = i
+      node.children[#node.children + 1] = ci
+    end
+    if n.mesh ~= nil then node.mesh = ref(n.mesh, list(self.doc.meshes, "meshes", "meshes"), where, "mesh") end
+    if n.skin ~= nil then node.skin = ref(n.skin, list(self.doc.skins, "skins", "skins"), where, "skin") end
+    if n.matrix ~= nil then
+      if n.translation or n.rotation or n.scale then fail(where, "has both matrix and TRS") end
+      node.matrix = numbers(n.matrix, 16, where, "matrix")
+      node.translation, node.rotation, node.scale = decompose(node.matrix, where)
+    else
+      node.translation = n.translation and numbers(n.translation, 3, where, "translation") or { 0, 0, 0 }
+      node.rotation = n.rotation and normalize4(numbers(n.rotation, 4, where, "rotation"), where, "rotation")
+          or { 0, 0, 0, 1 }
+      node.scale = n.scale and numbers(n.scale, 3, where, "scale") or { 1, 1, 1 }
+    end
+    node.local_matrix = node.matrix or trs_matrix(node.translation, node.rotation, node.scale)
+  end
+  -- cycles: with one parent per node, a cycle is a walk up that meets
+  -- itself; each node is walked once (stamp = the walk that reached it)
+  local stamp = {}
+  for i = 1, #nodes do
+    local x = i
+    while x and not stamp[x] do
+      stamp[x] = i
+      x = nodes[x].parent
+    end
+    if x and stamp[x] == i then fail(("nodes[%d]"):format(x - 1), "node is its own ancestor") end
+  end
+  self.asset.nodes = nodes
+  self.asset.roots = {}
+  for i = 1, #nodes do
+    if not nodes[i].parent then self.asset.roots[#self.asset.roots + 1] = i end
+  end
+  M.update_worlds(self.asset)
+  for i = 1, #nodes do nodes[i].rest_world = nodes[i].world end
+  -- scenes
+  local scenes = {}
+  for s, sc in ipairs(list(self.doc.scenes, "scenes", "scenes")) do
+    local where = ("scenes[%d]"):format(s - 1)
+    object(sc, where, "scene")
+    local roots = {}
+    for k, n in ipairs(list(sc.nodes, where, "nodes")) do
+      local ni = ref(n, nodes, at(where, "nodes", k - 1), "node")
+      if nodes[ni].parent then fail(at(where, "nodes", k - 1), "node %d is not a root node", ni - 1) end
+      roots[#roots + 1] = ni
+    end
+    scenes[s] = { name = type(sc.name) == "string" and sc.name or nil, nodes = roots, gltf_index = s - 1 }
+  end
+  self.asset.scenes = scenes
+  if self.doc.scene ~= nil then self.asset.scene = ref(self.doc.scene, scenes, "scene", "scene") end
+end
+
+local ATTR_TYPES <const> = {
+  POSITION = { "VEC3" }, NORMAL = { "VEC3" }, TANGENT = { "VEC4" }, COLOR_0 = { "VEC3", "VEC4" },
+}
+
+function Loader:meshes()
+  local meshes = {}
+  for m, mesh in ipairs(list(self.doc.meshes, "meshes", "meshes")) do
+    local mw = ("meshes[%d]"):format(m - 1)
+    object(mesh, mw, "mesh")
+    local prims = {}
+    local raw = list(mesh.primitives, mw, "primitives")
+    if #raw == 0 then fail(mw, "mesh has no primitives") end
+    for p, prim in ipairs(raw) do
+      local where = at(mw, "primitives", p - 1)
+      object(prim, where, "primitive")
+      local out = { gltf_index = p - 1, attributes = {}, texcoords = {}, mode = opt_int(prim.mode, where, "mode", 4) }
+      if out.mode > 6 then fail(where, "mode %d is not a glTF primitive mode", out.mode) end
+      local count
+      local attrs = object(prim.attributes, where, "attributes")
+      local names = {}
+      for name in pairs(attrs) do names[#names + 1] = name end
+      table.sort(names)
+      for _, name in ipairs(names) do
+        local ai = ref(attrs[name], self.acc, at(where, "attributes") .. "." .. name, "accessor")
+        local buf
+        if name:find("^JOINTS_%d+$") then
+          buf = self:decode(ai, "u32", where, name, { "VEC4" })
+        elseif name:find("^WEIGHTS_%d+$") or name:find("^TEXCOORD_%d+$") then
+          buf = self:decode(ai, "f32", where, name, name:sub(1, 1) == "W" and { "VEC4" } or { "VEC2" })
+        else
+          buf = self:decode(ai, "f32", where, name, ATTR_TYPES[name] or { "SCALAR", "VEC2", "VEC3", "VEC4" })
+        end
+        if count and #buf ~= count then
+          fail(where, "attribute %s has %d elements, others have %d", name, #buf, count)
+        end
+        count = #buf
+        out.attributes[name] = buf
+        local tc = name:match("^TEXCOORD_(%d+)$")
+        if tc then out.texcoords[tonumber(tc) + 1] = buf end
+      end
+      if not count then fail(where, "primitive has no attributes") end
+      out.vertex_count = count
+      out.positions, out.normals, out.tangents = attrs.POSITION and out.attributes.POSITION,
+          out.attributes.NORMAL, out.attributes.TANGENT
+      out.colors = out.attributes.COLOR_0
+      if prim.indices ~= nil then
+        local ai = ref(prim.indices, self.acc, where, "indices accessor")
+        out.indices = self:decode(ai, "u32", where, "indices", { "SCALAR" })
+        local _, hi = core.gltf_stats(out.indices)
+        if hi >= count then fail(where, "index %d out of range (vertex count %d)", math.floor(hi), count) end
+      end
+      local a = out.attributes
+      if a.JOINTS_0 or a.WEIGHTS_0 then
+        if not (a.JOINTS_0 and a.WEIGHTS_0) then fail(where, "JOINTS_0 and WEIGHTS_0 must come together") end
+        local j1, w1 = a.JOINTS_1, a.WEIGHTS_1
+        if (j1 == nil) ~= (w1 == nil) then fail(where, "JOINTS_1 and WEIGHTS_1 must come together") end
+        out.joints, out.weights, out.max_joint = core.gltf_influences(where, a.JOINTS_0, a.WEIGHTS_0, j1, w1)
+        self:take(where, count * 24)
+      end
+      if prim.targets ~= nil then
+        self.asset.warnings[#self.asset.warnings + 1] = where .. ": morph targets are not supported (ignored)"
+      end
+      prims[p] = out
+    end
+    meshes[m] = { name = type(mesh.name) == "string" and mesh.name or nil, primitives = prims, gltf_index = m - 1 }
+  end
+  self.asset.meshes = meshes
+end
+
+function Loader:skins()
+  local nodes = self.asset.nodes
+  local skins = {}
+  for s, sk in ipairs(list(self.doc.skins, "skins", "skins")) do
+    local where = ("skins[%d]"):format(s - 1)
+    object(sk, where, "skin")
+    local joints, seen = {}, {}
+    local raw = list(sk.joints, where, "joints")
+    if #raw == 0 then fail(where, "skin has no joints") end
+    if #raw > limber.MAX_JOINTS then fail(where, "%d joints, more than %d", #raw, limber.MAX_JOINTS) end
+    for k, j in ipairs(raw) do
+      local n = ref(j, nodes, at(where, "joints", k - 1), "node")
+      if seen[n] then fail(at(where, "joints", k - 1), "node %d is listed twice", n - 1) end
+      seen[n] = true
+      joints[k] = n
+    end
+    local skin = { name = type(sk.name) == "string" and sk.name or nil, joints = joints, gltf_index = s - 1 }
+    if sk.skeleton ~= nil then skin.skeleton_node = ref(sk.skeleton, nodes, where, "skeleton node") end
+    if sk.inverseBindMatrices ~= nil then
+      local ai = ref(sk.inverseBindMatrices, self.acc, where, "inverseBindMatrices accessor")
+      local ibm = self:decode(ai, "f32", where, "inverseBindMatrices", { "MAT4" }, true)
+      if #ibm < #joints then
+        fail(where, "inverseBindMatrices has %d matrices for %d joints", #ibm, #joints)
+      end
+      skin.inverse_binds = ibm
+    end
+    skins[s] = skin
+  end
+  self.asset.skins = skins
+end
+
+-- Groups skins that share joints and builds one limber skeleton per group:
+-- every node on the paths from the joints up to their lowest common
+-- ancestor (included), parent-before-child.
+function Loader:skeletons()
+  local asset, nodes, skins = self.asset, self.asset.nodes, self.asset.skins
+  local group = {}
+  for s = 1, #skins do group[s] = s end
+  local function find(s)
+    while group[s] ~= s do
+      group[s] = group[group[s]] -- path halving
+      s = group[s]
+    end
+    return s
+  end
+  local owner = {}
+  for s, skin in ipairs(skins) do
+    for _, n in ipairs(skin.joints) do
+      if owner[n] then group[find(s)] = find(owner[n]) else owner[n] = s end
+    end
+  end
+  asset.skeletons = {}
+  local groups, order = {}, {}
+  for s = 1, #skins do
+    local g = find(s)
+    if not groups[g] then
+      groups[g] = {}
+      order[#order + 1] = g
+    end
+    table.insert(groups[g], s)
+  end
+  for _, g in ipairs(order) do
+    local members, joints = groups[g], {}
+    local s = members[1]
+    for _, t in ipairs(members) do
+      for _, n in ipairs(skins[t].joints) do joints[n] = true end
+    end
+    -- every node on the joints' paths to their tree roots (each node visited once)
+    local set = {}
+    for n in pairs(joints) do
+      local x = n
+      while x and not set[x] do
+        set[x] = true
+        x = nodes[x].parent
+      end
+    end
+    local tops = {}
+    for n in pairs(set) do
+      if not nodes[n].parent then tops[#tops + 1] = n end
+    end
+    -- one tree: descend from its root to the lowest common ancestor, i.e.
+    -- while the node is not a joint and exactly one child is on a path
+    local lca
+    if #tops == 1 then
+      lca = tops[1]
+      while not joints[lca] do
+        local next_node, on_path = nil, 0
+        for _, c in ipairs(nodes[lca].children) do
+          if set[c] then on_path, next_node = on_path + 1, c end
+        end
+        if on_path ~= 1 then break end
+        set[lca] = nil
+        lca = next_node
+      end
+    end
+    local list_nodes = {}
+    for n in pairs(set) do list_nodes[#list_nodes + 1] = n end
+    table.sort(list_nodes)
+    local desc, pos, names = {}, {}, {}
+    for k, n in ipairs(list_nodes) do pos[n] = k end
+    for k, n in ipairs(list_nodes) do
+      local node = nodes[n]
+      local name = node.name
+      if name and names[name] then name = nil end
+      if name then names[name] = true end
+      desc[k] = { name = name, parent = node.parent and pos[node.parent] or nil,
+                  translation = node.translation, rotation = node.rotation, scale = node.scale }
+    end
+    local ok, skel, remap = pcall(limber.skeleton, desc)
+    if not ok then fail(("skins[%d]"):format(s - 1), "%s", skel) end
+    local entry = { skeleton = skel, nodes = {}, joint_of = {}, skins = members,
+                    root_parent = lca and nodes[lca].parent or nil }
+    for k, n in ipairs(list_nodes) do
+      entry.nodes[remap[k]] = n
+      entry.joint_of[n] = remap[k]
+    end
+    local si = #asset.skeletons + 1
+    asset.skeletons[si] = entry
+    for _, t in ipairs(members) do
+      local skin = skins[t]
+      skin.skeleton = si
+      local idx = {}
+      for k, n in ipairs(skin.joints) do idx[k] = entry.joint_of[n] end
+      local ibm
+      if skin.inverse_binds then
+        ibm = {}
+        for k = 1, #skin.joints do table.move(skin.inverse_binds[k], 1, 16, (k - 1) * 16 + 1, ibm) end
+      else
+        ibm = {}
+        for k = 1, #skin.joints do
+          table.move({ 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }, 1, 16, (k - 1) * 16 + 1, ibm)
+        end
+      end
+      local ok2, lskin = pcall(limber.skin, skel, idx, ibm)
+      if not ok2 then fail(("skins[%d]"):format(t - 1), "%s", lskin) end
+      skin.skin = lskin
+      skin.skin_joints = idx
+    end
+  end
+  -- skinned nodes: the mesh's joint indices must fit the skin
+  asset.skinned_nodes = {}
+  for i, node in ipairs(nodes) do
+    if node.skin then
+      local where = ("nodes[%d]"):format(i - 1)
+      if not node.mesh then fail(where, "has a skin but no mesh") end
+      local skin = skins[node.skin]
+      for p, prim in ipairs(asset.meshes[node.mesh].primitives) do
+        if not prim.joints then
+          fail(where, "skinned, but meshes[%d].primitives[%d] has no JOINTS_0/WEIGHTS_0", node.mesh - 1, p - 1)
+        end
+        if prim.max_joint >= #skin.joints then
+          fail(where, "meshes[%d].primitives[%d] names joint %d but skin %d has %d joints",
+            node.mesh - 1, p - 1, prim.max_joint, node.skin - 1, #skin.joints)
+        end
+      end
+      asset.skinned_nodes[#asset.skinned_nodes + 1] = { node = i, skin = node.skin, mesh = node.mesh }
+    end
+  end
+end
+
+function Loader:animations()
+  local asset, nodes = self.asset, self.asset.nodes
+  local anims = {}
+  for a, an in ipairs(list(self.doc.animations, "animations", "animations")) do
+    local aw = ("animations[%d]"):format(a - 1)
+    object(an, aw, "animation")
+    local samplers = list(an.samplers, aw, "samplers")
+    local decoded = {}
+    local function sampler(si, path)
+      local where = at(aw, "samplers", si - 1)
+      local s = object(samplers[si], where, "sampler")
+      local interp = s.interpolation or "LINEAR"
+      if not INTERP[interp] then
+        fail(where, "interpolation '%s' is not LINEAR, STEP or CUBICSPLINE", tostring(interp))
+      end
+      local key = si .. path
+      if decoded[key] then return decoded[key] end
+      local ii = ref(s.input, self.acc, where, "input accessor")
+      local oi = ref(s.output, self.acc, where, "output accessor")
+      local times = self:decode(ii, "f32", where, "input", { "SCALAR" }, true)
+      local lo, hi, bad = core.gltf_stats(times)
+      if bad then fail(where, "key times not increasing at key %d", bad - 1) end
+      if lo < 0 then fail(where, "negative key time %g", lo) end
+      local vtype = path == "rotation" and "VEC4" or "VEC3"
+      local values = self:decode(oi, "f32", where, "output", { vtype }, path ~= "rotation")
+      local need = #times * (interp == "CUBICSPLINE" and 3 or 1)
+      if #values ~= need then
+        fail(where, "input has %d keys but output has %d values (%s needs %d)", #times, #values, interp, need)
+      end
+      decoded[key] = { interpolation = interp, times = times, values = values, duration = hi }
+      return decoded[key]
+    end
+    local anim = { name = type(an.name) == "string" and an.name or nil, channels = {}, unsupported = {},
+                   duration = 0, gltf_index = a - 1 }
+    for c, ch in ipairs(list(an.channels, aw, "channels")) do
+      local where = at(aw, "channels", c - 1)
+      object(ch, where, "channel")
+      local si = ref(ch.sampler, samplers, where, "sampler")
+      local target = object(ch.target, where, "target")
+      local path = target.path
+      if PATHS[path] == nil then fail(where, "target.path '%s' is not a glTF path", tostring(path)) end
+      if target.node == nil then
+        anim.unsupported[#anim.unsupported + 1] = where .. ": channel without a target node (ignored)"
+      elseif path == "weights" then
+        ref(target.node, nodes, where, "target node")
+        anim.unsupported[#anim.unsupported + 1] = where .. ": 'weights' (morph target) channels are not supported"
+      else
+        local node = ref(target.node, nodes, where, "target node")
+        local s = sampler(si, path)
+        anim.channels[#anim.channels + 1] = { node = node, path = path, interpolation = s.interpolation,
+                                              times = s.times, values = s.values, gltf_channel = c - 1 }
+        if s.duration > anim.duration then anim.duration = s.duration end
+      end
+    end
+    for _, w in ipairs(anim.unsupported) do asset.warnings[#asset.warnings + 1] = w end
+    anims[a] = anim
+  end
+  asset.animations = anims
+end
+
+-- Builds limber clips for every animation when limber.anim is available:
+-- animation.clip has every channel as a node track (node = 1-based node);
+-- animation.clips[s] is bound to asset.skeletons[s]: channels on its
+-- joints are joint tracks, the others node tracks.
+local function build_clips(asset)
+  local ok, anim_mod = pcall(require, "limber.anim")
+  if not ok or type(anim_mod) ~= "table" or not anim_mod.clip then return false end
+  for a, anim in ipairs(asset.animations) do
+    local where = ("animations[%d]"):format(a - 1)
+    if #anim.channels > 0 then
+      local function tracks(skel)
+        local t = {}
+        for k, ch in ipairs(anim.channels) do
+          local j = skel and skel.joint_of[ch.node]
+          t[k] = { joint = j, node = not j and ch.node or nil, path = ch.path,
+                   interpolation = ch.interpolation, times = ch.times, values = ch.values }
+        end
+        return t
+      end
+      local okc, clip = pcall(anim_mod.clip, { name = anim.name, tracks = tracks(nil) })
+      if not okc then fail(where, "%s", clip) end
+      anim.clip = clip
+      anim.clips = {}
+      for s, skel in ipairs(asset.skeletons) do
+        local okk, c = pcall(anim_mod.clip, { name = anim.name, tracks = tracks(skel) }, skel.skeleton)
+        if not okk then fail(where, "%s", c) end
+        anim.clips[s] = c
+      end
+    end
+  end
+  return true
+end
+
+-- GLB when it says so, or when the header looks binary (so a damaged
+-- magic is reported as such rather than as a JSON error).
+local function is_glb(bytes)
+  return bytes:sub(1, 4) == "glTF" or bytes:sub(1, 12):find("%z") ~= nil
+end
+
+--- Loads a glTF 2.0 asset from bytes in memory (.gltf JSON or .glb).
+-- @tparam string bytes the file content
+-- @tparam[opt] table opts `base_dir` (directory of external buffers, with
+--   a trailing slash; without it only data: URIs and GLB chunks work),
+--   `name` (reported as asset.name), `max_bytes` (decode budget),
+--   `clips` (false: do not build limber clips)
+-- @treturn table the asset
+function M.load_bytes(bytes, opts)
+  if type(bytes) ~= "string" then error("limber.gltf: load_bytes: bytes must be a string", 2) end
+  opts = opts or {}
+  local self = setmetatable({
+    base_dir = opts.base_dir, used = 0,
+    max_bytes = opts.max_bytes or (M.DEFAULT_BASE_BYTES + 16 * #bytes),
+  }, Loader)
+  local text = bytes
+  if is_glb(bytes) then
+    text, self.bin = core.gltf_glb(bytes)
+    text = text:gsub("%z+$", "") -- some writers pad the JSON chunk with NULs, not spaces
+  end
+  if text:sub(1, 3) == "\239\187\191" then text = text:sub(4) end -- UTF-8 byte order mark
+  local ok, doc = pcall(json.decode, text)
+  if not ok then fail("JSON", "syntax error: %s", tostring(doc):gsub("^.-:%d+: ", "")) end
+  if type(doc) ~= "table" or doc[1] ~= nil then fail("JSON", "top level must be an object") end
+  self.doc = doc
+  local asset_info = object(doc.asset, "asset", "asset")
+  local version = asset_info.version
+  if type(version) ~= "string" or not version:find("^2%.%d+$") then
+    fail("asset", "version '%s' is not glTF 2.x", tostring(version))
+  end
+  local missing = {}
+  for _, e in ipairs(list(doc.extensionsRequired, "extensionsRequired", "extensionsRequired")) do
+    if not M.SUPPORTED_EXTENSIONS[e] then missing[#missing + 1] = tostring(e) end
+  end
+  if #missing > 0 then
+    fail("extensionsRequired", "unsupported extension%s %s", #missing > 1 and "s" or "",
+      table.concat(missing, ", "))
+  end
+  self.asset = {
+    name = opts.name, version = version, generator = asset_info.generator,
+    copyright = asset_info.copyright, warnings = {}, glb = self.bin ~= nil,
+  }
+  self:buffers()
+  self:accessors()
+  self:nodes()
+  self:meshes()
+  self:skins()
+  self:skeletons()
+  self:animations()
+  if opts.clips ~= false then self.asset.has_clips = build_clips(self.asset) end
+  return self.asset
+end
+
+--- Loads a .gltf or .glb file. External buffers are read from the file's
+-- directory only.
+-- @tparam string path
+-- @tparam[opt] table opts as for load_bytes (base_dir defaults to the file's directory)
+-- @treturn table the asset
+function M.load(path, opts)
+  if type(path) ~= "string" then error("limber.gltf: load: path must be a string", 2) end
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.base_dir = o.base_dir or (path:match("^(.*[/\\])") or "./")
+  o.name = o.name or path:match("([^/\\]+)%.[^.]*$") or path
+  local f, err = io.open(path, "rb")
+  if not f then error("limber.gltf: cannot open '" .. path .. "': " .. tostring(err), 2) end
+  local bytes = f:read("a")
+  f:close()
+  return M.load_bytes(bytes, o)
+end
+
+--- Recomputes `node.world` for every node of an asset from each node's
+-- `local_matrix` (parents first; trees outside any scene from their root).
+-- @tparam table asset
+-- @tparam[opt] table locals node -> local matrix overriding node.local_matrix
+function M.update_worlds(asset, locals)
+  local nodes = asset.nodes
+  local stack = {}
+  for _, r in ipairs(asset.roots) do stack[#stack + 1] = r end
+  while #stack > 0 do
+    local i = table.remove(stack)
+    local node = nodes[i]
+    local l = locals and locals[i] or node.local_matrix
+    node.world = node.parent and mat_mul(nodes[node.parent].world, l) or l
+    for _, c in ipairs(node.children) do stack[#stack + 1] = c end
+  end
+end
+
+--- What is in an asset: counts and names.
+-- @tparam table asset
+-- @treturn table { nodes, scenes, skeletons, skins = {{name, joints}},
+--   meshes = {{name, primitives, vertices}}, animations = {{name, duration, channels}} }
+function M.info(asset)
+  local out = { nodes = #asset.nodes, scenes = #asset.scenes, skeletons = #asset.skeletons,
+                skins = {}, meshes = {}, animations = {}, warnings = asset.warnings }
+  for k, s in ipairs(asset.skins) do out.skins[k] = { name = s.name, joints = #s.joints } end
+  for k, m in ipairs(asset.meshes) do
+    local v = 0
+    for _, p in ipairs(m.primitives) do v = v + p.vertex_count end
+    out.meshes[k] = { name = m.name, primitives = #m.primitives, vertices = v }
+  end
+  for k, a in ipairs(asset.animations) do
+    out.animations[k] = { name = a.name, duration = a.duration, channels = #a.channels }
+  end
+  return out
+end
+
+--- A pose batch for skeleton `s` of an asset (default 1), every instance
+-- at the rest pose with its root matrix set to the world matrix of the
+-- skeleton root's parent node (identity when it has none).
+-- @tparam table asset
+-- @tparam[opt=1] integer s skeleton index
+-- @tparam[opt=1] integer instances
+-- @treturn limber.Pose
+function M.pose(asset, s, instances)
+  local entry = asset.skeletons[s or 1]
+  if not entry then error(("limber.gltf: pose: skeleton %s does not exist (the asset has %d)"):format(
+    tostring(s), #asset.skeletons), 2) end
+  local pose = limber.pose(entry.skeleton, instances or 1)
+  local root = entry.root_parent and asset.nodes[entry.root_parent].world
+  if root then
+    for i = 1, pose:instances() do pose:set_root(i, root) end
+  end
+  return pose
+end
+
+--- A palette for skin `k` of an asset over a pose of that skin's skeleton
+-- (made with gltf.pose): entry k of each instance is world(joint) * IBM,
+-- ready for the mesh primitives whose JOINTS_0 name the skin's slots.
+-- @tparam table asset
+-- @tparam integer k skin index
+-- @tparam limber.Pose pose
+-- @tparam[opt="mat4"] string layout "mat4" or "mat3x4"
+-- @treturn limber.Palette
+function M.palette(asset, k, pose, layout)
+  local skin = asset.skins[k]
+  if not skin then error(("limber.gltf: palette: skin %s does not exist (the asset has %d)"):format(
+    tostring(k), #asset.skins), 2) end
+  return limber.palette(pose, { skin = skin.skin, layout = layout })
+end
+
+--- A short human-readable summary of an asset (one line per item).
+-- @tparam table asset
+-- @treturn string
+function M.describe(asset)
+  local info = M.info(asset)
+  local out = { ("%s: %d nodes, %d scenes, %d skeletons"):format(asset.name or "glTF asset", info.nodes,
+    info.scenes, info.skeletons) }
+  for k, s in ipairs(info.skins) do
+    out[#out + 1] = ("  skin %d %q: %d joints"):format(k - 1, s.name or "", s.joints)
+  end
+  for k, m in ipairs(info.meshes) do
+    out[#out + 1] = ("  mesh %d %q: %d primitives, %d vertices"):format(k - 1, m.name or "", m.primitives,
+      m.vertices)
+  end
+  for k, a in ipairs(info.animations) do
+    out[#out + 1] = ("  animation %d %q: %.4f s, %d channels"):format(k - 1, a.name or "", a.duration, a.channels)
+  end
+  for _, w in ipairs(info.warnings) do out[#out + 1] = "  warning: " .. w end
+  return table.concat(out, "\n")
+end
+
+return M
