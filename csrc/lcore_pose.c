@@ -360,8 +360,8 @@ static int l_pose_set_root(lua_State *L) {
         lmb_pose_set_root(p, i, NULL);
         return 0;
     }
-    if (fabsf(m[3]) > 1e-6f || fabsf(m[7]) > 1e-6f || fabsf(m[11]) > 1e-6f ||
-        fabsf(m[15] - 1.0f) > 1e-6f)
+    if (fabsf(m[3]) > 1e-4f || fabsf(m[7]) > 1e-4f || fabsf(m[11]) > 1e-4f ||
+        fabsf(m[15] - 1.0f) > 1e-4f)
         return luaL_argerror(L, 3, "root matrix must be affine (bottom row 0 0 0 1: m[4], m[8], "
                                    "m[12] = 0 and m[16] = 1)");
     m[3] = m[7] = m[11] = 0.0f;
