@@ -1,0 +1,138 @@
+/* clip.h: immutable animation clips, keyframe sampling and batched
+ * sampling of pose batches.
+ *
+ * A clip is a set of tracks. Each track animates one property (translation,
+ * rotation or scale) of one target: a skeleton joint (0-based index) or a
+ * node that is not a joint (kept for Lua to sample, e.g. glTF scene nodes).
+ * Each track has its own key times and values and its own interpolation
+ * (glTF 2.0: STEP, LINEAR, CUBICSPLINE). Values are `width` floats per key
+ * (3 for translation/scale, 4 for rotation xyzw); CUBICSPLINE keys hold
+ * in-tangent, value, out-tangent (3 * width floats, glTF order).
+ *
+ * Memory: one block of lmb_clip_bytes() bytes owned by the caller (the Lua
+ * userdata). Build: place, fill tracks[] and the key arrays, then
+ * lmb_clip_finish(), which validates every key once (finite, strictly
+ * increasing times, non-zero rotations), normalises rotation keys, sorts
+ * the tracks (joint tracks first, by joint then path; node tracks after, in
+ * input order) and computes the duration. Afterwards the clip is read-only
+ * and sampling cannot fail.
+ *
+ * Key lookup: every sampler keeps a cursor per (instance, track), the index
+ * of the key interval used last time. Forward playback moves it by a few
+ * keys per frame (O(1) amortised); any other jump (seek, backward play,
+ * loop wrap) falls back to a binary search in the part of the key range on
+ * the right side of the cursor, so no lookup is linear in the key count. */
+#ifndef LIMBER_CLIP_H
+#define LIMBER_CLIP_H
+
+#include "pose.h"
+
+enum { LMB_PATH_T = 0, LMB_PATH_R = 1, LMB_PATH_S = 2 };
+enum { LMB_STEP = 0, LMB_LINEAR = 1, LMB_CUBIC = 2 };
+
+/* Quaternion keys whose dot product is above this are interpolated with
+ * lerp + normalise (keys less than about 3.6 degrees apart); otherwise slerp. */
+#define LMB_NLERP_DOT 0.9995f
+
+typedef struct lmb_track {
+    uint32_t target;     /* joint index (0-based) or node id, as given */
+    uint8_t path;        /* LMB_PATH_* */
+    uint8_t interp;      /* LMB_STEP / LMB_LINEAR / LMB_CUBIC */
+    uint8_t width;       /* floats per value: 3 (T, S) or 4 (R) */
+    uint8_t is_node;     /* 1: not a skeleton joint */
+    uint32_t key_count;  /* >= 1 */
+    uint32_t times;      /* index of the first key time in clip->times */
+    uint32_t values;     /* index of the first float in clip->values */
+    uint32_t input;      /* position of the track in the description (0-based) */
+} lmb_track;
+
+typedef struct lmb_clip {
+    float duration;            /* largest key time (0 for a clip of single keys) */
+    uint32_t track_count;
+    uint32_t joint_track_count; /* tracks[0 .. joint_track_count) target joints */
+    uint32_t joint_span;       /* largest joint target + 1 (0: no joint track) */
+    uint32_t key_total;        /* floats in times */
+    uint32_t value_total;      /* floats in values */
+    lmb_track *tracks;
+    float *times;
+    float *values;
+} lmb_clip;
+
+/* Bytes for a clip (header included, any alignment; 0 on overflow). */
+size_t lmb_clip_bytes(uint32_t tracks, uint32_t keys, uint32_t values);
+
+/* Lays out an empty clip in `mem`; tracks and data left for the caller. */
+lmb_clip *lmb_clip_place(void *mem, uint32_t tracks, uint32_t keys, uint32_t values);
+
+/* What lmb_clip_finish found wrong. */
+typedef enum lmb_clip_error {
+    LMB_CLIP_OK = 0,
+    LMB_CLIP_NAN_TIME,      /* key time `key` is NaN, infinite or negative */
+    LMB_CLIP_ORDER,         /* key time `key` is not greater than key `key - 1` */
+    LMB_CLIP_NAN_VALUE,     /* value float `key` is NaN or infinite */
+    LMB_CLIP_ZERO_ROTATION, /* rotation key `key` is (near) zero */
+    LMB_CLIP_DUPLICATE,     /* the track animates the same joint and path as track `key` */
+    LMB_CLIP_LAYOUT         /* track ranges do not fit the arrays (caller bug) */
+} lmb_clip_error;
+
+/* Validates, normalises and sorts a filled clip (see above). On error
+ * returns the problem and, in *track (input position) and *key (0-based
+ * key or float index, or the other track's input position), where. */
+lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key);
+
+/* Samples one track at clip time t (already wrapped or clamped) into out
+ * (width floats). `cursor` is the track's cursor (any value; updated). */
+void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, uint32_t *cursor,
+                      float *out);
+
+/* Wraps (loop) or clamps a time into [0, duration]: loop uses
+ * t - d * floor(t / d), so t = d gives 0 and negative times wrap. */
+float lmb_clip_time(const lmb_clip *c, float t, int loop);
+
+/* The key interval k of `times` (n keys) with times[k] <= t < times[k+1],
+ * using and updating *cursor; requires n >= 2 and times[0] <= t < times[n-1].
+ * Exposed for tests and benchmarks. */
+uint32_t lmb_key_find(const float *times, uint32_t n, float t, uint32_t *cursor);
+
+/* ---- batched sampling -------------------------------------------------- */
+
+/* A sampler plays one clip (from a set of clips for one skeleton) per
+ * instance of a pose batch. The binding places it inside a userdata with
+ * every array; nothing is allocated per frame.
+ *
+ * untracked[untracked_first[k] .. untracked_first[k+1]) lists, for clip k,
+ * (joint << 2 | path) for every joint property the clip has no track for:
+ * those are written with the rest pose, so every local the sampler touches
+ * is defined whatever ran before. */
+typedef struct lmb_sampler {
+    lmb_pose *pose;                /* borrowed, anchored by the binding */
+    uint32_t clip_count;
+    uint32_t cursor_stride;        /* largest joint_track_count of the set */
+    const lmb_clip **clips;        /* clip_count, borrowed */
+    const uint32_t *untracked_first; /* clip_count + 1 */
+    const uint32_t *untracked;
+    uint32_t *cursors;             /* instance_count * cursor_stride */
+    int32_t *clip;                 /* per instance: clip index, -1 = not sampled */
+    float *time;                   /* per instance: clip time (before wrapping) */
+    float *rate;                   /* per instance: rate used by lmb_sampler_advance */
+    uint8_t *loop;                 /* per instance: 1 loop, 0 clamp */
+    int32_t root_joint;            /* root motion removal: joint, or -1 for none */
+    uint32_t root_flags;           /* LMB_ROOT_* */
+} lmb_sampler;
+
+/* Root motion removal after sampling: the root joint's translation x and z
+ * are replaced by the clip's value at time 0 (y kept), and its rotation
+ * loses the yaw (rotation about +Y) it gained since time 0. */
+enum { LMB_ROOT_XZ = 1, LMB_ROOT_YAW = 2 };
+
+/* Yaw angle (about +Y) of a unit quaternion xyzw, in radians. */
+float lmb_quat_yaw(const float q[4]);
+
+/* Every instance: time += rate * dt (wrapped into [0, d) when looping). */
+void lmb_sampler_advance(lmb_sampler *s, float dt);
+
+/* Samples instances [first, first + count) into the pose's locals and marks
+ * them changed. Cannot fail (the binding checked targets and sizes). */
+void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count);
+
+#endif
