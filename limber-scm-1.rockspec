@@ -33,6 +33,7 @@ build = {
   install = {
     lua = {
       ["limber"] = "lua/limber/init.lua",
+      ["limber.anim"] = "lua/limber/anim.lua",
     },
   },
 }
