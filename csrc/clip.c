@@ -48,15 +48,17 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
         lmb_track *tr = c->tracks + k;
         uint32_t n = tr->key_count, w = tr->width;
         uint32_t per_key = tr->interp == LMB_CUBIC ? 3 * w : w;
+        uint32_t st = per_key + 1;
         *track = tr->input;
         if (n == 0 || (w != 3 && w != 4) || tr->times > c->key_total ||
             n > c->key_total - tr->times || tr->values > c->value_total ||
-            (uint64_t)n * per_key > (uint64_t)(c->value_total - tr->values)) {
+            (uint64_t)n * st > (uint64_t)(c->value_total - tr->values)) {
             *key = 0;
             return LMB_CLIP_LAYOUT;
         }
+        tr->stride = st;
         const float *tm = c->times + tr->times;
-        float *v = c->values + tr->values;
+        float *rec = c->values + tr->values;
         for (uint32_t i = 0; i < n; i++) {
             if (!isfinite(tm[i]) || tm[i] < 0.0f) {
                 *key = i;
@@ -67,16 +69,19 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
                 return LMB_CLIP_ORDER;
             }
         }
-        for (uint32_t i = 0; i < n * per_key; i++) {
-            if (!isfinite(v[i])) {
-                *key = i;
-                return LMB_CLIP_NAN_VALUE;
+        for (uint32_t i = 0; i < n; i++) {
+            rec[(size_t)i * st] = tm[i];
+            for (uint32_t m = 0; m < per_key; m++) {
+                if (!isfinite(rec[(size_t)i * st + 1 + m])) {
+                    *key = i * per_key + m;
+                    return LMB_CLIP_NAN_VALUE;
+                }
             }
         }
         if (tr->path == LMB_PATH_R) {
-            uint32_t off = tr->interp == LMB_CUBIC ? 4 : 0;
+            uint32_t off = tr->interp == LMB_CUBIC ? 5 : 1;
             for (uint32_t i = 0; i < n; i++) {
-                float *q = v + (size_t)i * per_key + off;
+                float *q = rec + (size_t)i * st + off;
                 double q0 = q[0], q1 = q[1], q2 = q[2], q3 = q[3];
                 double len = sqrt(q0 * q0 + q1 * q1 + q2 * q2 + q3 * q3);
                 if (!(len > 1e-6)) {
@@ -86,6 +91,8 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
                 for (int m = 0; m < 4; m++) q[m] = (float)((double)q[m] / len);
             }
         }
+        tr->first = tm[0];
+        tr->last = tm[n - 1];
         if (tm[n - 1] > duration) duration = tm[n - 1];
     }
     /* insertion sort (tracks are few; stable, so node tracks keep input order) */
@@ -140,7 +147,7 @@ static inline uint32_t bsearch_keys(const float *times, uint32_t lo, uint32_t hi
     return lo;
 }
 
-uint32_t lmb_key_find(const float *times, uint32_t n, float t, uint32_t *cursor) {
+static uint32_t key_find_slow(const float *times, uint32_t n, float t, uint32_t *cursor) {
     uint32_t last = n - 2, k = *cursor;
     if (k > last) k = last;
     if (times[k] <= t) {
@@ -161,6 +168,24 @@ uint32_t lmb_key_find(const float *times, uint32_t n, float t, uint32_t *cursor)
     }
     *cursor = k;
     return k;
+}
+
+/* The cursor's interval or the next one (normal forward playback) inline,
+ * anything else out of line (dense times). */
+static inline uint32_t key_find(const float *times, uint32_t n, float t, uint32_t *cursor) {
+    uint32_t k = *cursor;
+    if (k + 2 < n && times[k] <= t) {
+        if (t < times[k + 1]) return k;
+        if (t < times[k + 2]) {
+            *cursor = k + 1;
+            return k + 1;
+        }
+    }
+    return key_find_slow(times, n, t, cursor);
+}
+
+uint32_t lmb_key_find(const float *times, uint32_t n, float t, uint32_t *cursor) {
+    return key_find(times, n, t, cursor);
 }
 
 static inline void copy_value(float *out, const float *v, uint32_t w) {
@@ -196,37 +221,57 @@ static inline void quat_interp(float *out, const float *a, const float *b, float
     for (int m = 0; m < 4; m++) out[m] = wa * a[m] + wb * b[m];
 }
 
-static inline void sample_inline(const lmb_clip *c, const lmb_track *tr, float t,
-                                 uint32_t *cursor, float *out) {
-    const float *tm = c->times + tr->times;
-    const float *v = c->values + tr->values;
-    uint32_t n = tr->key_count, w = tr->width;
-    if (tr->interp == LMB_CUBIC) {
-        uint32_t stride = 3 * w;
-        if (n == 1 || t <= tm[0]) { copy_value(out, v + w, w); return; }
-        if (t >= tm[n - 1]) { copy_value(out, v + (size_t)(n - 1) * stride + w, w); return; }
-        uint32_t k = lmb_key_find(tm, n, t, cursor);
-        float dt = tm[k + 1] - tm[k], s = (t - tm[k]) / dt;
+static inline __attribute__((always_inline)) void sample_inline(const lmb_clip *c,
+                                                               const lmb_track *tr, float t,
+                                                               uint32_t *cursor, float *out) {
+    const float *rec = c->values + tr->values;
+    uint32_t n = tr->key_count, w = tr->width, st = tr->stride;
+    int cubic = tr->interp == LMB_CUBIC;
+    uint32_t voff = cubic ? 1 + w : 1;
+    if (t <= tr->first) {
+        copy_value(out, rec + voff, w);
+        return;
+    }
+    if (t >= tr->last) {
+        copy_value(out, rec + (size_t)(n - 1) * st + voff, w);
+        return;
+    }
+    /* cursor fast path on the records: same interval or the next one */
+    uint32_t k = *cursor;
+    const float *a = rec + (size_t)k * st;
+    if (!(k + 2 < n && a[0] <= t && t < a[st])) {
+        if (k + 2 < n && a[0] <= t && t < a[2 * st]) {
+            k++;
+            a += st;
+            *cursor = k;
+        } else {
+            k = key_find_slow(c->times + tr->times, n, t, cursor);
+            a = rec + (size_t)k * st;
+        }
+    }
+    const float *b = a + st;
+    float dt = b[0] - a[0], s = (t - a[0]) / dt;
+    if (cubic) {
         float s2 = s * s, s3 = s2 * s;
         float h00 = 2.0f * s3 - 3.0f * s2 + 1.0f, h10 = (s3 - 2.0f * s2 + s) * dt;
         float h01 = -2.0f * s3 + 3.0f * s2, h11 = (s3 - s2) * dt;
-        const float *k0 = v + (size_t)k * stride, *k1 = k0 + stride;
         for (uint32_t m = 0; m < w; m++)
-            out[m] = h00 * k0[w + m] + h10 * k0[2 * w + m] + h01 * k1[w + m] + h11 * k1[m];
+            out[m] = h00 * a[1 + w + m] + h10 * a[1 + 2 * w + m] + h01 * b[1 + w + m] +
+                     h11 * b[1 + m];
         if (w == 4) normalize4(out);
         return;
     }
-    if (n == 1 || t <= tm[0]) { copy_value(out, v, w); return; }
-    if (t >= tm[n - 1]) { copy_value(out, v + (size_t)(n - 1) * w, w); return; }
-    uint32_t k = lmb_key_find(tm, n, t, cursor);
-    const float *a = v + (size_t)k * w;
-    if (tr->interp == LMB_STEP) { copy_value(out, a, w); return; }
-    float s = (t - tm[k]) / (tm[k + 1] - tm[k]);
-    const float *b = a + w;
-    if (w == 4) { quat_interp(out, a, b, s); return; }
-    out[0] = a[0] + (b[0] - a[0]) * s;
-    out[1] = a[1] + (b[1] - a[1]) * s;
-    out[2] = a[2] + (b[2] - a[2]) * s;
+    if (tr->interp == LMB_STEP) {
+        copy_value(out, a + 1, w);
+        return;
+    }
+    if (w == 4) {
+        quat_interp(out, a + 1, b + 1, s);
+        return;
+    }
+    out[0] = a[1] + (b[1] - a[1]) * s;
+    out[1] = a[2] + (b[2] - a[2]) * s;
+    out[2] = a[3] + (b[3] - a[3]) * s;
 }
 
 void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, uint32_t *cursor,
@@ -275,6 +320,9 @@ static void remove_root_motion(const lmb_sampler *s, const lmb_clip *c, float *d
     }
 }
 
+/* Tracks ahead whose next key records are prefetched while sampling. */
+#define LMB_PREFETCH 6
+
 static const uint32_t path_offset[3] = {0, 3 * LMB_LANES, 7 * LMB_LANES};
 
 void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
@@ -296,8 +344,15 @@ void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
         }
         uint32_t *cur = s->cursors + (size_t)i * s->cursor_stride;
         const lmb_track *tr = c->tracks;
-        for (uint32_t m = 0; m < c->joint_track_count; m++, tr++) {
+        uint32_t count_tracks = c->joint_track_count;
+        for (uint32_t m = 0; m < count_tracks; m++, tr++) {
             float v[4] = {0, 0, 0, 0};
+            if (m + LMB_PREFETCH < count_tracks) {
+                const lmb_track *pt = tr + LMB_PREFETCH;
+                const float *pr = c->values + pt->values + (size_t)cur[m + LMB_PREFETCH] * pt->stride;
+                __builtin_prefetch(pr);
+                __builtin_prefetch(pr + 2 * pt->stride - 1);
+            }
             sample_inline(c, tr, t, cur + m, v);
             float *d = local + (size_t)tr->target * jstride + path_offset[tr->path];
             d[0] = v[0];

@@ -9,6 +9,11 @@
  * (3 for translation/scale, 4 for rotation xyzw); CUBICSPLINE keys hold
  * in-tangent, value, out-tangent (3 * width floats, glTF order).
  *
+ * Keys are stored as records of `stride` floats: the key time followed by
+ * the key's values (stride = 1 + width, or 1 + 3 * width for CUBICSPLINE),
+ * so interpolating between keys k and k+1 touches one or two cache lines.
+ * The times are also kept densely in `times` for binary searches.
+ *
  * Memory: one block of lmb_clip_bytes() bytes owned by the caller (the Lua
  * userdata). Build: place, fill tracks[] and the key arrays, then
  * lmb_clip_finish(), which validates every key once (finite, strictly
@@ -40,10 +45,12 @@ typedef struct lmb_track {
     uint8_t interp;      /* LMB_STEP / LMB_LINEAR / LMB_CUBIC */
     uint8_t width;       /* floats per value: 3 (T, S) or 4 (R) */
     uint8_t is_node;     /* 1: not a skeleton joint */
+    uint32_t stride;     /* floats per key record: 1 + width (CUBICSPLINE 1 + 3 width) */
     uint32_t key_count;  /* >= 1 */
     uint32_t times;      /* index of the first key time in clip->times */
-    uint32_t values;     /* index of the first float in clip->values */
+    uint32_t values;     /* index of the first record float in clip->values */
     uint32_t input;      /* position of the track in the description (0-based) */
+    float first, last;   /* first and last key time (set by lmb_clip_finish) */
 } lmb_track;
 
 typedef struct lmb_clip {
@@ -52,7 +59,7 @@ typedef struct lmb_clip {
     uint32_t joint_track_count; /* tracks[0 .. joint_track_count) target joints */
     uint32_t joint_span;       /* largest joint target + 1 (0: no joint track) */
     uint32_t key_total;        /* floats in times */
-    uint32_t value_total;      /* floats in values */
+    uint32_t value_total;      /* floats in values (key records) */
     lmb_track *tracks;
     float *times;
     float *values;
@@ -61,7 +68,10 @@ typedef struct lmb_clip {
 /* Bytes for a clip (header included, any alignment; 0 on overflow). */
 size_t lmb_clip_bytes(uint32_t tracks, uint32_t keys, uint32_t values);
 
-/* Lays out an empty clip in `mem`; tracks and data left for the caller. */
+/* Lays out an empty clip in `mem`; tracks and data left for the caller,
+ * who fills, per track, target, path, interp, width, key_count, times,
+ * values, input, the dense times and each record's values (record[1 ..]);
+ * lmb_clip_finish sets the strides' record times. */
 lmb_clip *lmb_clip_place(void *mem, uint32_t tracks, uint32_t keys, uint32_t values);
 
 /* What lmb_clip_finish found wrong. */

@@ -44,8 +44,10 @@ static size_t field_count(lua_State *L, lua_Integer k, const char *field) {
     return n;
 }
 
-/* Copies field `field` of the track table on top of the stack into out. */
-static void field_read(lua_State *L, lua_Integer k, const char *field, float *out, size_t n) {
+/* Copies field `field` of the track table on top of the stack into out:
+ * `per` floats per record, records `stride` floats apart. */
+static void field_read(lua_State *L, lua_Integer k, const char *field, float *out, size_t n,
+                       size_t per, size_t stride) {
     int t = lua_getfield(L, -1, field);
     if (t == LUA_TTABLE) {
         int tab = lua_gettop(L);
@@ -59,12 +61,14 @@ static void field_read(lua_State *L, lua_Integer k, const char *field, float *ou
             if (!isfinite(v) || fabs(v) > 3.4e38)
                 luaL_error(L, PREFIX ": tracks[%I]: %s[%I] is not a finite float (%f)", k, field,
                            (lua_Integer)m + 1, v);
-            out[m] = (float)v;
+            out[m / per * stride + m % per] = (float)v;
             lua_pop(L, 1);
         }
     } else {
         lbuffer *b = (lbuffer *)lua_touserdata(L, -1);
-        memcpy(out, b->data, n * sizeof(float));
+        const float *src = (const float *)b->data;
+        for (size_t r = 0; r < n / per; r++)
+            memcpy(out + r * stride, src + r * per, per * sizeof(float));
     }
     lua_pop(L, 1);
 }
@@ -128,7 +132,7 @@ static int l_clip_new(lua_State *L) {
                               k, (lua_Integer)nv, (lua_Integer)nt, (lua_Integer)(nt * per),
                               (lua_Integer)per, ii == LMB_CUBIC ? ": in-tangent, value, out-tangent" : "");
         keys += nt;
-        values += nv;
+        values += nv + nt;
         if (keys > 0x7fffffff || values > 0x7fffffff)
             return luaL_error(L, PREFIX ": too many keys");
         lua_pop(L, 1);
@@ -164,10 +168,11 @@ static int l_clip_new(lua_State *L) {
         tr->times = ko;
         tr->values = vo;
         tr->input = (uint32_t)(k - 1);
-        field_read(L, k, "times", c->times + ko, nt);
-        field_read(L, k, "values", c->values + vo, nv);
+        size_t per = nv / nt;
+        field_read(L, k, "times", c->times + ko, nt, 1, 1);
+        field_read(L, k, "values", c->values + vo + 1, nv, per, per + 1);
         ko += (uint32_t)nt;
-        vo += (uint32_t)nv;
+        vo += (uint32_t)(nv + nt);
         lua_pop(L, 1);
     }
     uint32_t bt = 0, bk = 0;
