@@ -12,7 +12,6 @@ local core = require "limber.core"
 local M = {}
 
 local floor <const> = math.floor
-local PATHS <const> = { translation = true, rotation = true, scale = true }
 
 -- clip -> { times = {...}, names = {...}, loop_times = {...}, loop_names = {...} }
 local events_of = setmetatable({}, { __mode = "k" })
@@ -83,8 +82,8 @@ function M.clip(desc, skeleton)
     table.sort(list, by_time)
     local ev = { times = {}, names = {}, loop_times = {}, loop_names = {} }
     for k, e in ipairs(list) do ev.times[k], ev.names[k] = e.time, e.name end
-    -- in loop mode an event at the duration is the event at 0
-    for _, e in ipairs(list) do if e.time >= d then e.time = 0 end end
+    -- in loop mode an event at the duration happens at 0, before the events at 0
+    for _, e in ipairs(list) do if e.time >= d then e.time, e.k = 0, e.k - #list end end
     table.sort(list, by_time)
     for k, e in ipairs(list) do ev.loop_times[k], ev.loop_names[k] = e.time, e.name end
     events_of[clip] = ev
@@ -308,7 +307,7 @@ function Player:set_loop(loop) self.loop = loop and true or false; self.dirty = 
 
 --- Sets the player's weight (>= 0) in its layer's blend.
 function Player:set_weight(w)
-  if type(w) ~= "number" or not (w >= 0) then fail("Player:set_weight: weight must be a number >= 0", 2) end
+  if type(w) ~= "number" or w ~= w or w < 0 then fail("Player:set_weight: weight must be a number >= 0", 2) end
   self.w = w
   self.dirty = true
 end
