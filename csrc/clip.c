@@ -11,7 +11,8 @@ static size_t clip_sizes(uint32_t tracks, uint32_t keys, uint32_t values, size_t
                          size_t *vb) {
     *tb = lmb_align_up((size_t)tracks * sizeof(lmb_track), ALIGN);
     *kb = lmb_align_up((size_t)keys * sizeof(float), ALIGN);
-    *vb = lmb_align_up((size_t)values * sizeof(float), ALIGN);
+    /* 16 floats of zero padding: SIMD loads of the last records stay inside */
+    *vb = lmb_align_up(((size_t)values + 16) * sizeof(float), ALIGN);
     return lmb_align_up(sizeof(lmb_clip), ALIGN) + *tb + *kb + *vb + ALIGN;
 }
 
@@ -147,7 +148,7 @@ static inline uint32_t bsearch_keys(const float *times, uint32_t lo, uint32_t hi
     return lo;
 }
 
-static uint32_t key_find_slow(const float *times, uint32_t n, float t, uint32_t *cursor) {
+uint32_t lmb_key_find_slow(const float *times, uint32_t n, float t, uint32_t *cursor) {
     uint32_t last = n - 2, k = *cursor;
     if (k > last) k = last;
     if (times[k] <= t) {
@@ -181,7 +182,7 @@ static inline uint32_t key_find(const float *times, uint32_t n, float t, uint32_
             return k + 1;
         }
     }
-    return key_find_slow(times, n, t, cursor);
+    return lmb_key_find_slow(times, n, t, cursor);
 }
 
 uint32_t lmb_key_find(const float *times, uint32_t n, float t, uint32_t *cursor) {
@@ -236,18 +237,22 @@ static inline __attribute__((always_inline)) void sample_inline(const lmb_clip *
         copy_value(out, rec + (size_t)(n - 1) * st + voff, w);
         return;
     }
-    /* cursor fast path on the records: same interval or the next one */
+    /* cursor fast path on the records' own times: up to 4 keys forward */
     uint32_t k = *cursor;
-    const float *a = rec + (size_t)k * st;
-    if (!(k + 2 < n && a[0] <= t && t < a[st])) {
-        if (k + 2 < n && a[0] <= t && t < a[2 * st]) {
-            k++;
-            a += st;
-            *cursor = k;
-        } else {
-            k = key_find_slow(c->times + tr->times, n, t, cursor);
-            a = rec + (size_t)k * st;
+    const float *a = NULL;
+    if (k + 1 < n && rec[(size_t)k * st] <= t) {
+        const float *r = rec + (size_t)k * st;
+        for (int step = 0; step < 4 && k + 1 < n; step++, k++, r += st) {
+            if (t < r[st]) {
+                a = r;
+                *cursor = k;
+                break;
+            }
         }
+    }
+    if (!a) {
+        k = lmb_key_find_slow(c->times + tr->times, n, t, cursor);
+        a = rec + (size_t)k * st;
     }
     const float *b = a + st;
     float dt = b[0] - a[0], s = (t - a[0]) / dt;
@@ -325,42 +330,93 @@ static void remove_root_motion(const lmb_sampler *s, const lmb_clip *c, float *d
 
 static const uint32_t path_offset[3] = {0, 3 * LMB_LANES, 7 * LMB_LANES};
 
-void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
+/* Rest values for untracked properties, root motion removal, dirty mark:
+ * what every sampled instance needs besides its tracks. */
+static void finish_instance(lmb_sampler *s, uint32_t i, int32_t k, const lmb_clip *c) {
     lmb_pose *p = s->pose;
     const float *rest = p->skel->rest;
-    for (uint32_t i = first; i < first + count; i++) {
-        int32_t k = s->clip[i];
-        if (k < 0) continue;
-        const lmb_clip *c = s->clips[k];
-        float t = lmb_clip_time(c, s->time[i], s->loop[i]);
-        float *local = p->local + lmb_pose_local_index(p, i, 0);
-        const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
-        for (uint32_t u = s->untracked_first[k]; u < s->untracked_first[k + 1]; u++) {
-            uint32_t code = s->untracked[u], j = code >> 2, path = code & 3u;
-            float *d = local + (size_t)j * jstride + path_offset[path];
-            const float *r = rest + (size_t)j * LMB_TRS_FLOATS + (path == 0 ? 0 : path == 1 ? 3 : 7);
-            uint32_t w = path == LMB_PATH_R ? 4 : 3;
-            for (uint32_t m = 0; m < w; m++) d[m * LMB_LANES] = r[m];
+    float *local = p->local + lmb_pose_local_index(p, i, 0);
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
+    for (uint32_t u = s->untracked_first[k]; u < s->untracked_first[k + 1]; u++) {
+        uint32_t code = s->untracked[u], j = code >> 2, path = code & 3u;
+        float *d = local + (size_t)j * jstride + path_offset[path];
+        const float *r = rest + (size_t)j * LMB_TRS_FLOATS + (path == 0 ? 0 : path == 1 ? 3 : 7);
+        uint32_t w = path == LMB_PATH_R ? 4 : 3;
+        for (uint32_t m = 0; m < w; m++) d[m * LMB_LANES] = r[m];
+    }
+    if (s->root_joint >= 0) remove_root_motion(s, c, local + (size_t)s->root_joint * jstride);
+    lmb_pose_touch(p, i, 0);
+}
+
+static void sample_instance(lmb_sampler *s, uint32_t i) {
+    lmb_pose *p = s->pose;
+    int32_t k = s->clip[i];
+    if (k < 0) return;
+    const lmb_clip *c = s->clips[k];
+    float t = lmb_clip_time(c, s->time[i], s->loop[i]);
+    float *local = p->local + lmb_pose_local_index(p, i, 0);
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
+    uint32_t *cur = s->cursors + (size_t)i * s->cursor_stride;
+    const lmb_track *tr = c->tracks;
+    uint32_t count_tracks = c->joint_track_count;
+    for (uint32_t m = 0; m < count_tracks; m++, tr++) {
+        float v[4] = {0, 0, 0, 0};
+        if (m + LMB_PREFETCH < count_tracks) {
+            const lmb_track *pt = tr + LMB_PREFETCH;
+            const float *pr = c->values + pt->values + (size_t)cur[m + LMB_PREFETCH] * pt->stride;
+            __builtin_prefetch(pr);
+            __builtin_prefetch(pr + 2 * pt->stride - 1);
         }
-        uint32_t *cur = s->cursors + (size_t)i * s->cursor_stride;
-        const lmb_track *tr = c->tracks;
-        uint32_t count_tracks = c->joint_track_count;
-        for (uint32_t m = 0; m < count_tracks; m++, tr++) {
-            float v[4] = {0, 0, 0, 0};
-            if (m + LMB_PREFETCH < count_tracks) {
-                const lmb_track *pt = tr + LMB_PREFETCH;
-                const float *pr = c->values + pt->values + (size_t)cur[m + LMB_PREFETCH] * pt->stride;
-                __builtin_prefetch(pr);
-                __builtin_prefetch(pr + 2 * pt->stride - 1);
+        sample_inline(c, tr, t, cur + m, v);
+        float *d = local + (size_t)tr->target * jstride + path_offset[tr->path];
+        d[0] = v[0];
+        d[LMB_LANES] = v[1];
+        d[2 * LMB_LANES] = v[2];
+        if (tr->width == 4) d[3 * LMB_LANES] = v[3];
+    }
+    finish_instance(s, i, k, c);
+}
+
+void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
+    uint32_t end = first + count, N = s->pose->instance_count;
+    int simd = lmb_simd_active();
+    uint32_t i = first;
+    while (i < end) {
+        uint32_t b = i / LMB_LANES, base = b * LMB_LANES;
+        if (!simd || i != base || base + LMB_LANES > end) {
+            sample_instance(s, i++);
+            continue;
+        }
+        /* a whole block: lanes sharing the first active lane's clip go together */
+        unsigned done = 0;
+        for (int l0 = 0; l0 < LMB_LANES; l0++) {
+            if (done >> l0 & 1u) continue;
+            int32_t k = base + l0 < N ? s->clip[base + l0] : -1;
+            if (k < 0) {
+                done |= 1u << l0;
+                continue;
             }
-            sample_inline(c, tr, t, cur + m, v);
-            float *d = local + (size_t)tr->target * jstride + path_offset[tr->path];
-            d[0] = v[0];
-            d[LMB_LANES] = v[1];
-            d[2 * LMB_LANES] = v[2];
-            if (tr->width == 4) d[3 * LMB_LANES] = v[3];
+            unsigned lanes = 0;
+            int n = 0;
+            float t[LMB_LANES] = {0, 0, 0, 0, 0, 0, 0, 0};
+            const lmb_clip *c = s->clips[k];
+            for (int l = l0; l < LMB_LANES; l++) {
+                if (base + l < N && s->clip[base + l] == k && !(done >> l & 1u)) {
+                    lanes |= 1u << l;
+                    t[l] = lmb_clip_time(c, s->time[base + l], s->loop[base + l]);
+                    n++;
+                }
+            }
+            done |= lanes;
+            if (n >= 3) {
+                lmb_sample_lanes_avx2(s, b, k, lanes, t);
+                for (int l = 0; l < LMB_LANES; l++)
+                    if (lanes >> l & 1u) finish_instance(s, base + l, k, c);
+            } else {
+                for (int l = 0; l < LMB_LANES; l++)
+                    if (lanes >> l & 1u) sample_instance(s, base + l);
+            }
         }
-        if (s->root_joint >= 0) remove_root_motion(s, c, local + (size_t)s->root_joint * jstride);
-        lmb_pose_touch(p, i, 0);
+        i = base + LMB_LANES;
     }
 }

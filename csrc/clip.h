@@ -142,7 +142,19 @@ float lmb_quat_yaw(const float q[4]);
 void lmb_sampler_advance(lmb_sampler *s, float dt);
 
 /* Samples instances [first, first + count) into the pose's locals and marks
- * them changed. Cannot fail (the binding checked targets and sizes). */
+ * them changed. Cannot fail (the binding checked targets and sizes). With
+ * lmb_simd_active(), lanes of a block that play the same clip are sampled
+ * together by the AVX2 kernel (same results within float rounding). */
 void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count);
+
+/* ---- internal: shared by clip.c and clip_avx2.c ------------------------ */
+
+/* Key interval by cursor steps / binary search on the dense times. */
+uint32_t lmb_key_find_slow(const float *times, uint32_t n, float t, uint32_t *cursor);
+
+/* Joint tracks of clip `k` for the lanes of `block` set in `lanes` (bit l =
+ * lane l), all playing that clip; `t` holds their clip times (wrapped). */
+void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, unsigned lanes,
+                           const float t[LMB_LANES]);
 
 #endif

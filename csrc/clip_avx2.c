@@ -1,0 +1,163 @@
+/* clip_avx2.c: samples one joint track for up to 8 lanes of a pose block
+ * at once with AVX2 + FMA.
+ *
+ * The key lookup stays scalar per lane (cursor fast path, binary search
+ * fallback), giving each lane the offset of its key record. For LINEAR and
+ * STEP tracks the two records a, b (time + values) of each lane are loaded
+ * with one or two unaligned 8-float loads and transposed, so every register
+ * then holds one component for the 8 lanes, which is exactly the pose's
+ * SoA layout: results are stored with no shuffles. Outside the key range a
+ * lane uses the first or last record with s = 0 (a * (1 - s) + b * s is
+ * then exactly a). Rotation lanes whose keys are more than ~3.6 degrees
+ * apart (slerp) and CUBICSPLINE tracks fall back to the scalar sampler for
+ * those lanes. Key records are followed by 16 floats of padding, so loads
+ * past the last record stay inside the clip. */
+#include "clip.h"
+#include "simd.h"
+
+#if LMB_HAVE_X86
+
+/* Offset of the key record to use and whether s is forced to 0. */
+static inline uint32_t lane_record(const lmb_clip *c, const lmb_track *tr, float t,
+                                   uint32_t *cursor, int *zero) {
+    const float *rec = c->values + tr->values;
+    uint32_t n = tr->key_count, st = tr->stride;
+    if (t <= tr->first) {
+        *zero = 1;
+        return 0;
+    }
+    if (t >= tr->last) {
+        *zero = 1;
+        return (n - 1) * st;
+    }
+    *zero = tr->interp == LMB_STEP;
+    uint32_t k = *cursor;
+    if (k + 1 < n) {
+        const float *a = rec + (size_t)k * st;
+        if (a[0] <= t) {
+            /* forward playback: up to 4 records ahead, on the records' own times */
+            for (int step = 0; step < 4 && k + 1 < n; step++, k++, a += st) {
+                if (t < a[st]) {
+                    *cursor = k;
+                    return k * st;
+                }
+            }
+        }
+    }
+    return lmb_key_find_slow(c->times + tr->times, n, t, cursor) * st;
+}
+
+/* Stores v into the 8 lanes at d, keeping lanes not in `keep` mask. */
+LMB_AVX2 static inline void store_lanes(float *d, __m256 v, __m256 mask, int full) {
+    if (full)
+        _mm256_storeu_ps(d, v);
+    else
+        _mm256_storeu_ps(d, _mm256_blendv_ps(_mm256_loadu_ps(d), v, mask));
+}
+
+LMB_AVX2 void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, unsigned lanes,
+                                    const float t[LMB_LANES]) {
+    lmb_pose *p = s->pose;
+    const lmb_clip *c = s->clips[k];
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
+    float *local = p->local + (size_t)block * p->joint_count * jstride;
+    const int full = lanes == 0xFFu;
+    int32_t bits[LMB_LANES];
+    uint32_t *cur[LMB_LANES];
+    for (int l = 0; l < LMB_LANES; l++) {
+        bits[l] = (lanes >> l & 1u) ? -1 : 0;
+        cur[l] = s->cursors + (size_t)(block * LMB_LANES + l) * s->cursor_stride;
+    }
+    const __m256 mask = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(void *)bits));
+    const __m256 tv = _mm256_loadu_ps(t), one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    const __m256 signbit = _mm256_set1_ps(-0.0f), thr = _mm256_set1_ps(LMB_NLERP_DOT);
+    static const uint32_t path_offset[3] = {0, 3 * LMB_LANES, 7 * LMB_LANES};
+
+    const lmb_track *tr = c->tracks;
+    for (uint32_t m = 0; m < c->joint_track_count; m++, tr++) {
+        float *d = local + (size_t)tr->target * jstride + path_offset[tr->path];
+        if (tr->interp == LMB_CUBIC) {
+            for (int l = 0; l < LMB_LANES; l++) {
+                if (!(lanes >> l & 1u)) continue;
+                float v[4] = {0, 0, 0, 0};
+                lmb_track_sample(c, tr, t[l], cur[l] + m, v);
+                for (int q = 0; q < tr->width; q++) d[q * LMB_LANES + l] = v[q];
+            }
+            continue;
+        }
+        const float *rec = c->values + tr->values;
+        if (m + 2 < c->joint_track_count) {
+            /* the records the lanes will need two tracks ahead */
+            const lmb_track *pt = tr + 2;
+            const float *pr = c->values + pt->values;
+            for (int l = 0; l < LMB_LANES; l++)
+                if (lanes >> l & 1u) __builtin_prefetch(pr + (size_t)cur[l][m + 2] * pt->stride);
+        }
+        __m256 v[8], w[8];
+        int32_t zbits[LMB_LANES];
+        for (int l = 0; l < LMB_LANES; l++) {
+            int z = 1;
+            uint32_t off = 0;
+            if (lanes >> l & 1u) off = lane_record(c, tr, t[l], cur[l] + m, &z);
+            zbits[l] = z ? -1 : 0;
+            v[l] = _mm256_loadu_ps(rec + off);
+            if (tr->width == 4) w[l] = _mm256_loadu_ps(rec + off + 2);
+        }
+        lmb_transpose8(v);
+        const __m256 zmask = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(void *)zbits));
+        if (tr->width == 3) {
+            /* v: ta, ax, ay, az, tb, bx, by, bz */
+            __m256 sv = _mm256_div_ps(_mm256_sub_ps(tv, v[0]), _mm256_sub_ps(v[4], v[0]));
+            sv = _mm256_blendv_ps(sv, zero, zmask);
+            __m256 ws = _mm256_sub_ps(one, sv);
+            for (int q = 0; q < 3; q++) {
+                __m256 r = _mm256_fmadd_ps(v[5 + q], sv, _mm256_mul_ps(v[1 + q], ws));
+                store_lanes(d + q * LMB_LANES, r, mask, full);
+            }
+            continue;
+        }
+        /* v: ta, ax, ay, az, aw, tb, bx, by; w (from +2): .., .., .., .., .., .., bz, bw */
+        lmb_transpose8(w);
+        __m256 sv = _mm256_div_ps(_mm256_sub_ps(tv, v[0]), _mm256_sub_ps(v[5], v[0]));
+        sv = _mm256_blendv_ps(sv, zero, zmask);
+        __m256 ax = v[1], ay = v[2], az = v[3], aw = v[4], bx = v[6], by = v[7], bz = w[6], bw = w[7];
+        __m256 dot = _mm256_fmadd_ps(ax, bx, _mm256_fmadd_ps(ay, by,
+                                     _mm256_fmadd_ps(az, bz, _mm256_mul_ps(aw, bw))));
+        __m256 sgn = _mm256_and_ps(dot, signbit);
+        __m256 wb = _mm256_xor_ps(sv, sgn), wa = _mm256_sub_ps(one, sv);
+        __m256 qx = _mm256_fmadd_ps(bx, wb, _mm256_mul_ps(ax, wa));
+        __m256 qy = _mm256_fmadd_ps(by, wb, _mm256_mul_ps(ay, wa));
+        __m256 qz = _mm256_fmadd_ps(bz, wb, _mm256_mul_ps(az, wa));
+        __m256 qw = _mm256_fmadd_ps(bw, wb, _mm256_mul_ps(aw, wa));
+        __m256 len2 = _mm256_fmadd_ps(qx, qx, _mm256_fmadd_ps(qy, qy,
+                                      _mm256_fmadd_ps(qz, qz, _mm256_mul_ps(qw, qw))));
+        __m256 inv = _mm256_div_ps(one, _mm256_sqrt_ps(len2));
+        __m256 out[4] = {_mm256_mul_ps(qx, inv), _mm256_mul_ps(qy, inv), _mm256_mul_ps(qz, inv),
+                         _mm256_mul_ps(qw, inv)};
+        /* lanes that need a true slerp: |dot| <= threshold and s != 0 */
+        __m256 far = _mm256_cmp_ps(_mm256_andnot_ps(signbit, dot), thr, _CMP_LE_OQ);
+        far = _mm256_andnot_ps(zmask, _mm256_and_ps(far, mask));
+        int fix = _mm256_movemask_ps(far);
+        if (fix) {
+            float o[4][LMB_LANES];
+            for (int q = 0; q < 4; q++) _mm256_storeu_ps(o[q], out[q]);
+            for (int l = 0; l < LMB_LANES; l++) {
+                if (!(fix >> l & 1)) continue;
+                float r[4];
+                lmb_track_sample(c, tr, t[l], cur[l] + m, r);
+                for (int q = 0; q < 4; q++) o[q][l] = r[q];
+            }
+            for (int q = 0; q < 4; q++) out[q] = _mm256_loadu_ps(o[q]);
+        }
+        for (int q = 0; q < 4; q++) store_lanes(d + q * LMB_LANES, out[q], mask, full);
+    }
+}
+
+#else
+
+void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, unsigned lanes,
+                           const float t[LMB_LANES]) {
+    (void)s, (void)block, (void)k, (void)lanes, (void)t;
+}
+
+#endif
