@@ -96,6 +96,21 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
         tr->last = tm[n - 1];
         if (tm[n - 1] > duration) duration = tm[n - 1];
     }
+    /* Tracks with identical key times (glTF samplers often share one input
+     * accessor) share one dense times array, so binary searches for seeks
+     * touch far less memory. */
+    for (uint32_t k = 1; k < c->track_count; k++) {
+        lmb_track *tr = c->tracks + k;
+        for (uint32_t m = 0; m < k; m++) {
+            const lmb_track *o = c->tracks + m;
+            if (o->key_count == tr->key_count && o->first == tr->first && o->last == tr->last &&
+                memcmp(c->times + o->times, c->times + tr->times,
+                       (size_t)tr->key_count * sizeof(float)) == 0) {
+                tr->times = o->times;
+                break;
+            }
+        }
+    }
     /* insertion sort (tracks are few; stable, so node tracks keep input order) */
     for (uint32_t k = 1; k < c->track_count; k++) {
         lmb_track t = c->tracks[k];
@@ -136,16 +151,18 @@ float lmb_clip_time(const lmb_clip *c, float t, int loop) {
     return t < 0.0f ? 0.0f : t > d ? d : t;
 }
 
-/* Largest k in [lo, hi] with times[k] <= t, given times[lo] <= t. */
+/* Largest k in [lo, hi] with times[k] <= t, given times[lo] <= t.
+ * Branch-free (conditional moves): seeks of many tracks and instances do
+ * not stall on mispredictions and their memory accesses overlap. */
 static inline uint32_t bsearch_keys(const float *times, uint32_t lo, uint32_t hi, float t) {
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo + 1) / 2;
-        if (times[mid] <= t)
-            lo = mid;
-        else
-            hi = mid - 1;
+    const float *b = times + lo;
+    uint32_t len = hi - lo + 1;
+    while (len > 1) {
+        uint32_t half = len / 2;
+        b = b[half] <= t ? b + half : b;
+        len -= half;
     }
-    return lo;
+    return (uint32_t)(b - times);
 }
 
 uint32_t lmb_key_find_slow(const float *times, uint32_t n, float t, uint32_t *cursor) {
@@ -224,7 +241,7 @@ static inline void quat_interp(float *out, const float *a, const float *b, float
 
 static inline __attribute__((always_inline)) void sample_inline(const lmb_clip *c,
                                                                const lmb_track *tr, float t,
-                                                               uint32_t *cursor, float *out) {
+                                                               lmb_cursor *cursor, float *out) {
     const float *rec = c->values + tr->values;
     uint32_t n = tr->key_count, w = tr->width, st = tr->stride;
     int cubic = tr->interp == LMB_CUBIC;
@@ -237,23 +254,7 @@ static inline __attribute__((always_inline)) void sample_inline(const lmb_clip *
         copy_value(out, rec + (size_t)(n - 1) * st + voff, w);
         return;
     }
-    /* cursor fast path on the records' own times: up to 4 keys forward */
-    uint32_t k = *cursor;
-    const float *a = NULL;
-    if (k + 1 < n && rec[(size_t)k * st] <= t) {
-        const float *r = rec + (size_t)k * st;
-        for (int step = 0; step < 4 && k + 1 < n; step++, k++, r += st) {
-            if (t < r[st]) {
-                a = r;
-                *cursor = k;
-                break;
-            }
-        }
-    }
-    if (!a) {
-        k = lmb_key_find_slow(c->times + tr->times, n, t, cursor);
-        a = rec + (size_t)k * st;
-    }
+    const float *a = rec + (size_t)lmb_find_key(c, tr, t, cursor) * st;
     const float *b = a + st;
     float dt = b[0] - a[0], s = (t - a[0]) / dt;
     if (cubic) {
@@ -279,7 +280,7 @@ static inline __attribute__((always_inline)) void sample_inline(const lmb_clip *
     out[2] = a[3] + (b[3] - a[3]) * s;
 }
 
-void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, uint32_t *cursor,
+void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_cursor *cursor,
                       float *out) {
     sample_inline(c, tr, t, cursor, out);
 }
@@ -305,7 +306,7 @@ static void remove_root_motion(const lmb_sampler *s, const lmb_clip *c, float *d
     for (uint32_t m = 0; m < c->joint_track_count && c->tracks[m].target <= j; m++) {
         const lmb_track *tr = c->tracks + m;
         if (tr->target != j) continue;
-        uint32_t cursor = 0;
+        lmb_cursor cursor = {0, 0.0f, 0.0f};
         float v0[4];
         sample_inline(c, tr, 0.0f, &cursor, v0);
         if (tr->path == LMB_PATH_T && (s->root_flags & LMB_ROOT_XZ)) {
@@ -356,14 +357,14 @@ static void sample_instance(lmb_sampler *s, uint32_t i) {
     float t = lmb_clip_time(c, s->time[i], s->loop[i]);
     float *local = p->local + lmb_pose_local_index(p, i, 0);
     const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
-    uint32_t *cur = s->cursors + (size_t)i * s->cursor_stride;
+    lmb_cursor *cur = s->cursors + (size_t)i * s->cursor_stride;
     const lmb_track *tr = c->tracks;
     uint32_t count_tracks = c->joint_track_count;
     for (uint32_t m = 0; m < count_tracks; m++, tr++) {
         float v[4] = {0, 0, 0, 0};
         if (m + LMB_PREFETCH < count_tracks) {
             const lmb_track *pt = tr + LMB_PREFETCH;
-            const float *pr = c->values + pt->values + (size_t)cur[m + LMB_PREFETCH] * pt->stride;
+            const float *pr = c->values + pt->values + (size_t)cur[m + LMB_PREFETCH].key * pt->stride;
             __builtin_prefetch(pr);
             __builtin_prefetch(pr + 2 * pt->stride - 1);
         }

@@ -90,9 +90,17 @@ typedef enum lmb_clip_error {
  * key or float index, or the other track's input position), where. */
 lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key);
 
+/* A track's lookup state for one instance: the key interval used last and
+ * its times, so the common case (same interval) reads no key data at all.
+ * All zero = nothing known. Reset it when the instance changes clips. */
+typedef struct lmb_cursor {
+    uint32_t key;
+    float lo, hi;
+} lmb_cursor;
+
 /* Samples one track at clip time t (already wrapped or clamped) into out
- * (width floats). `cursor` is the track's cursor (any value; updated). */
-void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, uint32_t *cursor,
+ * (width floats), using and updating `cursor` (zeroed: no history). */
+void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_cursor *cursor,
                       float *out);
 
 /* Wraps (loop) or clamps a time into [0, duration]: loop uses
@@ -121,7 +129,7 @@ typedef struct lmb_sampler {
     const lmb_clip **clips;        /* clip_count, borrowed */
     const uint32_t *untracked_first; /* clip_count + 1 */
     const uint32_t *untracked;
-    uint32_t *cursors;             /* instance_count * cursor_stride */
+    lmb_cursor *cursors;           /* instance_count * cursor_stride */
     int32_t *clip;                 /* per instance: clip index, -1 = not sampled */
     float *time;                   /* per instance: clip time (before wrapping) */
     float *rate;                   /* per instance: rate used by lmb_sampler_advance */
@@ -151,6 +159,34 @@ void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count);
 
 /* Key interval by cursor steps / binary search on the dense times. */
 uint32_t lmb_key_find_slow(const float *times, uint32_t n, float t, uint32_t *cursor);
+
+/* Key interval k of a track with first < t < last (so n >= 2): the
+ * cursor's interval, a few records forward, or a binary search. */
+static inline uint32_t lmb_find_key(const lmb_clip *c, const lmb_track *tr, float t,
+                                    lmb_cursor *cur) {
+    const float *rec = c->values + tr->values;
+    uint32_t n = tr->key_count, st = tr->stride, k = cur->key;
+    if (t >= cur->lo && t < cur->hi) return k;
+    if (t >= cur->hi && k + 1 < n && t - cur->hi < 3.0f * (cur->hi - cur->lo)) {
+        /* a few keys forward: walk the records (the lines needed next anyway) */
+        const float *r = rec + (size_t)(k + 1) * st;
+        for (int step = 0; step < 4 && k + 2 < n; step++, r += st) {
+            k++;
+            if (t < r[st]) {
+                cur->key = k, cur->lo = r[0], cur->hi = r[st];
+                return k;
+            }
+        }
+    }
+    /* seek: binary search on the dense times, which also give the interval
+     * bounds, so the (likely uncached) record is not touched here and the
+     * caller's loads of several lanes' records overlap */
+    const float *times = c->times + tr->times;
+    uint32_t guess = k;
+    k = lmb_key_find_slow(times, n, t, &guess);
+    cur->key = k, cur->lo = times[k], cur->hi = times[k + 1];
+    return k;
+}
 
 /* Joint tracks of clip `k` for the lanes of `block` set in `lanes` (bit l =
  * lane l), all playing that clip; `t` holds their clip times (wrapped). */

@@ -19,32 +19,17 @@
 
 /* Offset of the key record to use and whether s is forced to 0. */
 static inline uint32_t lane_record(const lmb_clip *c, const lmb_track *tr, float t,
-                                   uint32_t *cursor, int *zero) {
-    const float *rec = c->values + tr->values;
-    uint32_t n = tr->key_count, st = tr->stride;
+                                   lmb_cursor *cursor, int *zero) {
     if (t <= tr->first) {
         *zero = 1;
         return 0;
     }
     if (t >= tr->last) {
         *zero = 1;
-        return (n - 1) * st;
+        return (tr->key_count - 1) * tr->stride;
     }
     *zero = tr->interp == LMB_STEP;
-    uint32_t k = *cursor;
-    if (k + 1 < n) {
-        const float *a = rec + (size_t)k * st;
-        if (a[0] <= t) {
-            /* forward playback: up to 4 records ahead, on the records' own times */
-            for (int step = 0; step < 4 && k + 1 < n; step++, k++, a += st) {
-                if (t < a[st]) {
-                    *cursor = k;
-                    return k * st;
-                }
-            }
-        }
-    }
-    return lmb_key_find_slow(c->times + tr->times, n, t, cursor) * st;
+    return lmb_find_key(c, tr, t, cursor) * tr->stride;
 }
 
 /* Stores v into the 8 lanes at d, keeping lanes not in `keep` mask. */
@@ -63,7 +48,7 @@ LMB_AVX2 void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, u
     float *local = p->local + (size_t)block * p->joint_count * jstride;
     const int full = lanes == 0xFFu;
     int32_t bits[LMB_LANES];
-    uint32_t *cur[LMB_LANES];
+    lmb_cursor *cur[LMB_LANES];
     for (int l = 0; l < LMB_LANES; l++) {
         bits[l] = (lanes >> l & 1u) ? -1 : 0;
         cur[l] = s->cursors + (size_t)(block * LMB_LANES + l) * s->cursor_stride;
@@ -91,18 +76,21 @@ LMB_AVX2 void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, u
             const lmb_track *pt = tr + 2;
             const float *pr = c->values + pt->values;
             for (int l = 0; l < LMB_LANES; l++)
-                if (lanes >> l & 1u) __builtin_prefetch(pr + (size_t)cur[l][m + 2] * pt->stride);
+                if (lanes >> l & 1u) __builtin_prefetch(pr + (size_t)cur[l][m + 2].key * pt->stride);
         }
         __m256 v[8], w[8];
         int32_t zbits[LMB_LANES];
+        uint32_t off[LMB_LANES];
         for (int l = 0; l < LMB_LANES; l++) {
             int z = 1;
-            uint32_t off = 0;
-            if (lanes >> l & 1u) off = lane_record(c, tr, t[l], cur[l] + m, &z);
+            off[l] = 0;
+            if (lanes >> l & 1u) off[l] = lane_record(c, tr, t[l], cur[l] + m, &z);
             zbits[l] = z ? -1 : 0;
-            v[l] = _mm256_loadu_ps(rec + off);
-            if (tr->width == 4) w[l] = _mm256_loadu_ps(rec + off + 2);
         }
+        /* all lanes' record loads issued together (they overlap when missing) */
+        for (int l = 0; l < LMB_LANES; l++) v[l] = _mm256_loadu_ps(rec + off[l]);
+        for (int l = 0; l < LMB_LANES; l++)
+            w[l] = tr->width == 4 ? _mm256_loadu_ps(rec + off[l] + 2) : v[l];
         lmb_transpose8(v);
         const __m256 zmask = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(void *)zbits));
         if (tr->width == 3) {

@@ -277,7 +277,7 @@ static int l_clip_joint_tracks(lua_State *L) {
 static int push_sample(lua_State *L, const lmb_clip *c, const lmb_track *tr, int targ, int larg) {
     float t = lcore_check_finite(L, targ, "time");
     int loop = lua_toboolean(L, larg);
-    uint32_t cursor = 0;
+    lmb_cursor cursor = {0, 0.0f, 0.0f};
     float v[4];
     lmb_track_sample(c, tr, lmb_clip_time(c, t, loop), &cursor, v);
     for (int m = 0; m < tr->width; m++) lua_pushnumber(L, v[m]);
@@ -366,7 +366,7 @@ static int l_sampler_new(lua_State *L) {
     size_t off_uf = off_clips + lmb_align_up((size_t)nc * sizeof(void *), 16);
     size_t off_u = off_uf + lmb_align_up(((size_t)nc + 1) * 4, 16);
     size_t off_cur = off_u + lmb_align_up(untracked * 4 + 4, 16);
-    size_t off_clip = off_cur + lmb_align_up((size_t)N * stride * 4 + 4, 64);
+    size_t off_clip = off_cur + lmb_align_up((size_t)N * stride * sizeof(lmb_cursor) + 4, 64);
     size_t off_time = off_clip + lmb_align_up((size_t)N * 4, 16);
     size_t off_rate = off_time + lmb_align_up((size_t)N * 4, 16);
     size_t off_loop = off_rate + lmb_align_up((size_t)N * 4, 16);
@@ -381,7 +381,7 @@ static int l_sampler_new(lua_State *L) {
     s->clips = clips;
     s->untracked_first = uf;
     s->untracked = u;
-    s->cursors = (uint32_t *)(void *)(m + off_cur);
+    s->cursors = (lmb_cursor *)(void *)(m + off_cur);
     s->clip = (int32_t *)(void *)(m + off_clip);
     s->time = (float *)(void *)(m + off_time);
     s->rate = (float *)(void *)(m + off_rate);
@@ -430,6 +430,8 @@ static int l_sampler_set(lua_State *L) {
     float t = lcore_check_finite(L, 4, "time");
     int loop = lua_isnoneornil(L, 5) ? 1 : lua_toboolean(L, 5);
     float rate = lua_isnoneornil(L, 6) ? s->rate[i] : lcore_check_finite(L, 6, "rate");
+    if (k != s->clip[i]) /* cursors belong to the clip they were used with */
+        memset(s->cursors + (size_t)i * s->cursor_stride, 0, s->cursor_stride * sizeof(lmb_cursor));
     s->clip[i] = k;
     s->time[i] = t;
     s->loop[i] = (uint8_t)loop;
@@ -485,7 +487,7 @@ static int l_sampler_run(lua_State *L) {
 /** sampler:reset_cursors(): forget every cursor (the next lookups binary-search). */
 static int l_sampler_reset_cursors(lua_State *L) {
     lmb_sampler *s = check_sampler(L, 1);
-    memset(s->cursors, 0, (size_t)s->pose->instance_count * s->cursor_stride * 4);
+    memset(s->cursors, 0, (size_t)s->pose->instance_count * s->cursor_stride * sizeof(lmb_cursor));
     return 0;
 }
 
