@@ -32,6 +32,24 @@ static inline uint32_t lane_record(const lmb_clip *c, const lmb_track *tr, float
     return lmb_find_key(c, tr, t, cursor) * tr->stride;
 }
 
+/* Record offsets (and s = 0 flags) of track `tr` (number m) for every lane,
+ * prefetching the records. CUBICSPLINE tracks are sampled per lane later. */
+static inline void find_lanes(const lmb_clip *c, const lmb_track *tr, unsigned lanes,
+                              const float *t, lmb_cursor *const *cur, uint32_t m, uint32_t *off,
+                              int32_t *zbits) {
+    if (tr->interp == LMB_CUBIC) return;
+    const float *rec = c->values + tr->values;
+    for (int l = 0; l < LMB_LANES; l++) {
+        int z = 1;
+        off[l] = 0;
+        if (lanes >> l & 1u) {
+            off[l] = lane_record(c, tr, t[l], cur[l] + m, &z);
+            __builtin_prefetch(rec + off[l]);
+        }
+        zbits[l] = z ? -1 : 0;
+    }
+}
+
 /* Stores v into the 8 lanes at d, keeping lanes not in `keep` mask. */
 LMB_AVX2 static inline void store_lanes(float *d, __m256 v, __m256 mask, int full) {
     if (full)
@@ -58,8 +76,28 @@ LMB_AVX2 void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, u
     const __m256 signbit = _mm256_set1_ps(-0.0f), thr = _mm256_set1_ps(LMB_NLERP_DOT);
     static const uint32_t path_offset[3] = {0, 3 * LMB_LANES, 7 * LMB_LANES};
 
+    /* Software pipeline: the lanes' key records of track m + 1 are found
+     * and prefetched before track m is interpolated, so the (on seeks,
+     * uncached) record loads of two tracks overlap. */
+    const uint32_t count = c->joint_track_count;
+    uint32_t offs[2][LMB_LANES];
+    int32_t zbs[2][LMB_LANES];
     const lmb_track *tr = c->tracks;
-    for (uint32_t m = 0; m < c->joint_track_count; m++, tr++) {
+    if (count > 0) find_lanes(c, tr, lanes, t, cur, 0, offs[0], zbs[0]);
+    for (uint32_t m = 0; m < count; m++, tr++) {
+        if (m + 3 < count) {
+            /* forward playback: where the cursors of track m + 3 will look */
+            const lmb_track *pt = tr + 3;
+            const float *pr = c->values + pt->values;
+            for (int l = 0; l < LMB_LANES; l++) {
+                if (!(lanes >> l & 1u)) continue;
+                const float *r = pr + (size_t)cur[l][m + 3].key * pt->stride;
+                __builtin_prefetch(r);
+                __builtin_prefetch(r + 3 * pt->stride);
+            }
+        }
+        if (m + 1 < count)
+            find_lanes(c, tr + 1, lanes, t, cur, m + 1, offs[(m + 1) & 1], zbs[(m + 1) & 1]);
         float *d = local + (size_t)tr->target * jstride + path_offset[tr->path];
         if (tr->interp == LMB_CUBIC) {
             for (int l = 0; l < LMB_LANES; l++) {
@@ -71,23 +109,9 @@ LMB_AVX2 void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, u
             continue;
         }
         const float *rec = c->values + tr->values;
-        if (m + 2 < c->joint_track_count) {
-            /* the records the lanes will need two tracks ahead */
-            const lmb_track *pt = tr + 2;
-            const float *pr = c->values + pt->values;
-            for (int l = 0; l < LMB_LANES; l++)
-                if (lanes >> l & 1u) __builtin_prefetch(pr + (size_t)cur[l][m + 2].key * pt->stride);
-        }
+        const uint32_t *off = offs[m & 1];
+        const int32_t *zbits = zbs[m & 1];
         __m256 v[8], w[8];
-        int32_t zbits[LMB_LANES];
-        uint32_t off[LMB_LANES];
-        for (int l = 0; l < LMB_LANES; l++) {
-            int z = 1;
-            off[l] = 0;
-            if (lanes >> l & 1u) off[l] = lane_record(c, tr, t[l], cur[l] + m, &z);
-            zbits[l] = z ? -1 : 0;
-        }
-        /* all lanes' record loads issued together (they overlap when missing) */
         for (int l = 0; l < LMB_LANES; l++) v[l] = _mm256_loadu_ps(rec + off[l]);
         for (int l = 0; l < LMB_LANES; l++)
             w[l] = tr->width == 4 ? _mm256_loadu_ps(rec + off[l] + 2) : v[l];
