@@ -50,6 +50,27 @@ static inline void find_lanes(const lmb_clip *c, const lmb_track *tr, unsigned l
     }
 }
 
+/* acos(x) for x in [0, 1]: sqrt(1 - x) times a degree-7 polynomial
+ * (Abramowitz & Stegun 4.4.46, error below 2e-8 before float rounding). */
+LMB_AVX2 static inline __m256 acos_poly(__m256 x) {
+    static const float a[8] = {1.5707963050f, -0.2145988016f, 0.0889789874f, -0.0501743046f,
+                               0.0308918810f, -0.0170881256f, 0.0066700901f, -0.0012624911f};
+    __m256 p = _mm256_set1_ps(a[7]);
+    for (int k = 6; k >= 0; k--) p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(a[k]));
+    __m256 r = _mm256_sub_ps(_mm256_set1_ps(1.0f), x);
+    return _mm256_mul_ps(_mm256_sqrt_ps(_mm256_max_ps(r, _mm256_setzero_ps())), p);
+}
+
+/* sin(y) for y in [0, pi/2]: Taylor series to y^13 (error below 1e-9). */
+LMB_AVX2 static inline __m256 sin_poly(__m256 y) {
+    static const float c[6] = {-1.0f / 6, 1.0f / 120, -1.0f / 5040, 1.0f / 362880,
+                               -1.0f / 39916800, 1.0f / 6227020800.0f};
+    __m256 y2 = _mm256_mul_ps(y, y);
+    __m256 p = _mm256_set1_ps(c[5]);
+    for (int k = 4; k >= 0; k--) p = _mm256_fmadd_ps(p, y2, _mm256_set1_ps(c[k]));
+    return _mm256_fmadd_ps(_mm256_mul_ps(p, y2), y, y);
+}
+
 /* Stores v into the 8 lanes at d, keeping lanes not in `keep` mask. */
 LMB_AVX2 static inline void store_lanes(float *d, __m256 v, __m256 mask, int full) {
     if (full)
@@ -136,7 +157,20 @@ LMB_AVX2 void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, u
         __m256 dot = _mm256_fmadd_ps(ax, bx, _mm256_fmadd_ps(ay, by,
                                      _mm256_fmadd_ps(az, bz, _mm256_mul_ps(aw, bw))));
         __m256 sgn = _mm256_and_ps(dot, signbit);
-        __m256 wb = _mm256_xor_ps(sv, sgn), wa = _mm256_sub_ps(one, sv);
+        __m256 wb = sv, wa = _mm256_sub_ps(one, sv);
+        /* lanes that need a true slerp: |dot| <= threshold and s != 0 */
+        __m256 x = _mm256_andnot_ps(signbit, dot);
+        __m256 far = _mm256_cmp_ps(x, thr, _CMP_LE_OQ);
+        far = _mm256_andnot_ps(zmask, _mm256_and_ps(far, mask));
+        if (_mm256_movemask_ps(far)) {
+            __m256 theta = acos_poly(x);
+            __m256 inv = _mm256_div_ps(one, sin_poly(theta));
+            __m256 sa = _mm256_mul_ps(sin_poly(_mm256_mul_ps(wa, theta)), inv);
+            __m256 sb = _mm256_mul_ps(sin_poly(_mm256_mul_ps(wb, theta)), inv);
+            wa = _mm256_blendv_ps(wa, sa, far);
+            wb = _mm256_blendv_ps(wb, sb, far);
+        }
+        wb = _mm256_xor_ps(wb, sgn);
         __m256 qx = _mm256_fmadd_ps(bx, wb, _mm256_mul_ps(ax, wa));
         __m256 qy = _mm256_fmadd_ps(by, wb, _mm256_mul_ps(ay, wa));
         __m256 qz = _mm256_fmadd_ps(bz, wb, _mm256_mul_ps(az, wa));
@@ -146,21 +180,6 @@ LMB_AVX2 void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, u
         __m256 inv = _mm256_div_ps(one, _mm256_sqrt_ps(len2));
         __m256 out[4] = {_mm256_mul_ps(qx, inv), _mm256_mul_ps(qy, inv), _mm256_mul_ps(qz, inv),
                          _mm256_mul_ps(qw, inv)};
-        /* lanes that need a true slerp: |dot| <= threshold and s != 0 */
-        __m256 far = _mm256_cmp_ps(_mm256_andnot_ps(signbit, dot), thr, _CMP_LE_OQ);
-        far = _mm256_andnot_ps(zmask, _mm256_and_ps(far, mask));
-        int fix = _mm256_movemask_ps(far);
-        if (fix) {
-            float o[4][LMB_LANES];
-            for (int q = 0; q < 4; q++) _mm256_storeu_ps(o[q], out[q]);
-            for (int l = 0; l < LMB_LANES; l++) {
-                if (!(fix >> l & 1)) continue;
-                float r[4];
-                lmb_track_sample(c, tr, t[l], cur[l] + m, r);
-                for (int q = 0; q < 4; q++) o[q][l] = r[q];
-            }
-            for (int q = 0; q < 4; q++) out[q] = _mm256_loadu_ps(o[q]);
-        }
         for (int q = 0; q < 4; q++) store_lanes(d + q * LMB_LANES, out[q], mask, full);
     }
 }

@@ -384,6 +384,61 @@ describe("batched sampler", function()
   end)
 end)
 
+describe("AVX2 lanes and the portable sampler", function()
+  local core = limber.core
+  local old
+  setup(function() old = core.simd() end)
+  teardown(function() core.simd(old) end)
+
+  it("give the same poses (every interpolation, far and near rotation keys, clamps, seeks)", function()
+    local J, N = 7, 45
+    local skel = skeleton(J)
+    local descs, clips = {}, {}
+    for k = 1, 2 do
+      descs[k] = rand_clip_desc(J, 0.9)
+      clips[k] = anim.clip(descs[k], skel)
+    end
+    local pa, pb = limber.pose(skel, N), limber.pose(skel, N)
+    local sa, sb = anim.sampler(pa, clips), anim.sampler(pb, clips)
+    local set = {}
+    for i = 1, N do
+      local k = i % 11 == 0 and 0 or (i % 5 == 0 and 2 or 1)
+      set[i] = { k, f32(H.rand(-1, 5)), i % 3 ~= 0 }
+    end
+    for frame = 1, 40 do
+      for i = 1, N do
+        local st = set[i]
+        st[2] = frame % 7 == 0 and f32(H.rand(-1, 5)) or f32(st[2] + (i % 4 == 0 and -1 or 1) / 60)
+        sa:set(i, st[1], st[2], st[3])
+        sb:set(i, st[1], st[2], st[3])
+      end
+      core.simd(true)
+      sa:run()
+      core.simd(false)
+      sb:run()
+      for i = 1, N do
+        local k = set[i][1]
+        for j = 1, J do
+          local ta, ra, xa = pa:get_local(i, j)
+          local tb, rb, xb = pb:get_local(i, j)
+          assert.near(tb, ta, 2e-6)
+          assert.quat_near(rb, ra, 2e-6)
+          assert.near(xb, xa, 2e-6)
+          if k > 0 and frame % 10 == 0 then
+            local d = clips[k]:duration()
+            for _, tr in ipairs(descs[k].tracks) do
+              if tr.joint == j then
+                local got = tr.path == "translation" and ta or tr.path == "rotation" and ra or xa
+                check_value(tr.path, ref_sample(tr, wrap(set[i][2], d, set[i][3])), got, 3e-5)
+              end
+            end
+          end
+        end
+      end
+    end
+  end)
+end)
+
 describe("key lookup (cursors)", function()
   local function long_clip(nkeys, rate)
     local times, tv, rv = {}, {}, {}
