@@ -178,6 +178,13 @@ local r = {}
 r.sample_ms, r.sample_min = run_case(clip1, false)
 r.sample_long_ms, r.sample_long_min = run_case(clip2, false)
 r.sample_seek_ms, r.sample_seek_min = run_case(clip2, true)
+-- the same with the portable kernel (no AVX2)
+local simd_was = limber.core.simd()
+limber.core.simd(false)
+r.portable_ms, r.portable_min = run_case(clip1, false)
+r.portable_long_ms, r.portable_long_min = run_case(clip2, false)
+r.portable_seek_ms, r.portable_seek_min = run_case(clip2, true)
+limber.core.simd(simd_was)
 -- baselines: naive linear search on 50 instances, scaled to 1000 instances
 local NAIVE_N = 50
 local nm, nmin = run_baseline(data1, "linear", NAIVE_N, clip1:duration())
@@ -212,14 +219,17 @@ r.ns_per_joint = ns(r.sample_ms)
 r.ns_per_joint_long = ns(r.sample_long_ms)
 r.ns_per_joint_seek = ns(r.sample_seek_ms)
 
-print(("limber clip sampling: %d instances x %d joints (T, R, S tracks), %d frames, medians (min)")
-  :format(N, J, FRAMES))
+print(("limber clip sampling: %d instances x %d joints (T, R, S tracks), %d frames, medians (min); AVX2: %s")
+  :format(N, J, FRAMES, tostring(limber.core.simd())))
 local function line(label, med, mn, note)
   print(("  %-44s %8.3f ms (%7.3f)  %6.2f ns/joint%s"):format(label, med, mn, ns(med), note or ""))
 end
 line("case 1: 10 s @ 30 Hz, advance + sample", r.sample_ms, r.sample_min)
 line("case 2: 60 s @ 120 Hz, advance + sample", r.sample_long_ms, r.sample_long_min)
 line("case 3: case 2 + random seek every frame", r.sample_seek_ms, r.sample_seek_min, "  (sample call only)")
+line("portable kernel (no AVX2), case 1", r.portable_ms, r.portable_min)
+line("portable kernel (no AVX2), case 2", r.portable_long_ms, r.portable_long_min)
+line("portable kernel (no AVX2), case 3", r.portable_seek_ms, r.portable_seek_min, "  (sample call only)")
 line("naive linear search, case 1 (per 1000)", r.naive_ms, r.naive_min, ("  (ran %d instances)"):format(NAIVE_N))
 line("naive linear search, case 2 (per 1000)", r.naive_long_ms, r.naive_long_min,
   ("  (ran %d instances)"):format(NAIVE_N))
