@@ -7,8 +7,10 @@
 -- Baselines (same data, same interpolation, only the key lookup differs),
 -- in C in examples/baselines/baseline.c (module limber.baseline): a naive
 -- backward linear search per track (the Hands-on book's starting point,
--- run on fewer instances and reported per joint) and a binary search per
--- track. Also a two-layer blend of all instances.
+-- run on fewer instances and reported per joint), a binary search per
+-- track and the book's fixed-rate lookup table (one table per track, at the
+-- key rate, then a short forward walk). They are scalar and keep times and
+-- values in separate arrays. Also a two-layer blend of all instances.
 -- Usage: lua5.4 examples/bench_sampling.lua [--json] [--frames N]
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "build/?.so;" .. package.cpath
@@ -106,7 +108,7 @@ local function synthetic_clip(skel, seconds, rate)
     sv:set_bytes(sbuf:bytes(), (j - 1) * nk + 1)
   end
   local clip = anim.clip({ name = ("synthetic %ds@%dHz"):format(seconds, rate), tracks = tracks }, skel)
-  return clip, { times = all_times, tv = tv, rv = rv, sv = sv, keys = nk }
+  return clip, { times = all_times, tv = tv, rv = rv, sv = sv, keys = nk, rate = rate }
 end
 
 local function stats(samples)
@@ -158,16 +160,38 @@ local function run_case(clip, seek)
   end)
 end
 
-local function run_baseline(data, mode, count, d)
+-- Baseline frames: each instance at its own time; "seek" draws new random
+-- times (outside the timing), else advances them by 1/60 s (wrapped).
+local function run_baseline(data, mode, count, d, seek)
   local times = limber.buffer("f32", 1, count)
   local out = limber.buffer("f32", 10, count * J)
-  for i = 1, count do times:set(i, math.random() * d) end
+  local tv = {}
+  for i = 1, count do tv[i] = math.random() * d end
   local tp, tvp, rvp, svp = data.times:ptr(), data.tv:ptr(), data.rv:ptr(), data.sv:ptr()
   local ip, op = times:ptr(), out:ptr()
-  local frames = math.max(5, math.floor(FRAMES / 4))
-  return time_frames(frames, function()
-    baseline.sample(mode, tp, tvp, rvp, svp, data.keys, J, ip, count, op)
-  end)
+  local tab, m, rate
+  if mode == "table" then
+    rate = data.rate
+    m = math.floor(d * rate) + 1
+    tab = limber.buffer("u32", 1, m * J * 3)
+    baseline.build_table(tp, data.keys, J * 3, rate, m, tab:ptr())
+    tab = tab -- keep alive
+  end
+  local tabp = tab and tab:ptr()
+  local frames = mode == "linear" and math.max(5, math.floor(FRAMES / 4)) or FRAMES
+  local s = {}
+  for f = 1, frames + 1 do
+    for i = 1, count do
+      local t = seek and math.random() * d or (tv[i] + DT) % d
+      tv[i] = t
+      times:set(i, t)
+    end
+    local t0 = clock()
+    baseline.sample(mode, tp, tvp, rvp, svp, data.keys, J, ip, count, op, tabp, m, rate)
+    s[f] = (clock() - t0) * 1000
+  end
+  table.remove(s, 1)
+  return stats(s)
 end
 
 math.randomseed(42)
@@ -193,6 +217,10 @@ local nlm, nlmin = run_baseline(data2, "linear", NAIVE_N, clip2:duration())
 r.naive_long_ms, r.naive_long_min = nlm * N / NAIVE_N, nlmin * N / NAIVE_N
 r.bsearch_ms, r.bsearch_min = run_baseline(data1, "bsearch", N, clip1:duration())
 r.bsearch_long_ms, r.bsearch_long_min = run_baseline(data2, "bsearch", N, clip2:duration())
+r.bsearch_seek_ms, r.bsearch_seek_min = run_baseline(data2, "bsearch", N, clip2:duration(), true)
+r.table_ms, r.table_min = run_baseline(data1, "table", N, clip1:duration())
+r.table_long_ms, r.table_long_min = run_baseline(data2, "table", N, clip2:duration())
+r.table_seek_ms, r.table_seek_min = run_baseline(data2, "table", N, clip2:duration(), true)
 
 -- two-layer blend of every instance (layer poses sampled once)
 do
@@ -235,6 +263,10 @@ line("naive linear search, case 2 (per 1000)", r.naive_long_ms, r.naive_long_min
   ("  (ran %d instances)"):format(NAIVE_N))
 line("binary search, case 1", r.bsearch_ms, r.bsearch_min)
 line("binary search, case 2", r.bsearch_long_ms, r.bsearch_long_min)
+line("binary search, case 3", r.bsearch_seek_ms, r.bsearch_seek_min)
+line("fixed-rate table (Hands-on), case 1", r.table_ms, r.table_min)
+line("fixed-rate table (Hands-on), case 2", r.table_long_ms, r.table_long_min)
+line("fixed-rate table (Hands-on), case 3", r.table_seek_ms, r.table_seek_min)
 line("two-layer blend", r.blend2_ms, r.blend2_min)
 print(("ratios: case 2 vs naive %.0fx, vs binary search %.2fx; case 1 vs naive %.1fx, vs binary search %.2fx")
   :format(r.naive_long_ms / r.sample_long_ms, r.bsearch_long_ms / r.sample_long_ms,
