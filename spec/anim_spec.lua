@@ -416,6 +416,28 @@ describe("crowd", function()
     assert.near(-0.5, dx, 1e-6)
   end)
 
+  it("extracts and removes yaw too (rotation about +Y)", function()
+    local sk = limber.skeleton({ { name = "root", translation = { 0, 1, 0 } }, { name = "leg", parent = "root" } })
+    local h = math.sin(math.pi / 4 / 2)
+    local turn = anim.clip({ tracks = {
+      { joint = 1, path = "translation", times = { 0, 1 }, values = { 0, 1, 0, 2, 1.5, 0 } },
+      { joint = 1, path = "rotation", times = { 0, 1 }, values = { 0, 0, 0, 1, 0, h, 0, math.cos(math.pi / 8) } },
+    } })
+    local pose = limber.pose(sk, 1)
+    local crowd = anim.crowd(pose, { turn }, { root_motion = { joint = 1, yaw = true } })
+    local p = crowd:player(1)
+    p:play(turn, { time = 0.9 })
+    crowd:advance(0.3) -- 0.9 -> 0.2 across the wrap: 45 degrees per lap
+    local dx, dy, _, dyaw = p:root_delta()
+    assert.near(math.rad(45) * 0.3, dyaw, 1e-5)
+    assert.near(0.6, dx, 1e-6)
+    assert.near(0.15, dy, 1e-6)
+    crowd:evaluate()
+    local t, q = pose:get_local(1, 1)
+    assert.near({ 0, 1.1, 0 }, t, 1e-6) -- x, z back to time 0, y kept
+    assert.quat_near({ 0, 0, 0, 1 }, q, 1e-6) -- the yaw gained since time 0 removed
+  end)
+
   it("makes no Lua garbage per frame", function()
     local N = 40
     local pose = limber.pose(skel, N)
