@@ -188,24 +188,6 @@ uint32_t lmb_key_find_slow(const float *times, uint32_t n, float t, uint32_t *cu
     return k;
 }
 
-/* The cursor's interval or the next one (normal forward playback) inline,
- * anything else out of line (dense times). */
-static inline uint32_t key_find(const float *times, uint32_t n, float t, uint32_t *cursor) {
-    uint32_t k = *cursor;
-    if (k + 2 < n && times[k] <= t) {
-        if (t < times[k + 1]) return k;
-        if (t < times[k + 2]) {
-            *cursor = k + 1;
-            return k + 1;
-        }
-    }
-    return lmb_key_find_slow(times, n, t, cursor);
-}
-
-uint32_t lmb_key_find(const float *times, uint32_t n, float t, uint32_t *cursor) {
-    return key_find(times, n, t, cursor);
-}
-
 static inline void copy_value(float *out, const float *v, uint32_t w) {
     out[0] = v[0], out[1] = v[1], out[2] = v[2];
     if (w == 4) out[3] = v[3];

@@ -22,11 +22,12 @@
  * input order) and computes the duration. Afterwards the clip is read-only
  * and sampling cannot fail.
  *
- * Key lookup: every sampler keeps a cursor per (instance, track), the index
- * of the key interval used last time. Forward playback moves it by a few
- * keys per frame (O(1) amortised); any other jump (seek, backward play,
- * loop wrap) falls back to a binary search in the part of the key range on
- * the right side of the cursor, so no lookup is linear in the key count. */
+ * Key lookup: every sampler keeps a cursor per (instance, track): the key
+ * interval used last time and its two times. A time inside it needs no key
+ * data; forward playback walks a few key records (O(1) amortised); any
+ * other jump (seek, backward play, loop wrap) is a branch-free binary search
+ * over the track's dense key times, shared by tracks with identical times.
+ * No lookup is linear in the key count. */
 #ifndef LIMBER_CLIP_H
 #define LIMBER_CLIP_H
 
@@ -68,10 +69,11 @@ typedef struct lmb_clip {
 /* Bytes for a clip (header included, any alignment; 0 on overflow). */
 size_t lmb_clip_bytes(uint32_t tracks, uint32_t keys, uint32_t values);
 
-/* Lays out an empty clip in `mem`; tracks and data left for the caller,
- * who fills, per track, target, path, interp, width, key_count, times,
- * values, input, the dense times and each record's values (record[1 ..]);
- * lmb_clip_finish sets the strides' record times. */
+/* Lays out an empty clip in `mem`. The caller fills, per track, target,
+ * path, interp, width, is_node, key_count, times, values (record offset,
+ * records of 1 + width floats, 1 + 3 width for CUBICSPLINE) and input, the
+ * dense key times, and the values part (record[1 ..]) of every record;
+ * lmb_clip_finish copies the times into the records and sets `stride`. */
 lmb_clip *lmb_clip_place(void *mem, uint32_t tracks, uint32_t keys, uint32_t values);
 
 /* What lmb_clip_finish found wrong. */
@@ -106,11 +108,6 @@ void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_curso
 /* Wraps (loop) or clamps a time into [0, duration]: loop uses
  * t - d * floor(t / d), so t = d gives 0 and negative times wrap. */
 float lmb_clip_time(const lmb_clip *c, float t, int loop);
-
-/* The key interval k of `times` (n keys) with times[k] <= t < times[k+1],
- * using and updating *cursor; requires n >= 2 and times[0] <= t < times[n-1].
- * Exposed for tests and benchmarks. */
-uint32_t lmb_key_find(const float *times, uint32_t n, float t, uint32_t *cursor);
 
 /* ---- batched sampling -------------------------------------------------- */
 
@@ -157,7 +154,9 @@ void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count);
 
 /* ---- internal: shared by clip.c and clip_avx2.c ------------------------ */
 
-/* Key interval by cursor steps / binary search on the dense times. */
+/* The key interval k of `times` (n >= 2 keys) with times[k] <= t <
+ * times[k+1], given times[0] <= t < times[n-1]: a few steps forward from
+ * *cursor, else a binary search on the side of the cursor holding t. */
 uint32_t lmb_key_find_slow(const float *times, uint32_t n, float t, uint32_t *cursor);
 
 /* Key interval k of a track with first < t < last (so n >= 2): the
