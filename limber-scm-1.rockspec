@@ -34,6 +34,7 @@ build = {
     lua = {
       ["limber"] = "lua/limber/init.lua",
       ["limber.gltf"] = "lua/limber/gltf.lua",
+      ["limber.anim"] = "lua/limber/anim.lua",
     },
   },
 }

@@ -74,5 +74,6 @@ void lcore_open_buffer(lua_State *L);
 void lcore_open_pose(lua_State *L);
 void lcore_open_image(lua_State *L);
 void lcore_open_gltf(lua_State *L);
+void lcore_open_clip(lua_State *L);
 
 #endif

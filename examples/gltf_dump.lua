@@ -214,9 +214,15 @@ function D.dump(asset, opts)
                             skin = sn.skin - 1, mesh = sn.mesh - 1, primitives = prims }
   end
 
-  -- one pose and palette per skeleton / skin
-  local poses, palettes = {}, {}
-  for s in ipairs(asset.skeletons) do poses[s] = gltf.pose(asset, s, 1) end
+  -- one pose and palette per skeleton / skin; with limber's clips (the
+  -- default sampler), skeleton joints are sampled by the batched sampler
+  local poses, palettes, samplers = {}, {}, {}
+  for s in ipairs(asset.skeletons) do
+    poses[s] = gltf.pose(asset, s, 1)
+    if anim and not opts.sampler and anim.clips and anim.clips[s] then
+      samplers[s] = require("limber.anim").sampler(poses[s], { anim.clips[s] })
+    end
+  end
   for s, skin in ipairs(asset.skins) do palettes[s] = gltf.palette(asset, s, poses[skin.skeleton]) end
 
   for f, t in ipairs(times) do
@@ -244,7 +250,10 @@ function D.dump(asset, opts)
     for s, skel in ipairs(asset.skeletons) do
       local pose = poses[s]
       pose:reset(1)
-      if anim then
+      if samplers[s] then
+        samplers[s]:set(1, 1, clip_time, false)
+        samplers[s]:run()
+      elseif anim then
         for j, n in ipairs(skel.nodes) do
           if locals[n] then pose:set_local(1, j, trs[n].translation, trs[n].rotation, trs[n].scale) end
         end

@@ -107,7 +107,9 @@ local function extent(asset)
   return math.max(e, 1)
 end
 
-describe("glTF reference (animations, plain Lua sampler)", function()
+for _, via in ipairs({ "plain Lua sampler", "limber clips and batched sampler" }) do
+describe("glTF reference (animations, " .. via .. ")", function()
+  local sampler = via == "plain Lua sampler" and reference_sampler or nil
   for _, m in ipairs(ANIMATED) do
     local name, file, count = m[1], m[2], m[3]
     for a = 0, count - 1 do
@@ -123,7 +125,7 @@ describe("glTF reference (animations, plain Lua sampler)", function()
           for f, fr in ipairs(ref.frames) do times[f] = fr.t end
           assert.near(ref.animation.duration, asset.animations[a + 1].duration, 1e-6)
           local got = D.dump(asset, { animation = a + 1, times = times, loop = loop, skinned = true,
-                                      nodes = true, sampler = reference_sampler })
+                                      nodes = true, sampler = sampler })
           for f, rf in ipairs(ref.frames) do
             local gf = got.frames[f]
             assert.near(rf.clipTime, gf.clipTime, 2e-6)
@@ -158,3 +160,4 @@ describe("glTF reference (animations, plain Lua sampler)", function()
     end
   end
 end)
+end

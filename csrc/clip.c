@@ -1,0 +1,405 @@
+/* clip.c: clip validation, key lookup, interpolation (glTF 2.0 rules) and
+ * the batched sampler. */
+#include "clip.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ALIGN 64
+
+static size_t clip_sizes(uint32_t tracks, uint32_t keys, uint32_t values, size_t *tb, size_t *kb,
+                         size_t *vb) {
+    *tb = lmb_align_up((size_t)tracks * sizeof(lmb_track), ALIGN);
+    *kb = lmb_align_up((size_t)keys * sizeof(float), ALIGN);
+    /* 16 floats of zero padding: SIMD loads of the last records stay inside */
+    *vb = lmb_align_up(((size_t)values + 16) * sizeof(float), ALIGN);
+    return lmb_align_up(sizeof(lmb_clip), ALIGN) + *tb + *kb + *vb + ALIGN;
+}
+
+size_t lmb_clip_bytes(uint32_t tracks, uint32_t keys, uint32_t values) {
+    size_t a, b, c;
+    return clip_sizes(tracks, keys, values, &a, &b, &c);
+}
+
+lmb_clip *lmb_clip_place(void *mem, uint32_t tracks, uint32_t keys, uint32_t values) {
+    size_t tb, kb, vb;
+    clip_sizes(tracks, keys, values, &tb, &kb, &vb);
+    unsigned char *p = (unsigned char *)lmb_align_ptr(mem, ALIGN);
+    lmb_clip *c = (lmb_clip *)(void *)p;
+    memset(c, 0, sizeof *c);
+    p += lmb_align_up(sizeof(lmb_clip), ALIGN);
+    c->track_count = tracks;
+    c->key_total = keys;
+    c->value_total = values;
+    c->tracks = (lmb_track *)(void *)p, p += tb;
+    c->times = (float *)(void *)p, p += kb;
+    c->values = (float *)(void *)p;
+    return c;
+}
+
+/* Sort key: joint tracks by (joint, path), node tracks after, in input order. */
+static uint64_t track_order(const lmb_track *t) {
+    if (t->is_node) return ((uint64_t)1 << 40) + t->input;
+    return (uint64_t)t->target * 4u + t->path;
+}
+
+lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
+    float duration = 0.0f;
+    for (uint32_t k = 0; k < c->track_count; k++) {
+        lmb_track *tr = c->tracks + k;
+        uint32_t n = tr->key_count, w = tr->width;
+        uint32_t per_key = tr->interp == LMB_CUBIC ? 3 * w : w;
+        uint32_t st = per_key + 1;
+        *track = tr->input;
+        if (n == 0 || (w != 3 && w != 4) || tr->times > c->key_total ||
+            n > c->key_total - tr->times || tr->values > c->value_total ||
+            (uint64_t)n * st > (uint64_t)(c->value_total - tr->values)) {
+            *key = 0;
+            return LMB_CLIP_LAYOUT;
+        }
+        tr->stride = st;
+        const float *tm = c->times + tr->times;
+        float *rec = c->values + tr->values;
+        for (uint32_t i = 0; i < n; i++) {
+            if (!isfinite(tm[i]) || tm[i] < 0.0f) {
+                *key = i;
+                return LMB_CLIP_NAN_TIME;
+            }
+            if (i > 0 && !(tm[i] > tm[i - 1])) {
+                *key = i;
+                return LMB_CLIP_ORDER;
+            }
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            rec[(size_t)i * st] = tm[i];
+            for (uint32_t m = 0; m < per_key; m++) {
+                if (!isfinite(rec[(size_t)i * st + 1 + m])) {
+                    *key = i * per_key + m;
+                    return LMB_CLIP_NAN_VALUE;
+                }
+            }
+        }
+        if (tr->path == LMB_PATH_R) {
+            uint32_t off = tr->interp == LMB_CUBIC ? 5 : 1;
+            for (uint32_t i = 0; i < n; i++) {
+                float *q = rec + (size_t)i * st + off;
+                double q0 = q[0], q1 = q[1], q2 = q[2], q3 = q[3];
+                double len = sqrt(q0 * q0 + q1 * q1 + q2 * q2 + q3 * q3);
+                if (!(len > 1e-6)) {
+                    *key = i;
+                    return LMB_CLIP_ZERO_ROTATION;
+                }
+                for (int m = 0; m < 4; m++) q[m] = (float)((double)q[m] / len);
+            }
+        }
+        tr->first = tm[0];
+        tr->last = tm[n - 1];
+        if (tm[n - 1] > duration) duration = tm[n - 1];
+    }
+    /* Tracks with identical key times (glTF samplers often share one input
+     * accessor) share one dense times array, so binary searches for seeks
+     * touch far less memory. */
+    for (uint32_t k = 1; k < c->track_count; k++) {
+        lmb_track *tr = c->tracks + k;
+        for (uint32_t m = 0; m < k; m++) {
+            const lmb_track *o = c->tracks + m;
+            if (o->key_count == tr->key_count && o->first == tr->first && o->last == tr->last &&
+                memcmp(c->times + o->times, c->times + tr->times,
+                       (size_t)tr->key_count * sizeof(float)) == 0) {
+                tr->times = o->times;
+                break;
+            }
+        }
+    }
+    /* insertion sort (tracks are few; stable, so node tracks keep input order) */
+    for (uint32_t k = 1; k < c->track_count; k++) {
+        lmb_track t = c->tracks[k];
+        uint64_t o = track_order(&t);
+        uint32_t m = k;
+        while (m > 0 && track_order(c->tracks + m - 1) > o) {
+            c->tracks[m] = c->tracks[m - 1];
+            m--;
+        }
+        c->tracks[m] = t;
+    }
+    uint32_t joint_tracks = 0, span = 0;
+    for (uint32_t k = 0; k < c->track_count; k++) {
+        const lmb_track *t = c->tracks + k;
+        if (t->is_node) break;
+        if (k > 0 && t->target == t[-1].target && t->path == t[-1].path) {
+            uint32_t a = t->input, b = t[-1].input;
+            *track = a > b ? a : b;
+            *key = a > b ? b : a;
+            return LMB_CLIP_DUPLICATE;
+        }
+        joint_tracks++;
+        if (t->target + 1 > span) span = t->target + 1;
+    }
+    c->joint_track_count = joint_tracks;
+    c->joint_span = span;
+    c->duration = duration;
+    return LMB_CLIP_OK;
+}
+
+float lmb_clip_time(const lmb_clip *c, float t, int loop) {
+    float d = c->duration;
+    if (loop) {
+        if (!(d > 0.0f)) return 0.0f;
+        double r = (double)t - (double)d * floor((double)t / (double)d);
+        return (float)r;
+    }
+    return t < 0.0f ? 0.0f : t > d ? d : t;
+}
+
+/* Largest k in [lo, hi] with times[k] <= t, given times[lo] <= t.
+ * Branch-free (conditional moves): seeks of many tracks and instances do
+ * not stall on mispredictions and their memory accesses overlap. */
+static inline uint32_t bsearch_keys(const float *times, uint32_t lo, uint32_t hi, float t) {
+    const float *b = times + lo;
+    uint32_t len = hi - lo + 1;
+    while (len > 1) {
+        uint32_t half = len / 2;
+        b = b[half] <= t ? b + half : b;
+        len -= half;
+    }
+    return (uint32_t)(b - times);
+}
+
+uint32_t lmb_key_find_slow(const float *times, uint32_t n, float t, uint32_t *cursor) {
+    uint32_t last = n - 2, k = *cursor;
+    if (k > last) k = last;
+    if (times[k] <= t) {
+        /* forward: a few steps cover normal playback, then binary search */
+        for (int step = 0; step < 4; step++) {
+            if (t < times[k + 1]) {
+                *cursor = k;
+                return k;
+            }
+            if (++k == last) {
+                *cursor = k;
+                return k;
+            }
+        }
+        k = bsearch_keys(times, k, last, t);
+    } else {
+        k = bsearch_keys(times, 0, k - 1, t);
+    }
+    *cursor = k;
+    return k;
+}
+
+static inline void copy_value(float *out, const float *v, uint32_t w) {
+    out[0] = v[0], out[1] = v[1], out[2] = v[2];
+    if (w == 4) out[3] = v[3];
+}
+
+static inline void normalize4(float *q) {
+    float len2 = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3];
+    if (len2 > 0.0f) {
+        float inv = 1.0f / sqrtf(len2);
+        q[0] *= inv, q[1] *= inv, q[2] *= inv, q[3] *= inv;
+    } else {
+        q[0] = q[1] = q[2] = 0.0f, q[3] = 1.0f;
+    }
+}
+
+/* Shortest-path slerp (lerp + normalise for nearly equal keys). */
+static inline void quat_interp(float *out, const float *a, const float *b, float s) {
+    float dot = a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3];
+    float sign = 1.0f;
+    if (dot < 0.0f) dot = -dot, sign = -1.0f;
+    float wa, wb;
+    if (dot > LMB_NLERP_DOT) {
+        wa = 1.0f - s, wb = s * sign;
+        for (int m = 0; m < 4; m++) out[m] = wa * a[m] + wb * b[m];
+        normalize4(out);
+        return;
+    }
+    float theta = acosf(dot), inv_sin = 1.0f / sinf(theta);
+    wa = sinf((1.0f - s) * theta) * inv_sin;
+    wb = sinf(s * theta) * inv_sin * sign;
+    for (int m = 0; m < 4; m++) out[m] = wa * a[m] + wb * b[m];
+}
+
+static inline __attribute__((always_inline)) void sample_inline(const lmb_clip *c,
+                                                               const lmb_track *tr, float t,
+                                                               lmb_cursor *cursor, float *out) {
+    const float *rec = c->values + tr->values;
+    uint32_t n = tr->key_count, w = tr->width, st = tr->stride;
+    int cubic = tr->interp == LMB_CUBIC;
+    uint32_t voff = cubic ? 1 + w : 1;
+    if (t <= tr->first) {
+        copy_value(out, rec + voff, w);
+        return;
+    }
+    if (t >= tr->last) {
+        copy_value(out, rec + (size_t)(n - 1) * st + voff, w);
+        return;
+    }
+    const float *a = rec + (size_t)lmb_find_key(c, tr, t, cursor) * st;
+    const float *b = a + st;
+    float dt = b[0] - a[0], s = (t - a[0]) / dt;
+    if (cubic) {
+        float s2 = s * s, s3 = s2 * s;
+        float h00 = 2.0f * s3 - 3.0f * s2 + 1.0f, h10 = (s3 - 2.0f * s2 + s) * dt;
+        float h01 = -2.0f * s3 + 3.0f * s2, h11 = (s3 - s2) * dt;
+        for (uint32_t m = 0; m < w; m++)
+            out[m] = h00 * a[1 + w + m] + h10 * a[1 + 2 * w + m] + h01 * b[1 + w + m] +
+                     h11 * b[1 + m];
+        if (w == 4) normalize4(out);
+        return;
+    }
+    if (tr->interp == LMB_STEP) {
+        copy_value(out, a + 1, w);
+        return;
+    }
+    if (w == 4) {
+        quat_interp(out, a + 1, b + 1, s);
+        return;
+    }
+    out[0] = a[1] + (b[1] - a[1]) * s;
+    out[1] = a[2] + (b[2] - a[2]) * s;
+    out[2] = a[3] + (b[3] - a[3]) * s;
+}
+
+void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_cursor *cursor,
+                      float *out) {
+    sample_inline(c, tr, t, cursor, out);
+}
+
+void lmb_sampler_advance(lmb_sampler *s, float dt) {
+    uint32_t n = s->pose->instance_count;
+    for (uint32_t i = 0; i < n; i++) {
+        if (s->clip[i] < 0) continue;
+        const lmb_clip *c = s->clips[s->clip[i]];
+        float t = s->time[i] + s->rate[i] * dt;
+        s->time[i] = lmb_clip_time(c, t, s->loop[i]);
+    }
+}
+
+float lmb_quat_yaw(const float q[4]) {
+    return atan2f(2.0f * (q[3] * q[1] + q[0] * q[2]), 1.0f - 2.0f * (q[1] * q[1] + q[0] * q[0]));
+}
+
+/* Removes the root motion gained since time 0 from the root joint of one
+ * instance (see LMB_ROOT_*). */
+static void remove_root_motion(const lmb_sampler *s, const lmb_clip *c, float *d) {
+    uint32_t j = (uint32_t)s->root_joint;
+    for (uint32_t m = 0; m < c->joint_track_count && c->tracks[m].target <= j; m++) {
+        const lmb_track *tr = c->tracks + m;
+        if (tr->target != j) continue;
+        lmb_cursor cursor = {0, 0.0f, 0.0f};
+        float v0[4];
+        sample_inline(c, tr, 0.0f, &cursor, v0);
+        if (tr->path == LMB_PATH_T && (s->root_flags & LMB_ROOT_XZ)) {
+            d[0] = v0[0];
+            d[2 * LMB_LANES] = v0[2];
+        } else if (tr->path == LMB_PATH_R && (s->root_flags & LMB_ROOT_YAW)) {
+            float *r = d + 3 * LMB_LANES;
+            float q[4] = {r[0], r[LMB_LANES], r[2 * LMB_LANES], r[3 * LMB_LANES]};
+            /* q' = Y(-(yaw(q) - yaw(q0))) * q */
+            float half = -0.5f * (lmb_quat_yaw(q) - lmb_quat_yaw(v0));
+            float sy = sinf(half), cy = cosf(half);
+            float o[4] = {cy * q[0] + sy * q[2], cy * q[1] + sy * q[3], cy * q[2] - sy * q[0],
+                          cy * q[3] - sy * q[1]};
+            normalize4(o);
+            for (int k = 0; k < 4; k++) r[k * LMB_LANES] = o[k];
+        }
+    }
+}
+
+/* Tracks ahead whose next key records are prefetched while sampling. */
+#define LMB_PREFETCH 6
+
+static const uint32_t path_offset[3] = {0, 3 * LMB_LANES, 7 * LMB_LANES};
+
+/* Rest values for untracked properties, root motion removal, dirty mark:
+ * what every sampled instance needs besides its tracks. */
+static void finish_instance(lmb_sampler *s, uint32_t i, int32_t k, const lmb_clip *c) {
+    lmb_pose *p = s->pose;
+    const float *rest = p->skel->rest;
+    float *local = p->local + lmb_pose_local_index(p, i, 0);
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
+    for (uint32_t u = s->untracked_first[k]; u < s->untracked_first[k + 1]; u++) {
+        uint32_t code = s->untracked[u], j = code >> 2, path = code & 3u;
+        float *d = local + (size_t)j * jstride + path_offset[path];
+        const float *r = rest + (size_t)j * LMB_TRS_FLOATS + (path == 0 ? 0 : path == 1 ? 3 : 7);
+        uint32_t w = path == LMB_PATH_R ? 4 : 3;
+        for (uint32_t m = 0; m < w; m++) d[m * LMB_LANES] = r[m];
+    }
+    if (s->root_joint >= 0) remove_root_motion(s, c, local + (size_t)s->root_joint * jstride);
+    lmb_pose_touch(p, i, 0);
+}
+
+static void sample_instance(lmb_sampler *s, uint32_t i) {
+    lmb_pose *p = s->pose;
+    int32_t k = s->clip[i];
+    if (k < 0) return;
+    const lmb_clip *c = s->clips[k];
+    float t = lmb_clip_time(c, s->time[i], s->loop[i]);
+    float *local = p->local + lmb_pose_local_index(p, i, 0);
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
+    lmb_cursor *cur = s->cursors + (size_t)i * s->cursor_stride;
+    const lmb_track *tr = c->tracks;
+    uint32_t count_tracks = c->joint_track_count;
+    for (uint32_t m = 0; m < count_tracks; m++, tr++) {
+        float v[4] = {0, 0, 0, 0};
+        if (m + LMB_PREFETCH < count_tracks) {
+            const lmb_track *pt = tr + LMB_PREFETCH;
+            const float *pr = c->values + pt->values + (size_t)cur[m + LMB_PREFETCH].key * pt->stride;
+            __builtin_prefetch(pr);
+            __builtin_prefetch(pr + 2 * pt->stride - 1);
+        }
+        sample_inline(c, tr, t, cur + m, v);
+        float *d = local + (size_t)tr->target * jstride + path_offset[tr->path];
+        d[0] = v[0];
+        d[LMB_LANES] = v[1];
+        d[2 * LMB_LANES] = v[2];
+        if (tr->width == 4) d[3 * LMB_LANES] = v[3];
+    }
+    finish_instance(s, i, k, c);
+}
+
+void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
+    uint32_t end = first + count, N = s->pose->instance_count;
+    int simd = lmb_simd_active();
+    uint32_t i = first;
+    while (i < end) {
+        uint32_t b = i / LMB_LANES, base = b * LMB_LANES;
+        if (!simd || i != base || base + LMB_LANES > end) {
+            sample_instance(s, i++);
+            continue;
+        }
+        /* a whole block: lanes sharing the first active lane's clip go together */
+        unsigned done = 0;
+        for (int l0 = 0; l0 < LMB_LANES; l0++) {
+            if (done >> l0 & 1u) continue;
+            int32_t k = base + l0 < N ? s->clip[base + l0] : -1;
+            if (k < 0) {
+                done |= 1u << l0;
+                continue;
+            }
+            unsigned lanes = 0;
+            int n = 0;
+            float t[LMB_LANES] = {0, 0, 0, 0, 0, 0, 0, 0};
+            const lmb_clip *c = s->clips[k];
+            for (int l = l0; l < LMB_LANES; l++) {
+                if (base + l < N && s->clip[base + l] == k && !(done >> l & 1u)) {
+                    lanes |= 1u << l;
+                    t[l] = lmb_clip_time(c, s->time[base + l], s->loop[base + l]);
+                    n++;
+                }
+            }
+            done |= lanes;
+            if (n >= 3) {
+                lmb_sample_lanes_avx2(s, b, k, lanes, t);
+                for (int l = 0; l < LMB_LANES; l++)
+                    if (lanes >> l & 1u) finish_instance(s, base + l, k, c);
+            } else {
+                for (int l = 0; l < LMB_LANES; l++)
+                    if (lanes >> l & 1u) sample_instance(s, base + l);
+            }
+        }
+        i = base + LMB_LANES;
+    }
+}

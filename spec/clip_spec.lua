@@ -1,0 +1,613 @@
+-- Clips: interpolation against hand-computed values, the InterpolationTest
+-- reference data and a plain Lua sampler; batched sampling; cursors against
+-- binary search; every build-time error.
+local H = require "spec.helper"
+local limber = require "limber"
+local anim = require "limber.anim"
+local cjson = require "cjson"
+
+H.seed("clip")
+
+-- ---- plain Lua reference sampler (double precision) ---------------------
+
+local function qnorm(q)
+  local n = math.sqrt(q[1] ^ 2 + q[2] ^ 2 + q[3] ^ 2 + q[4] ^ 2)
+  return { q[1] / n, q[2] / n, q[3] / n, q[4] / n }
+end
+
+local function slerp(a, b, s)
+  local dot = a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4]
+  if dot < 0 then b, dot = { -b[1], -b[2], -b[3], -b[4] }, -dot end
+  if dot > 0.9999999 then
+    return qnorm({ a[1] + (b[1] - a[1]) * s, a[2] + (b[2] - a[2]) * s, a[3] + (b[3] - a[3]) * s,
+      a[4] + (b[4] - a[4]) * s })
+  end
+  local th = math.acos(dot)
+  local wa, wb = math.sin((1 - s) * th) / math.sin(th), math.sin(s * th) / math.sin(th)
+  return { wa * a[1] + wb * b[1], wa * a[2] + wb * b[2], wa * a[3] + wb * b[3], wa * a[4] + wb * b[4] }
+end
+
+-- Value of key k (1-based) of a track description as a table.
+local function key(tr, k, part)
+  local w = tr.path == "rotation" and 4 or 3
+  local per = tr.interpolation == "CUBICSPLINE" and 3 * w or w
+  local off = (k - 1) * per + (tr.interpolation == "CUBICSPLINE" and (part or 1) * w or 0)
+  local v = {}
+  for m = 1, w do v[m] = tr.values[off + m] end
+  if w == 4 and (part or 1) == 1 then v = qnorm(v) end
+  return v
+end
+
+local function ref_sample(tr, t)
+  local times, n = tr.times, #tr.times
+  if n == 1 or t <= times[1] then return key(tr, 1) end
+  if t >= times[n] then return key(tr, n) end
+  local k = 1
+  while times[k + 1] <= t do k = k + 1 end
+  local t0, t1 = times[k], times[k + 1]
+  local s = (t - t0) / (t1 - t0)
+  local interp = tr.interpolation or "LINEAR"
+  if interp == "STEP" then return key(tr, k) end
+  local a, b = key(tr, k), key(tr, k + 1)
+  if interp == "LINEAR" then
+    if #a == 4 then return slerp(a, b, s) end
+    return { a[1] + (b[1] - a[1]) * s, a[2] + (b[2] - a[2]) * s, a[3] + (b[3] - a[3]) * s }
+  end
+  local dt = t1 - t0
+  local out0, in1 = key(tr, k, 2), key(tr, k + 1, 0)
+  local s2, s3 = s * s, s * s * s
+  local v = {}
+  for m = 1, #a do
+    v[m] = (2 * s3 - 3 * s2 + 1) * a[m] + (s3 - 2 * s2 + s) * dt * out0[m] +
+      (-2 * s3 + 3 * s2) * b[m] + (s3 - s2) * dt * in1[m]
+  end
+  if #v == 4 then v = qnorm(v) end
+  return v
+end
+
+local function wrap(t, d, loop)
+  if loop then return d > 0 and t - d * math.floor(t / d) or 0 end
+  return math.max(0, math.min(d, t))
+end
+
+local function pack(...) return { ... } end
+local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
+
+local function rand_track(target, path, interp, nkeys, node)
+  local times, values, t = {}, {}, H.rand(0, 0.3)
+  local w = path == "rotation" and 4 or 3
+  local q = H.rand_quat()
+  for k = 1, nkeys do
+    times[k] = f32(t) -- float32, as stored
+    t = t + H.rand(0.01, 0.4)
+    local parts = interp == "CUBICSPLINE" and 3 or 1
+    for part = 1, parts do
+      if w == 4 and (parts == 1 or part == 2) then
+        -- random walk of rotations (some keys far apart, some close), random signs
+        local r = H.rand_quat()
+        local s = H.rand(0, 1) < 0.3 and 0.02 or 0.6
+        q = qnorm({ q[1] + s * r[1], q[2] + s * r[2], q[3] + s * r[3], q[4] + s * r[4] })
+        local sign = math.random() < 0.3 and -1 or 1
+        for m = 1, 4 do values[#values + 1] = sign * q[m] * H.rand(0.5, 2) end
+      else
+        for _ = 1, w do values[#values + 1] = H.rand(-2, 2) end
+      end
+    end
+  end
+  return { joint = not node and target or nil, node = node and target or nil, path = path,
+    interpolation = interp, times = times, values = values }
+end
+
+local PATHS = { "translation", "rotation", "scale" }
+local INTERPS = { "STEP", "LINEAR", "CUBICSPLINE" }
+
+local function rand_clip_desc(joints, coverage)
+  local tracks = {}
+  for j = 1, joints do
+    for _, path in ipairs(PATHS) do
+      if math.random() < coverage then
+        tracks[#tracks + 1] = rand_track(j, path, INTERPS[math.random(1, 3)], math.random(1, 12))
+      end
+    end
+  end
+  return { tracks = tracks }
+end
+
+local function check_value(path, expected, actual, tol)
+  if path == "rotation" then
+    assert.quat_near(expected, actual, tol)
+  else
+    assert.near(expected, actual, tol)
+  end
+end
+
+-- ---- hand-computed values ----------------------------------------------
+
+describe("clip sampling (hand-computed)", function()
+  local s2 = math.sqrt(0.5)
+  local clip = anim.clip({ name = "hand", tracks = {
+    { joint = 1, path = "translation", interpolation = "STEP", times = { 1, 2, 4 },
+      values = { 0, 0, 0, 1, 2, 3, 5, 5, 5 } },
+    { joint = 2, path = "translation", times = { 1, 2, 4 }, values = { 0, 0, 0, 1, 2, 3, 5, 6, 7 } },
+    { joint = 2, path = "rotation", times = { 0, 2 }, values = { 0, 0, 0, 1, 0, 0, s2, s2 } },
+    { joint = 3, path = "rotation", times = { 0, 1 }, values = { 0, 0, 0, 2, 0, 0, -1, 0 } },
+    { joint = 3, path = "scale", interpolation = "CUBICSPLINE", times = { 0, 2 },
+      values = { 9, 9, 9, 1, 1, 1, 1, 1, 1, 0, 0, 0, 3, 3, 3, 9, 9, 9 } },
+  } })
+
+  it("has the largest key time as duration and a name", function()
+    assert.equal(4, clip:duration())
+    assert.equal("hand", clip:name())
+    assert.equal(0, #clip:node_tracks())
+    assert.equal(5, #clip:joint_tracks())
+  end)
+
+  it("STEP holds key k on [t_k, t_k+1), first before and last after", function()
+    for _, c in ipairs({ { 0, { 0, 0, 0 } }, { 1, { 0, 0, 0 } }, { 1.99, { 0, 0, 0 } }, { 2, { 1, 2, 3 } },
+      { 3.999, { 1, 2, 3 } }, { 4, { 5, 5, 5 } }, { 9, { 5, 5, 5 } }, { -1, { 0, 0, 0 } } }) do
+      assert.near(c[2], pack(clip:sample_joint(1, "translation", c[1])), 0)
+    end
+  end)
+
+  it("LINEAR lerps translations; clamps outside the keys", function()
+    assert.near({ 0, 0, 0 }, pack(clip:sample_joint(2, "translation", 0.5)), 0)
+    assert.near({ 0.25, 0.5, 0.75 }, pack(clip:sample_joint(2, "translation", 1.25)), 1e-6)
+    assert.near({ 3, 4, 5 }, pack(clip:sample_joint(2, "translation", 3)), 1e-6)
+    assert.near({ 5, 6, 7 }, pack(clip:sample_joint(2, "translation", 4)), 0)
+    assert.near({ 5, 6, 7 }, pack(clip:sample_joint(2, "translation", 100)), 0)
+  end)
+
+  it("LINEAR slerps rotations (90 degrees about z: 45 at the middle)", function()
+    local a = math.pi / 8
+    assert.quat_near({ 0, 0, math.sin(a), math.cos(a) }, pack(clip:sample_joint(2, "rotation", 1)), 1e-6)
+    local a3 = math.rad(27) / 2
+    assert.quat_near({ 0, 0, math.sin(a3), math.cos(a3) }, pack(clip:sample_joint(2, "rotation", 0.6)), 1e-6)
+  end)
+
+  it("takes the shortest path and normalises keys at build", function()
+    -- keys (0,0,0,2) -> identity and (0,0,-1,0): -q is (0,0,1,0), 180 degrees about z
+    -- either way; check the rotation stays on the z axis and unit length
+    local q = pack(clip:sample_joint(3, "rotation", 0.5))
+    assert.near(0, q[1], 1e-6)
+    assert.near(0, q[2], 1e-6)
+    assert.near(1, q[3] ^ 2 + q[4] ^ 2, 1e-6)
+    assert.near(math.sqrt(0.5), math.abs(q[3]), 1e-6)
+    -- a key pair 350 degrees apart "forward" goes 10 degrees the short way
+    local c2 = anim.clip({ tracks = { { joint = 1, path = "rotation", times = { 0, 1 },
+      values = { 0, 0, 0, 1, 0, 0, math.sin(math.rad(175)), math.cos(math.rad(175)) } } } })
+    local mid = pack(c2:sample_joint(1, "rotation", 0.5))
+    local ang = 2 * math.deg(math.acos(math.min(1, math.abs(mid[4]))))
+    assert.near(5, ang, 1e-3) -- half of the short 10-degree path (175 deg quaternion = 350 deg)
+  end)
+
+  it("CUBICSPLINE is the Hermite spline with tangents times the key interval", function()
+    -- v0 = 1, out0 = 1 (per second), v1 = 3, in1 = 0, dt = 2
+    for _, t in ipairs({ 0, 0.3, 1, 1.7, 2 }) do
+      local s = t / 2
+      local e = (2 * s ^ 3 - 3 * s ^ 2 + 1) * 1 + (s ^ 3 - 2 * s ^ 2 + s) * 2 * 1 + (-2 * s ^ 3 + 3 * s ^ 2) * 3
+      local v = pack(clip:sample_joint(3, "scale", t))
+      assert.near({ e, e, e }, v, 1e-5)
+    end
+    assert.near({ 3, 3, 3 }, pack(clip:sample_joint(3, "scale", 3)), 0)
+  end)
+
+  it("loops with t - d floor(t / d): t = d gives the pose at 0, negative times wrap", function()
+    assert.near(pack(clip:sample_joint(2, "translation", 0)), pack(clip:sample_joint(2, "translation", 4, true)), 0)
+    assert.near(pack(clip:sample_joint(2, "translation", 3)), pack(clip:sample_joint(2, "translation", -1, true)), 1e-6)
+    local function at(t, loop) return pack(clip:sample_joint(2, "translation", t, loop)) end
+    assert.near(at(1.5), at(9.5, true), 1e-6)
+    assert.near(at(2.5), at(-5.5, true), 1e-6)
+    assert.near({ 5, 6, 7 }, pack(clip:sample_joint(2, "translation", 4, false)), 0)
+    assert.is_nil(clip:sample_joint(1, "scale", 1))
+  end)
+end)
+
+-- ---- InterpolationTest reference ----------------------------------------
+
+describe("InterpolationTest reference (three.js)", function()
+  local dir = H.assets .. "InterpolationTest/"
+  local function read(path)
+    local f = assert(io.open(path, "rb"))
+    local s = f:read("a")
+    f:close()
+    return s
+  end
+  local gltf = cjson.decode(read(dir .. "InterpolationTest.gltf"))
+  local bin = read(dir .. gltf.buffers[1].uri)
+  local NCOMP = { SCALAR = 1, VEC3 = 3, VEC4 = 4 }
+  -- test-only accessor reader: float accessors, tightly packed or strided
+  local function accessor(i)
+    local a = gltf.accessors[i + 1]
+    local view = gltf.bufferViews[a.bufferView + 1]
+    assert.equal(5126, a.componentType)
+    local nc = NCOMP[a.type]
+    local stride = view.byteStride or nc * 4
+    local base = (view.byteOffset or 0) + (a.byteOffset or 0)
+    local out = {}
+    for k = 0, a.count - 1 do
+      for m = 0, nc - 1 do
+        out[#out + 1] = string.unpack("<f", bin, base + k * stride + m * 4 + 1)
+      end
+    end
+    return out
+  end
+
+  for ai, a in ipairs(gltf.animations) do
+    local ch = a.channels[1]
+    local smp = a.samplers[ch.sampler + 1]
+    local clip = anim.clip({ name = a.name, tracks = { { node = ch.target.node, path = ch.target.path,
+      interpolation = smp.interpolation, times = accessor(smp.input), values = accessor(smp.output) } } })
+    for _, mode in ipairs({ "clamp", "repeat" }) do
+      it(("%s (%s, %s) at every reference time"):format(a.name, smp.interpolation, mode), function()
+        local ref = cjson.decode(read(("%sInterpolationTest/anim%d.%s.json"):format(H.reference, ai - 1, mode)))
+        assert.equal(a.name, ref.animation.name)
+        assert.near(ref.animation.duration, clip:duration(), 1e-6)
+        local nt = clip:node_tracks()
+        assert.same({ node = ch.target.node, path = ch.target.path, interpolation = smp.interpolation,
+          keys = #accessor(smp.input) }, nt[1])
+        assert.is_true(#ref.frames >= 9)
+        for _, f in ipairs(ref.frames) do
+          local node
+          for _, n in ipairs(f.nodes) do if n.node == ch.target.node then node = n end end
+          local v = pack(clip:sample_node(1, f.t, mode == "repeat"))
+          check_value(ch.target.path, node[ch.target.path], v, 2e-5)
+          -- the batched joint path gives the same values
+          local c2 = anim.clip({ tracks = { { joint = 1, path = ch.target.path, interpolation = smp.interpolation,
+            times = accessor(smp.input), values = accessor(smp.output) } } })
+          check_value(ch.target.path, node[ch.target.path],
+            pack(c2:sample_joint(1, ch.target.path, f.t, mode == "repeat")), 2e-5)
+        end
+      end)
+    end
+  end
+end)
+
+-- ---- random clips vs the plain Lua sampler ------------------------------
+
+describe("clip sampling (random, against a plain Lua sampler)", function()
+  it("matches for every interpolation, path and time, incl. outside the keys", function()
+    for _ = 1, 40 do
+      local desc = rand_clip_desc(4, 0.8)
+      local clip = anim.clip(desc)
+      local d = clip:duration()
+      for _ = 1, 30 do
+        local t = H.rand(-0.5, d + 0.5)
+        local tr = desc.tracks[math.random(1, #desc.tracks)]
+        local k = math.random(1, #tr.times)
+        local choices = { f32(t), tr.times[k], f32(tr.times[k] + 1e-4), f32(tr.times[k] - 1e-4) }
+        for _, tt in ipairs(choices) do
+          for _, loop in ipairs({ false, true }) do
+            local e = ref_sample(tr, wrap(tt, d, loop))
+            check_value(tr.path, e, pack(clip:sample_joint(tr.joint, tr.path, tt, loop)), 2e-5)
+          end
+        end
+      end
+    end
+  end)
+
+  it("accepts Buffers for times and values", function()
+    local tr = rand_track(1, "rotation", "CUBICSPLINE", 6)
+    local c1 = anim.clip({ tracks = { tr } })
+    local c2 = anim.clip({ tracks = { { joint = 1, path = "rotation", interpolation = "CUBICSPLINE",
+      times = limber.buffer("f32", 1, tr.times), values = limber.buffer("f32", 4, tr.values) } } })
+    for _ = 1, 20 do
+      local t = H.rand(0, c1:duration())
+      assert.near(pack(c1:sample_joint(1, "rotation", t)), pack(c2:sample_joint(1, "rotation", t)), 0)
+    end
+  end)
+end)
+
+-- ---- batched sampling ---------------------------------------------------
+
+local function skeleton(n)
+  return limber.skeleton(H.rand_joints(n, 1))
+end
+
+describe("batched sampler", function()
+  it("samples every instance with its own clip and time; untracked joints keep the rest pose", function()
+    local J, N = 9, 21
+    local skel = skeleton(J)
+    local descs, clips = {}, {}
+    for k = 1, 3 do
+      descs[k] = rand_clip_desc(J, k == 1 and 1 or 0.4)
+      clips[k] = anim.clip(descs[k], skel)
+    end
+    local pose = limber.pose(skel, N)
+    local s = anim.sampler(pose, clips)
+    local set = {}
+    for round = 1, 3 do
+      for i = 1, N do
+        local k = math.random(0, 3)
+        local loop = math.random() < 0.5
+        local t = f32(H.rand(-3, 6))
+        s:set(i, k, t, loop)
+        set[i] = { k, t, loop }
+        if round == 1 then pose:set_local(i, 1, { 9, 9, 9 }) end
+      end
+      s:run()
+      for i = 1, N do
+        local k, t, loop = set[i][1], set[i][2], set[i][3]
+        for j = 1, J do
+          local lt, lr, ls = pose:get_local(i, j)
+          local got = { translation = lt, rotation = lr, scale = ls }
+          local rt, rr, rs = skel:rest(j)
+          local exp = { translation = rt, rotation = rr, scale = rs }
+          if k > 0 then
+            local d = clips[k]:duration()
+            for _, tr in ipairs(descs[k].tracks) do
+              if tr.joint == j then exp[tr.path] = ref_sample(tr, wrap(t, d, loop)) end
+            end
+            for _, path in ipairs(PATHS) do check_value(path, exp[path], got[path], 3e-5) end
+          end
+        end
+        if k > 0 then assert.equal(1, pose:dirty(i)) end
+      end
+      pose:local_to_model()
+    end
+  end)
+
+  it("rejects clips that do not fit the skeleton and bad arguments, changing nothing", function()
+    local skel = skeleton(3)
+    local pose = limber.pose(skel, 4)
+    local big = anim.clip({ tracks = { rand_track(5, "translation", "LINEAR", 2) } })
+    assert.error_matches(function() anim.sampler(pose, { big }) end,
+      "clips[1] animates joint 5 but the skeleton has 3 joints", 1, true)
+    assert.error_matches(function() anim.sampler(pose, { {} }) end, "clips[1] is not a limber.Clip", 1, true)
+    assert.error_matches(function() anim.sampler(pose, {}) end, "clip count 0 out of range [1, 65535]", 1, true)
+    local c = anim.clip({ tracks = { rand_track(2, "translation", "LINEAR", 3) } })
+    local s = anim.sampler(pose, { c })
+    s:set(2, 1, 0.5, true, 2)
+    assert.error_matches(function() s:set(5, 1, 0) end, "instance index 5 out of range [1, 4]", 1, true)
+    assert.error_matches(function() s:set(2, 2, 0) end, "clip index 2 out of range [1, 1]", 1, true)
+    assert.error_matches(function() s:set(2, 1, 0 / 0) end, "time is not a finite float", 1, true)
+    assert.error_matches(function() s:run(1, 9) end, "count 9 out of range [0, 4]", 1, true)
+    assert.same({ 1, 0.5, true, 2 }, pack(s:get(2)))
+  end)
+
+  it("advance moves times by rate * dt, wrapping or clamping", function()
+    local skel = skeleton(2)
+    local pose = limber.pose(skel, 3)
+    local c = anim.clip({ tracks = { { joint = 1, path = "translation", times = { 0, 2 },
+      values = { 0, 0, 0, 2, 0, 0 } } } })
+    local s = anim.sampler(pose, { c })
+    s:set(1, 1, 1.5, true, 1)
+    s:set(2, 1, 0.25, true, -1)
+    s:set(3, 1, 1.5, false, 1)
+    s:advance(1)
+    assert.near(0.5, select(2, s:get(1)), 1e-6)
+    assert.near(1.25, select(2, s:get(2)), 1e-6)
+    assert.near(2, select(2, s:get(3)), 1e-6)
+    s:run()
+    assert.near({ 0.5, 0, 0 }, (pose:get_local(1, 1)), 1e-6)
+    assert.near({ 1.25, 0, 0 }, (pose:get_local(2, 1)), 1e-6)
+    assert.near({ 2, 0, 0 }, (pose:get_local(3, 1)), 1e-6)
+  end)
+end)
+
+describe("AVX2 lanes and the portable sampler", function()
+  local core = limber.core
+  local old
+  setup(function() old = core.simd() end)
+  teardown(function() core.simd(old) end)
+
+  it("give the same poses (every interpolation, far and near rotation keys, clamps, seeks)", function()
+    local J, N = 7, 45
+    local skel = skeleton(J)
+    local descs, clips = {}, {}
+    for k = 1, 2 do
+      descs[k] = rand_clip_desc(J, 0.9)
+      clips[k] = anim.clip(descs[k], skel)
+    end
+    local pa, pb = limber.pose(skel, N), limber.pose(skel, N)
+    local sa, sb = anim.sampler(pa, clips), anim.sampler(pb, clips)
+    local set = {}
+    for i = 1, N do
+      local k = i % 11 == 0 and 0 or (i % 5 == 0 and 2 or 1)
+      set[i] = { k, f32(H.rand(-1, 5)), i % 3 ~= 0 }
+    end
+    for frame = 1, 40 do
+      for i = 1, N do
+        local st = set[i]
+        st[2] = frame % 7 == 0 and f32(H.rand(-1, 5)) or f32(st[2] + (i % 4 == 0 and -1 or 1) / 60)
+        sa:set(i, st[1], st[2], st[3])
+        sb:set(i, st[1], st[2], st[3])
+      end
+      core.simd(true)
+      sa:run()
+      core.simd(false)
+      sb:run()
+      for i = 1, N do
+        local k = set[i][1]
+        for j = 1, J do
+          local ta, ra, xa = pa:get_local(i, j)
+          local tb, rb, xb = pb:get_local(i, j)
+          assert.near(tb, ta, 2e-6)
+          assert.quat_near(rb, ra, 2e-6)
+          assert.near(xb, xa, 2e-6)
+          if k > 0 and frame % 10 == 0 then
+            local d = clips[k]:duration()
+            for _, tr in ipairs(descs[k].tracks) do
+              if tr.joint == j then
+                local got = tr.path == "translation" and ta or tr.path == "rotation" and ra or xa
+                check_value(tr.path, ref_sample(tr, wrap(set[i][2], d, set[i][3])), got, 3e-5)
+              end
+            end
+          end
+        end
+      end
+    end
+  end)
+end)
+
+describe("key lookup (cursors)", function()
+  local function long_clip(nkeys, rate)
+    local times, tv, rv = {}, {}, {}
+    for k = 1, nkeys do
+      times[k] = (k - 1) / rate
+      tv[#tv + 1], tv[#tv + 2], tv[#tv + 3] = math.sin(k * 0.01), k * 0.001, math.cos(k * 0.02)
+      local a = k * 0.003
+      rv[#rv + 1], rv[#rv + 2], rv[#rv + 3], rv[#rv + 4] = 0, math.sin(a), 0, math.cos(a)
+    end
+    return anim.clip({ tracks = {
+      { joint = 1, path = "translation", times = times, values = tv },
+      { joint = 2, path = "rotation", times = times, values = rv } } })
+  end
+
+  it("random seeks, backward and sequential playback all equal a fresh binary search (36,000 keys)", function()
+    local clip = long_clip(36000, 120)
+    local skel = skeleton(2)
+    local N = 8
+    local a, b = limber.pose(skel, N), limber.pose(skel, N)
+    local sa, sb = anim.sampler(a, { clip }), anim.sampler(b, { clip })
+    local d = clip:duration()
+    local times = {}
+    for i = 1, N do times[i] = H.rand(-d, 2 * d) end
+    local function compare()
+      sa:run()
+      sb:reset_cursors()
+      sb:run()
+      for i = 1, N do
+        local ta, ra = a:get_local(i, 1)
+        local tb, rb = b:get_local(i, 1)
+        assert.near(tb, ta, 0)
+        assert.near(rb, ra, 0)
+        local _, qa = a:get_local(i, 2)
+        local _, qb = b:get_local(i, 2)
+        assert.near(qb, qa, 0)
+      end
+    end
+    for frame = 1, 300 do
+      for i = 1, N do
+        local mode = (i + frame) % 4
+        if mode == 0 then times[i] = times[i] + 1 / 60
+        elseif mode == 1 then times[i] = times[i] - 1 / 60
+        elseif mode == 2 then times[i] = H.rand(-d, 2 * d)
+        else times[i] = times[i] + H.rand(0, 1) end
+        sa:set(i, 1, times[i], i % 3 ~= 0)
+        sb:set(i, 1, times[i], i % 3 ~= 0)
+      end
+      compare()
+    end
+    -- and against the plain formula at a few times
+    local pose = limber.pose(skel, 1)
+    local s = anim.sampler(pose, { clip })
+    for _ = 1, 50 do
+      local t = f32(H.rand(0, d))
+      s:set(1, 1, t, false)
+      s:run()
+      local k = math.floor(t * 120) + 1
+      if f32((k - 1) / 120) > t then k = k - 1 end
+      if f32(k / 120) <= t then k = k + 1 end
+      local u = (t - f32((k - 1) / 120)) / (f32(k / 120) - f32((k - 1) / 120))
+      local x = math.sin(k * 0.01) + (math.sin((k + 1) * 0.01) - math.sin(k * 0.01)) * u
+      assert.near(x, (pose:get_local(1, 1))[1], 2e-5)
+    end
+  end)
+end)
+
+-- ---- build errors -------------------------------------------------------
+
+describe("clip build errors", function()
+  local function T(over)
+    local t = { joint = 1, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, 1, 1, 1 } }
+    for k, v in pairs(over) do t[k] = v end
+    if over.joint == false then t.joint = nil end
+    return t
+  end
+  local cases = {
+    { "not a table", function() anim.clip(5) end, "limber.anim.clip: expected a description table" },
+    { "no tracks", function() anim.clip({}) end, "desc.tracks must be an array of tracks" },
+    { "track not a table", function() anim.clip({ tracks = { 3 } }) end, "tracks[1] must be a table" },
+    { "no target", function() anim.clip({ tracks = { T({ joint = false }) } }) end,
+      "tracks[1] needs exactly one of joint or node" },
+    { "both targets", function() anim.clip({ tracks = { T({ node = 3 }) } }) end,
+      "tracks[1] needs exactly one of joint or node" },
+    { "joint 0", function() anim.clip({ tracks = { T({ joint = 0 }) } }) end,
+      "tracks[1]: joint must be an integer in [1, 65535]" },
+    { "bad path", function() anim.clip({ tracks = { T({ path = "weights" }) } }) end,
+      "tracks[1]: path must be \"translation\", \"rotation\" or \"scale\" (got weights)" },
+    { "bad interpolation", function() anim.clip({ tracks = { T({ interpolation = "CUBIC" }) } }) end,
+      "interpolation must be \"STEP\", \"LINEAR\" or \"CUBICSPLINE\" (got CUBIC)" },
+    { "times type", function() anim.clip({ tracks = { T({ times = "x" }) } }) end,
+      "tracks[1]: times must be a table of numbers or an f32 Buffer (got string)" },
+    { "u16 buffer", function() anim.clip({ tracks = { T({ times = limber.buffer("u16", 1, { 0, 1 }) }) } }) end,
+      "tracks[1]: times Buffer must be f32" },
+    { "no keys", function() anim.clip({ tracks = { T({ times = {}, values = {} }) } }) end, "tracks[1]: no key times" },
+    { "count", function() anim.clip({ tracks = { T({ values = { 1, 2, 3 } }) } }) end,
+      "tracks[1]: 3 values for 2 keys, expected 6 (3 per key)" },
+    { "cubic count", function() anim.clip({ tracks = { T({ interpolation = "CUBICSPLINE" }) } }) end,
+      "6 values for 2 keys, expected 18 (9 per key: in-tangent, value, out-tangent)" },
+    { "rotation count", function() anim.clip({ tracks = { T({ path = "rotation" }) } }) end,
+      "6 values for 2 keys, expected 8 (4 per key)" },
+    { "non-number value", function() anim.clip({ tracks = { T({ values = { 0, 0, 0, 1, "a", 1 } }) } }) end,
+      "tracks[1]: values[5] is not a number (got string)" },
+    { "nan value", function() anim.clip({ tracks = { T({ values = { 0, 0, 0, 1, 0 / 0, 1 } }) } }) end,
+      "tracks[1]: values[5] is not a finite float" },
+    { "inf time", function() anim.clip({ tracks = { T({ times = { 0, math.huge } }) } }) end,
+      "tracks[1]: times[2] is not a finite float" },
+    { "negative time", function() anim.clip({ tracks = { T({ times = { -1, 1 } }) } }) end,
+      "tracks[1] (joint 1 translation): times[1] (-1.0) is not a finite time >= 0" },
+    { "decreasing", function() anim.clip({ tracks = { T({}), T({ joint = 2, times = { 1, 0.5 } }) } }) end,
+      "tracks[2] (joint 2 translation): times[2] (0.5) is not greater than times[1] (1.0)" },
+    { "equal times", function() anim.clip({ tracks = { T({ times = { 1, 1 } }) } }) end,
+      "times[2] (1.0) is not greater than times[1] (1.0): key times must be strictly increasing" },
+    { "zero rotation", function()
+      anim.clip({ tracks = { T({ path = "rotation", values = { 0, 0, 0, 1, 0, 0, 0, 0 } }) } }) end,
+      "tracks[1] (joint 1 rotation): rotation key 2 is a zero quaternion" },
+    { "zero cubic rotation", function()
+      anim.clip({ tracks = { T({ path = "rotation", interpolation = "CUBICSPLINE", times = { 0 },
+        values = { 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1 } }) } }) end,
+      "tracks[1] (joint 1 rotation): rotation key 1 is a zero quaternion" },
+    { "duplicate", function() anim.clip({ tracks = { T({}), T({ joint = 2 }), T({}) } }) end,
+      "tracks[1] and tracks[3] both animate joint 1 translation" },
+    { "name type", function() anim.clip({ name = 3, tracks = {} }) end, "desc.name must be a string" },
+    { "name without skeleton", function() anim.clip({ tracks = { T({ joint = "hips" }) } }) end,
+      "tracks[1]: joint name 'hips' needs a skeleton" },
+    { "event time", function() anim.clip({ tracks = { T({}) }, events = { { time = 2, name = "x" } } }) end,
+      "events[1] ('x') time 2 is outside the clip [0, 1.0]" },
+    { "event shape", function() anim.clip({ tracks = { T({}) }, events = { { time = 0.5 } } }) end,
+      "events[1] must be { time = number, name = string }" },
+  }
+  for _, c in ipairs(cases) do
+    it("raises for " .. c[1], function()
+      assert.error_matches(c[2], c[3], 1, true)
+    end)
+  end
+
+  it("lists every joint name the skeleton lacks, or ignores them on request", function()
+    local skel = limber.skeleton({ { name = "hips" }, { name = "spine", parent = "hips" } })
+    local desc = { tracks = { T({ joint = "hips" }), T({ joint = "tail" }), T({ joint = "ear" }),
+      T({ joint = "spine", path = "scale" }) } }
+    assert.error_matches(function() anim.clip(desc, skel) end,
+      "limber.anim.clip: the skeleton has no joint named 'tail', 'ear'", 1, true)
+    desc.ignore_missing = true
+    local clip = anim.clip(desc, skel)
+    assert.equal(2, #clip:joint_tracks())
+    assert.same({ joint = 2, path = "scale", interpolation = "LINEAR", keys = 2 }, clip:joint_tracks()[2])
+    assert.error_matches(function() anim.clip({ tracks = { T({ joint = 3 }) } }, skel) end,
+      "tracks[1]: joint 3 out of range [1, 2]", 1, true)
+  end)
+
+  it("keeps node tracks in input order after the joint tracks", function()
+    local clip = anim.clip({ tracks = { T({ joint = false, node = 7 }), T({ joint = 2 }), T({ joint = false, node = 0,
+      path = "scale", interpolation = "STEP" }) } })
+    local nt = clip:node_tracks()
+    assert.same({ node = 7, path = "translation", interpolation = "LINEAR", keys = 2 }, nt[1])
+    assert.same({ node = 0, path = "scale", interpolation = "STEP", keys = 2 }, nt[2])
+    assert.near({ 1, 1, 1 }, pack(clip:sample_node(2, 1)), 0)
+    assert.error_matches(function() clip:sample_node(3, 0) end, "node track index 3 out of range [1, 2]", 1, true)
+    assert.matches("limber.Clip%(unnamed, 1.0 s, 3 tracks%)", tostring(clip))
+  end)
+
+  it("survives garbage collection of everything but the sampler", function()
+    local skel = skeleton(2)
+    local s = anim.sampler(limber.pose(skel, 2), { anim.clip({ tracks = { T({}) } }) })
+    skel = nil -- luacheck: ignore
+    collectgarbage()
+    collectgarbage()
+    s:set(1, 1, 0.5)
+    s:run()
+    assert.near({ 0.5, 0.5, 0.5 }, (s:pose():get_local(1, 1)), 1e-6)
+    assert.equal(1, #s:clips())
+  end)
+end)
