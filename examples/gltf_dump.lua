@@ -14,6 +14,11 @@
 -- Skinned vertices use `reference_skin` below, a plain Lua skinning that
 -- stands in until limber.skinning lands. Requiring this file returns the
 -- functions instead of running.
+if arg and arg[0] and arg[0]:find("gltf_dump%.lua$") then
+  -- run as a program: find limber in this checkout (see examples/common.lua)
+  package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+  require "common"
+end
 local gltf = require "limber.gltf"
 
 local D = {}
