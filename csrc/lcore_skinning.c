@@ -342,6 +342,7 @@ static const char *const offset_names[] = {"position", "normal", "tangent"};
 typedef struct ltarget {
     uint32_t vertices, instances;
     int file_order, interleaved;
+    int spill_ok;          /* 16-byte stores of narrow streams land on bytes written later */
     lmb_skin_stream s[3];  /* base NULL when the stream is not written */
 } ltarget;
 
@@ -453,6 +454,23 @@ static int l_target_new(lua_State *L) {
                                  "(%I vertices x stride %I)",
                               (lua_Integer)buffer_bytes(b), (lua_Integer)need, (lua_Integer)total,
                               stride);
+        /* A 12-byte attribute may be stored with 16 bytes when the extra 4
+         * bytes are written afterwards: by a later attribute of the same
+         * vertex (position, normal, tangent order) or, at the end of the
+         * stride, by the next vertex's attribute at offset 0. */
+        tg.spill_ok = 1;
+        for (int k = 0; k < 2; k++) {
+            if (off[k] < 0) continue;
+            lua_Integer q = off[k] + 12;
+            int ok = 0;
+            for (int c = 0; c < 3; c++) {
+                if (off[c] < 0) continue;
+                lua_Integer size = c == STREAM_TAN ? 16 : 12;
+                if (q == stride && off[c] == 0) ok = 1;
+                if (q < stride && c > k && off[c] <= q && q + 4 <= off[c] + size) ok = 1;
+            }
+            if (!ok) tg.spill_ok = 0;
+        }
         for (int k = 0; k < 3; k++) {
             if (off[k] < 0) continue;
             tg.s[k].base = (float *)(void *)((char *)b->data + off[k]);
@@ -465,6 +483,7 @@ static int l_target_new(lua_State *L) {
     } else {
         lua_pop(L, 1);
         int any = 0;
+        tg.spill_ok = 1; /* width 3: spills onto the next vertex; width 4: owned */
         for (int k = 0; k < 3; k++) {
             int t = lua_getfield(L, 1, stream_names[k]); /* 2 + k */
             if (t == LUA_TNIL || (t == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
@@ -575,6 +594,7 @@ static void make_task(lua_State *L, int mesh_arg, int pal_arg, int tg_arg, uint3
     task->layout = pal->layout;
     task->instances = count;
     task->file_order = tg->file_order;
+    task->full = tg->spill_ok && !tg->file_order;
     lmb_skin_stream *out[3] = {&task->pos, &task->nrm, &task->tan};
     for (int k = 0; k < 3; k++) {
         *out[k] = tg->s[k];

@@ -258,6 +258,7 @@ void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item) {
     r.tan_stride = t->tan.stride;
     r.pos_wide = t->pos.wide;
     r.nrm_wide = t->nrm.wide;
+    r.full = t->full && !t->file_order;
     r.begin = c * LMB_SKIN_CHUNK;
     r.end = r.begin + LMB_SKIN_CHUNK < m->vertex_count ? r.begin + LMB_SKIN_CHUNK : m->vertex_count;
     if (lmb_simd_active())

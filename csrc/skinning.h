@@ -92,6 +92,7 @@ typedef struct lmb_skin_task {
     int layout;               /* LMB_PALETTE_MAT4 or LMB_PALETTE_MAT3X4 */
     uint32_t instances;
     int file_order;
+    int full;                 /* see lmb_skin_range.full; never with file_order */
     lmb_skin_stream pos, nrm, tan;
 } lmb_skin_task;
 
@@ -115,6 +116,9 @@ typedef struct lmb_skin_range {
     float *pos, *nrm, *tan;
     size_t pos_stride, nrm_stride, tan_stride;
     int pos_wide, nrm_wide;
+    int full;                 /* 16-byte stores allowed for every vertex but the last of
+                                 the range: the 4th float is owned (wide) or written later
+                                 by this same call (packed float3, interleaved neighbours) */
     uint32_t begin, end;
 } lmb_skin_range;
 

@@ -20,15 +20,12 @@
 
 /* v * 1/|v.xyz| (lanes 0..2; lane 3 is kept as is, callers overwrite it). */
 LMB_AVX2 static ALWAYS_INLINE __m128 normalize3(__m128 v) {
-    __m128 sq = _mm_mul_ps(v, v);
-    __m128 s = _mm_add_ss(_mm_add_ss(sq, _mm_movehdup_ps(sq)), _mm_movehl_ps(sq, sq));
-    s = _mm_max_ss(s, _mm_set_ss(1e-30f));
-    __m128 y = _mm_rsqrt_ss(s);
-    /* y = y * (1.5 - 0.5 * s * y * y) */
-    __m128 hs = _mm_mul_ss(_mm_set_ss(0.5f), s);
-    __m128 yy = _mm_mul_ss(y, y);
-    y = _mm_mul_ss(y, _mm_fnmadd_ss(hs, yy, _mm_set_ss(1.5f)));
-    return _mm_mul_ps(v, _mm_shuffle_ps(y, y, 0));
+    __m128 s = _mm_max_ps(_mm_dp_ps(v, v, 0x7F), _mm_set1_ps(1e-30f));
+    __m128 y = _mm_rsqrt_ps(s);
+    /* one Newton step: y * (1.5 - 0.5 * s * y * y) */
+    __m128 hs = _mm_mul_ps(_mm_set1_ps(0.5f), s);
+    y = _mm_mul_ps(y, _mm_fnmadd_ps(hs, _mm_mul_ps(y, y), _mm_set1_ps(1.5f)));
+    return _mm_mul_ps(v, y);
 }
 
 LMB_AVX2 static ALWAYS_INLINE void store3(float *d, __m128 v) {
@@ -53,125 +50,255 @@ LMB_AVX2 static ALWAYS_INLINE __m128 xform_rows(__m256 r01, __m128 r2, __m128 h)
     return _mm_hadd_ps(h1, h2);
 }
 
-/* Writes sorted vertex v from its transformed position / normal / tangent. */
-LMB_AVX2 static ALWAYS_INLINE void put(const lmb_skin_range *r, uint32_t v, __m128 p, __m128 n,
-                                       __m128 t) {
-    size_t o = r->map ? r->map[v] : v;
-    if (r->pos) {
-        float *d = r->pos + o * r->pos_stride;
-        if (r->pos_wide)
-            _mm_storeu_ps(d, _mm_blend_ps(p, _mm_set1_ps(1.0f), 8));
-        else
-            store3(d, p);
-    }
-    if (r->nrm) {
-        float *d = r->nrm + o * r->nrm_stride;
-        n = normalize3(n);
-        if (r->nrm_wide)
-            _mm_storeu_ps(d, _mm_blend_ps(n, _mm_setzero_ps(), 8));
-        else
-            store3(d, n);
-    }
-    if (r->tan) {
-        float *d = r->tan + o * r->tan_stride;
-        t = normalize3(t);
-        /* w (handedness) from the source */
-        _mm_storeu_ps(d, _mm_blend_ps(t, _mm_broadcast_ss(r->mesh->tan + (size_t)v * 4 + 3), 8));
-    }
+/* Stores 3 floats, or 4 when `full` (the 4th float is either owned by the
+ * stream or overwritten later by this thread, see lmb_skin_range.full). */
+LMB_AVX2 static ALWAYS_INLINE void store_v(float *d, __m128 v, int full, int wide) {
+    if (full || wide)
+        _mm_storeu_ps(d, v);
+    else
+        store3(d, v);
 }
 
-/* mat4 palettes: one straight loop for k influences. */
-LMB_AVX2 static ALWAYS_INLINE void group_cols(const lmb_skin_range *r, uint32_t k, uint32_t lo,
-                                              uint32_t hi) {
+/* One straight loop over sorted vertices [lo, hi) with k influences. The
+ * flags P, N, T (streams written), FULL (16-byte stores) and ROWS (mat3x4
+ * palette) are constants in every instantiation, so the loop body has no
+ * branch except the optional output map. */
+LMB_AVX2 static ALWAYS_INLINE void group(const lmb_skin_range *r, uint32_t k, uint32_t lo,
+                                         uint32_t hi, int P, int N, int T, int FULL, int ROWS) {
     const lmb_skin_mesh *m = r->mesh;
     const float *pal = r->pal;
+    const uint32_t width = ROWS ? 12 : 16;
     const uint16_t *J = m->joints + m->joint_off[k] + (size_t)(lo - m->first[k]) * k;
     const float *W = k > 1 ? m->weights + m->weight_off[k] + (size_t)(lo - m->first[k]) * k : NULL;
-    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
-    const __m128 zero4 = _mm_setzero_ps();
-    for (uint32_t v = lo; v < hi; v++, J += k) {
-        const float *P0 = pal + (size_t)J[0] * 16;
-        __m256 c01, c23;
+    const float *sp = m->pos + (size_t)lo * 4;
+    const float *sn = N ? m->nrm + (size_t)lo * 4 : NULL;
+    const float *st = T ? m->tan + (size_t)lo * 4 : NULL;
+    const uint32_t *map = r->map;
+    const size_t ps = r->pos_stride, ns = r->nrm_stride, ts = r->tan_stride;
+    float *dp = P && !map ? r->pos + (size_t)lo * ps : NULL;
+    float *dn = N && !map ? r->nrm + (size_t)lo * ns : NULL;
+    float *dt = T && !map ? r->tan + (size_t)lo * ts : NULL;
+    const __m256 one8 = _mm256_set1_ps(1.0f), zero8 = _mm256_setzero_ps();
+    const __m128 one4 = _mm_set1_ps(1.0f), zero4 = _mm_setzero_ps();
+    for (uint32_t v = lo; v < hi; v++, J += k, sp += 4) {
+        __m256 a01, a23; /* mat4: columns (0|1), (2|3); mat3x4: rows (0|1), row 2 in a23's low half */
+        const float *P0 = pal + (size_t)J[0] * width;
         if (k == 1) {
-            c01 = _mm256_loadu_ps(P0);
-            c23 = _mm256_loadu_ps(P0 + 8);
+            a01 = _mm256_loadu_ps(P0);
+            a23 = ROWS ? _mm256_castps128_ps256(_mm_loadu_ps(P0 + 8)) : _mm256_loadu_ps(P0 + 8);
         } else {
             __m256 w = _mm256_broadcast_ss(W);
-            c01 = _mm256_mul_ps(w, _mm256_loadu_ps(P0));
-            c23 = _mm256_mul_ps(w, _mm256_loadu_ps(P0 + 8));
+            a01 = _mm256_mul_ps(w, _mm256_loadu_ps(P0));
+            a23 = ROWS ? _mm256_castps128_ps256(_mm_mul_ps(_mm256_castps256_ps128(w),
+                                                           _mm_loadu_ps(P0 + 8)))
+                       : _mm256_mul_ps(w, _mm256_loadu_ps(P0 + 8));
             for (uint32_t i = 1; i < k; i++) {
-                const float *P = pal + (size_t)J[i] * 16;
+                const float *Pi = pal + (size_t)J[i] * width;
                 w = _mm256_broadcast_ss(W + i);
-                c01 = _mm256_fmadd_ps(w, _mm256_loadu_ps(P), c01);
-                c23 = _mm256_fmadd_ps(w, _mm256_loadu_ps(P + 8), c23);
+                a01 = _mm256_fmadd_ps(w, _mm256_loadu_ps(Pi), a01);
+                if (ROWS)
+                    a23 = _mm256_castps128_ps256(_mm_fmadd_ps(_mm256_castps256_ps128(w),
+                                                              _mm_loadu_ps(Pi + 8),
+                                                              _mm256_castps256_ps128(a23)));
+                else
+                    a23 = _mm256_fmadd_ps(w, _mm256_loadu_ps(Pi + 8), a23);
             }
             W += k;
         }
-        __m128 p = r->pos ? xform_cols(c01, c23, m->pos + (size_t)v * 4, one) : zero4;
-        __m128 n = r->nrm ? xform_cols(c01, c23, m->nrm + (size_t)v * 4, zero) : zero4;
-        __m128 t = r->tan ? xform_cols(c01, c23, m->tan + (size_t)v * 4, zero) : zero4;
-        put(r, v, p, n, t);
+        size_t o = map ? map[v] : 0;
+        if (P) {
+            __m128 p = ROWS ? xform_rows(a01, _mm256_castps256_ps128(a23), _mm_load_ps(sp))
+                            : xform_cols(a01, a23, sp, one8);
+            p = _mm_blend_ps(p, one4, 8);
+            store_v(map ? r->pos + o * ps : dp, p, FULL, r->pos_wide);
+            if (!map) dp += ps;
+        }
+        if (N) {
+            __m128 n = ROWS ? xform_rows(a01, _mm256_castps256_ps128(a23), _mm_load_ps(sn))
+                            : xform_cols(a01, a23, sn, zero8);
+            n = _mm_blend_ps(normalize3(n), zero4, 8);
+            store_v(map ? r->nrm + o * ns : dn, n, FULL, r->nrm_wide);
+            if (!map) dn += ns;
+            sn += 4;
+        }
+        if (T) {
+            __m128 src = _mm_load_ps(st);
+            __m128 t = ROWS ? xform_rows(a01, _mm256_castps256_ps128(a23), _mm_blend_ps(src, zero4, 8))
+                            : xform_cols(a01, a23, st, zero8);
+            t = _mm_blend_ps(normalize3(t), src, 8); /* w (handedness) from the source */
+            _mm_storeu_ps(map ? r->tan + o * ts : dt, t);
+            if (!map) dt += ts;
+            st += 4;
+        }
     }
 }
 
-/* mat3x4 palettes: rows 0 and 1 in a 256-bit register, row 2 in 128 bits. */
-LMB_AVX2 static ALWAYS_INLINE void group_rows(const lmb_skin_range *r, uint32_t k, uint32_t lo,
-                                              uint32_t hi) {
+/* Blended matrix of one vertex (mat4 palette): columns (0|1) and (2|3). */
+LMB_AVX2 static ALWAYS_INLINE void blend_cols(const float *pal, const uint16_t *J, const float *W,
+                                              uint32_t k, __m256 *c01, __m256 *c23) {
+    const float *P0 = pal + (size_t)J[0] * 16;
+    if (k == 1) {
+        *c01 = _mm256_loadu_ps(P0);
+        *c23 = _mm256_loadu_ps(P0 + 8);
+        return;
+    }
+    __m256 w = _mm256_broadcast_ss(W);
+    __m256 a = _mm256_mul_ps(w, _mm256_loadu_ps(P0));
+    __m256 b = _mm256_mul_ps(w, _mm256_loadu_ps(P0 + 8));
+    for (uint32_t i = 1; i < k; i++) {
+        const float *Pi = pal + (size_t)J[i] * 16;
+        w = _mm256_broadcast_ss(W + i);
+        a = _mm256_fmadd_ps(w, _mm256_loadu_ps(Pi), a);
+        b = _mm256_fmadd_ps(w, _mm256_loadu_ps(Pi + 8), b);
+    }
+    *c01 = a;
+    *c23 = b;
+}
+
+/* Unfolded transform of the float4 at s (its w is used as is): lanes 0..3
+ * plus lanes 4..7 is the result. */
+LMB_AVX2 static ALWAYS_INLINE __m256 xform_half(__m256 c01, __m256 c23, const float *s) {
+    __m256 b = _mm256_broadcast_ps((const __m128 *)(const void *)s);
+    __m256 xy = _mm256_permutevar_ps(b, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    __m256 zw = _mm256_permutevar_ps(b, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+    return _mm256_fmadd_ps(c23, zw, _mm256_mul_ps(c01, xy));
+}
+
+/* Same for a vector whose source w must be ignored (tangents). */
+LMB_AVX2 static ALWAYS_INLINE __m256 xform_half0(__m256 c01, __m256 c23, const float *s) {
+    __m256 b = _mm256_broadcast_ps((const __m128 *)(const void *)s);
+    __m256 xy = _mm256_permutevar_ps(b, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    __m256 zw = _mm256_blend_ps(_mm256_permutevar_ps(b, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)),
+                                _mm256_setzero_ps(), 0xF0);
+    return _mm256_fmadd_ps(c23, zw, _mm256_mul_ps(c01, xy));
+}
+
+/* Folds two unfolded results into (a | b). */
+LMB_AVX2 static ALWAYS_INLINE __m256 fold2(__m256 a, __m256 b) {
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+/* Normalises the xyz of both 128-bit halves; w lanes must be 0. */
+LMB_AVX2 static ALWAYS_INLINE __m256 normalize3x2(__m256 v) {
+    __m256 sq = _mm256_mul_ps(v, v);
+    __m256 s = _mm256_add_ps(sq, _mm256_permute_ps(sq, 0xB1));
+    s = _mm256_add_ps(s, _mm256_permute_ps(s, 0x4E));
+    s = _mm256_max_ps(s, _mm256_set1_ps(1e-30f));
+    __m256 y = _mm256_rsqrt_ps(s);
+    __m256 hs = _mm256_mul_ps(_mm256_set1_ps(0.5f), s);
+    y = _mm256_mul_ps(y, _mm256_fnmadd_ps(hs, _mm256_mul_ps(y, y), _mm256_set1_ps(1.5f)));
+    return _mm256_mul_ps(v, y);
+}
+
+/* mat4 palettes, two vertices per step so the folds and the normalisation
+ * work on full 256-bit registers. Same flags as group(). */
+LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, uint32_t lo,
+                                          uint32_t hi, int P, int N, int T, int FULL) {
     const lmb_skin_mesh *m = r->mesh;
     const float *pal = r->pal;
     const uint16_t *J = m->joints + m->joint_off[k] + (size_t)(lo - m->first[k]) * k;
-    const float *W = k > 1 ? m->weights + m->weight_off[k] + (size_t)(lo - m->first[k]) * k : NULL;
-    const __m128 zero4 = _mm_setzero_ps();
-    for (uint32_t v = lo; v < hi; v++, J += k) {
-        const float *P0 = pal + (size_t)J[0] * 12;
-        __m256 r01;
-        __m128 r2;
-        if (k == 1) {
-            r01 = _mm256_loadu_ps(P0);
-            r2 = _mm_loadu_ps(P0 + 8);
-        } else {
-            __m256 w = _mm256_broadcast_ss(W);
-            r01 = _mm256_mul_ps(w, _mm256_loadu_ps(P0));
-            r2 = _mm_mul_ps(_mm256_castps256_ps128(w), _mm_loadu_ps(P0 + 8));
-            for (uint32_t i = 1; i < k; i++) {
-                const float *P = pal + (size_t)J[i] * 12;
-                w = _mm256_broadcast_ss(W + i);
-                r01 = _mm256_fmadd_ps(w, _mm256_loadu_ps(P), r01);
-                r2 = _mm_fmadd_ps(_mm256_castps256_ps128(w), _mm_loadu_ps(P + 8), r2);
+    static const float no_weights[1] = {1.0f}; /* k = 1 reads no weight */
+    const float *W = k > 1 ? m->weights + m->weight_off[k] + (size_t)(lo - m->first[k]) * k
+                           : no_weights;
+    const uint32_t wk = k > 1 ? k : 0;
+    const uint32_t *map = r->map;
+    const size_t ps = r->pos_stride, ns = r->nrm_stride, ts = r->tan_stride;
+    const __m256 one8 = _mm256_set1_ps(1.0f), zero8 = _mm256_setzero_ps();
+    uint32_t v = lo;
+    for (; v + 2 <= hi; v += 2, J += 2 * k, W += 2 * wk) {
+        __m256 a01, a23, b01, b23;
+        blend_cols(pal, J, W, k, &a01, &a23);
+        blend_cols(pal, J + k, W + wk, k, &b01, &b23);
+        size_t oa = map ? map[v] : v, ob = map ? map[v + 1] : v + 1;
+        if (P) {
+            const float *sp = m->pos + (size_t)v * 4;
+            __m256 pp = fold2(xform_half(a01, a23, sp), xform_half(b01, b23, sp + 4));
+            pp = _mm256_blend_ps(pp, one8, 0x88);
+            float *da = r->pos + oa * ps, *db = r->pos + ob * ps;
+            if (FULL || r->pos_wide) {
+                _mm_storeu_ps(da, _mm256_castps256_ps128(pp));
+                _mm_storeu_ps(db, _mm256_extractf128_ps(pp, 1));
+            } else {
+                store3(da, _mm256_castps256_ps128(pp));
+                store3(db, _mm256_extractf128_ps(pp, 1));
             }
-            W += k;
         }
-        __m128 p = r->pos ? xform_rows(r01, r2, _mm_load_ps(m->pos + (size_t)v * 4)) : zero4;
-        __m128 n = r->nrm ? xform_rows(r01, r2, _mm_load_ps(m->nrm + (size_t)v * 4)) : zero4;
-        __m128 t = r->tan ? xform_rows(r01, r2, _mm_blend_ps(_mm_load_ps(m->tan + (size_t)v * 4),
-                                                             zero4, 8))
-                          : zero4;
-        put(r, v, p, n, t);
+        if (N) {
+            const float *sn = m->nrm + (size_t)v * 4;
+            __m256 nn = fold2(xform_half(a01, a23, sn), xform_half(b01, b23, sn + 4));
+            nn = normalize3x2(_mm256_blend_ps(nn, zero8, 0x88));
+            float *da = r->nrm + oa * ns, *db = r->nrm + ob * ns;
+            if (FULL || r->nrm_wide) {
+                _mm_storeu_ps(da, _mm256_castps256_ps128(nn));
+                _mm_storeu_ps(db, _mm256_extractf128_ps(nn, 1));
+            } else {
+                store3(da, _mm256_castps256_ps128(nn));
+                store3(db, _mm256_extractf128_ps(nn, 1));
+            }
+        }
+        if (T) {
+            const float *st = m->tan + (size_t)v * 4;
+            __m256 src = _mm256_loadu_ps(st);
+            __m256 tt = fold2(xform_half0(a01, a23, st), xform_half0(b01, b23, st + 4));
+            tt = _mm256_blend_ps(normalize3x2(_mm256_blend_ps(tt, zero8, 0x88)), src, 0x88);
+            _mm_storeu_ps(r->tan + oa * ts, _mm256_castps256_ps128(tt));
+            _mm_storeu_ps(r->tan + ob * ts, _mm256_extractf128_ps(tt, 1));
+        }
+    }
+    if (v < hi) group(r, k, v, hi, P, N, T, FULL, 0);
+}
+
+typedef void (*group_fn)(const lmb_skin_range *r, uint32_t lo, uint32_t hi);
+
+#define GROUP(k, P, N, T, F, R)                                                           \
+    LMB_AVX2 static void g_##k##P##N##T##F##R(const lmb_skin_range *r, uint32_t lo,        \
+                                               uint32_t hi) {                              \
+        if (R)                                                                             \
+            group(r, k, lo, hi, P, N, T, F, R);                                            \
+        else                                                                               \
+            group2(r, k, lo, hi, P, N, T, F);                                              \
+    }
+#define GROUP_K(P, N, T, F, R) GROUP(1, P, N, T, F, R) GROUP(2, P, N, T, F, R) \
+    GROUP(3, P, N, T, F, R) GROUP(4, P, N, T, F, R)
+#define GROUP_PNT(F, R) GROUP_K(0, 0, 1, F, R) GROUP_K(0, 1, 0, F, R) GROUP_K(0, 1, 1, F, R) \
+    GROUP_K(1, 0, 0, F, R) GROUP_K(1, 0, 1, F, R) GROUP_K(1, 1, 0, F, R) GROUP_K(1, 1, 1, F, R)
+GROUP_PNT(0, 0)
+GROUP_PNT(0, 1)
+GROUP_PNT(1, 0)
+GROUP_PNT(1, 1)
+
+#define ROW_K(P, N, T, F, R) {g_1##P##N##T##F##R, g_2##P##N##T##F##R, g_3##P##N##T##F##R, \
+                              g_4##P##N##T##F##R}
+#define ROW_PNT(F, R) {{NULL, NULL, NULL, NULL}, ROW_K(0, 0, 1, F, R), ROW_K(0, 1, 0, F, R), \
+    ROW_K(0, 1, 1, F, R), ROW_K(1, 0, 0, F, R), ROW_K(1, 0, 1, F, R), ROW_K(1, 1, 0, F, R),   \
+    ROW_K(1, 1, 1, F, R)}
+
+/* table[rows][full][P * 4 + N * 2 + T][k - 1] */
+static const group_fn table[2][2][8][4] = {{ROW_PNT(0, 0), ROW_PNT(1, 0)},
+                                           {ROW_PNT(0, 1), ROW_PNT(1, 1)}};
+
+static void run_groups(const lmb_skin_range *r, uint32_t begin, uint32_t end, int full) {
+    const lmb_skin_mesh *m = r->mesh;
+    int flags = (r->pos ? 4 : 0) | (r->nrm ? 2 : 0) | (r->tan ? 1 : 0);
+    if (!flags) return;
+    const group_fn *fns = table[r->layout != LMB_PALETTE_MAT4][full][flags];
+    for (uint32_t k = 1; k <= 4; k++) {
+        uint32_t lo = m->first[k], hi = m->first[k] + m->count[k];
+        if (lo < begin) lo = begin;
+        if (hi > end) hi = end;
+        if (lo < hi) fns[k - 1](r, lo, hi);
     }
 }
 
 LMB_AVX2 void lmb_skin_range_avx2(const lmb_skin_range *r) {
-    const lmb_skin_mesh *m = r->mesh;
-    for (uint32_t k = 1; k <= 4; k++) {
-        uint32_t lo = m->first[k], hi = m->first[k] + m->count[k];
-        if (lo < r->begin) lo = r->begin;
-        if (hi > r->end) hi = r->end;
-        if (lo >= hi) continue;
-        if (r->layout == LMB_PALETTE_MAT4) {
-            switch (k) {
-            case 1: group_cols(r, 1, lo, hi); break;
-            case 2: group_cols(r, 2, lo, hi); break;
-            case 3: group_cols(r, 3, lo, hi); break;
-            default: group_cols(r, 4, lo, hi); break;
-            }
-        } else {
-            switch (k) {
-            case 1: group_rows(r, 1, lo, hi); break;
-            case 2: group_rows(r, 2, lo, hi); break;
-            case 3: group_rows(r, 3, lo, hi); break;
-            default: group_rows(r, 4, lo, hi); break;
-            }
-        }
+    if (r->begin >= r->end) return;
+    if (r->full) {
+        /* every 16-byte store spills only onto bytes written later by this
+         * call, except the last vertex's */
+        run_groups(r, r->begin, r->end - 1, 1);
+        run_groups(r, r->end - 1, r->end, 0);
+    } else {
+        run_groups(r, r->begin, r->end, 0);
     }
 }
 
