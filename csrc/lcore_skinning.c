@@ -630,7 +630,7 @@ static void run_tasks(lua_State *L, const lmb_skin_task *tasks, const uint32_t *
     lmb_pool_run(lcore_pool(L), item_end[n - 1], run_item, &job);
 }
 
-/** core.skin(mesh, palette, target): skins every instance of the palette
+/** core.skin_run(mesh, palette, target): skins every instance of the palette
  * with the mesh into the target (same instance counts). */
 static int l_skin(lua_State *L) {
     lpalette *pal = lcore_check_palette(L, 2);
@@ -764,7 +764,7 @@ void lcore_open_skinning(lua_State *L) {
     static const luaL_Reg batch_meta[] = {{"__len", l_batch_len}, {NULL, NULL}};
     static const luaL_Reg pool_meta[] = {{"__gc", l_pool_gc}, {NULL, NULL}};
     static const luaL_Reg funcs[] = {{"skin_mesh", l_mesh_new},   {"skin_target", l_target_new},
-                                     {"skin", l_skin},            {"skin_batch", l_batch_new},
+                                     {"skin_run", l_skin},        {"skin_batch", l_batch_new},
                                      {"threads", l_threads},      {NULL, NULL}};
     lcore_class(L, SKINMESH_MT, mesh_meta, mesh_methods);
     lcore_class(L, SKINTARGET_MT, NULL, target_methods);

@@ -55,7 +55,7 @@ end
 -- @tparam limber.Palette palette
 -- @tparam limber.SkinTarget target
 function M.skin(mesh, palette, target)
-  core.skin(mesh, palette, target)
+  core.skin_run(mesh, palette, target)
 end
 
 --- Prepares a list of jobs run together by `batch:run()`. Each job is a
