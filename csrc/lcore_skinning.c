@@ -30,8 +30,9 @@ lmb_pool *lcore_pool(lua_State *L) {
 }
 
 /** core.threads([n]): the number of threads batched jobs use (the caller
- * included), after setting it to n (1 .. 65) when given. Results do not
- * depend on it. Always 1 in a single-threaded build. */
+ * included), after setting it to n (1 .. 65) when given, the number of
+ * cores, and whether the build has threads (LIMBER_THREADS). Results do not
+ * depend on the count. Always 1 in a single-threaded build. */
 static int l_threads(lua_State *L) {
     lmb_pool *p = lcore_pool(L);
     if (!lua_isnoneornil(L, 1)) {
@@ -43,7 +44,12 @@ static int l_threads(lua_State *L) {
     }
     lua_pushinteger(L, lmb_pool_threads(p));
     lua_pushinteger(L, lmb_cpu_count());
-    return 2;
+#ifdef LIMBER_THREADS
+    lua_pushboolean(L, 1);
+#else
+    lua_pushboolean(L, 0);
+#endif
+    return 3;
 }
 
 /* ---- SkinMesh --------------------------------------------------------- */

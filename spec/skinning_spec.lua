@@ -196,8 +196,8 @@ for _, simd in ipairs({ true, false }) do
       local old_threads = sk.threads()
       local results = {}
       for _, t in ipairs({ 1, 2, 3 }) do
-        sk.threads(t)
-        assert.equal(t, (sk.threads()))
+        local _, _, threaded = sk.threads(t)
+        assert.equal(threaded and t or 1, (sk.threads()))
         local tg = sk.target { mesh = mesh, instances = N, positions = true, normals = true, tangents = true }
         sk.skin(mesh, pal, tg)
         results[t] = tg:positions():bytes() .. tg:normals():bytes() .. tg:tangents():bytes()

@@ -75,6 +75,7 @@ end
 -- @tparam[opt] integer n
 -- @treturn integer threads
 -- @treturn integer cores
+-- @treturn boolean whether the build has threads (CMake option LIMBER_THREADS)
 function M.threads(n)
   return core.threads(n)
 end
