@@ -243,8 +243,8 @@ void lmb_skin_range_portable(const lmb_skin_range *r) {
 
 void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item) {
     const lmb_skin_mesh *m = t->mesh;
-    uint32_t chunks = (m->vertex_count + LMB_SKIN_CHUNK - 1) / LMB_SKIN_CHUNK;
-    uint32_t i = item / chunks, c = item % chunks;
+    /* chunk-major: consecutive items share a chunk of the mesh, which stays in cache */
+    uint32_t i = item % t->instances, c = item / t->instances;
     lmb_skin_range r;
     r.mesh = m;
     r.pal = t->palette + (size_t)i * t->palette_stride;
