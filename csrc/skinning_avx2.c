@@ -1,15 +1,24 @@
 /* skinning_avx2.c: the AVX2 + FMA skinning kernel.
  *
- * One vertex per step, eight lanes wide: with the mat4 layout a 256-bit
- * register holds two columns of the blended matrix (c0|c1 and c2|c3), so
- * blending one influence costs two FMAs with the palette entry read
- * straight from memory (one 64-byte cache line per entry), and a point is
- * transformed by (c0|c1) * (x x x x y y y y) + (c2|c3) * (z z z z 1 1 1 1)
- * and one 128-bit add of the halves. With the mat3x4 layout a register
- * holds rows 0 and 1 and a 128-bit register row 2 (1.5 FMAs per influence),
- * and the dot products finish with horizontal adds. Normals and tangents
- * use the same blended matrix and are normalised with rsqrt and one
- * Newton step (within a few float ulps of the portable 1/sqrt). */
+ * mat4 palettes (the fast path): two vertices per step. A vertex's blended
+ * matrix is built in two 256-bit registers, columns (0|1) and (2|3), with
+ * two FMAs per influence reading the palette entry (one 64-byte line)
+ * straight from memory. The two vertices' columns are then regrouped as
+ * C0 = (c0 of A | c0 of B) ... C3, so a point is C0 x + C1 y + C2 z + C3
+ * with x, y, z in-lane broadcasts of one 256-bit load of both sources
+ * (float4 x y z w each): three FMAs for two vertices, results (A | B) ready
+ * to store. Normals and tangents use the same blended matrix and are
+ * normalised two at a time with rsqrt and one Newton step (a few float
+ * ulps from the portable 1/sqrt).
+ *
+ * mat3x4 palettes: one vertex per step, rows 0 and 1 in a 256-bit register
+ * and row 2 in 128 bits (1.5 FMAs per influence), dot products finished with
+ * horizontal adds. Measured slower than the mat4 path here; it exists so a
+ * texture-layout palette can be skinned without a second palette.
+ *
+ * Every instantiation of the loops has its streams, store width and layout
+ * as constants: one straight loop per influence count, no per-vertex branch
+ * except the optional file-order map. */
 #include "palette.h"
 #include "simd.h"
 #include "skinning.h"
@@ -155,29 +164,6 @@ LMB_AVX2 static ALWAYS_INLINE void blend_cols(const float *pal, const uint16_t *
     *c23 = b;
 }
 
-/* Unfolded transform of the float4 at s (its w is used as is): lanes 0..3
- * plus lanes 4..7 is the result. */
-LMB_AVX2 static ALWAYS_INLINE __m256 xform_half(__m256 c01, __m256 c23, const float *s) {
-    __m256 b = _mm256_broadcast_ps((const __m128 *)(const void *)s);
-    __m256 xy = _mm256_permutevar_ps(b, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-    __m256 zw = _mm256_permutevar_ps(b, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
-    return _mm256_fmadd_ps(c23, zw, _mm256_mul_ps(c01, xy));
-}
-
-/* Same for a vector whose source w must be ignored (tangents). */
-LMB_AVX2 static ALWAYS_INLINE __m256 xform_half0(__m256 c01, __m256 c23, const float *s) {
-    __m256 b = _mm256_broadcast_ps((const __m128 *)(const void *)s);
-    __m256 xy = _mm256_permutevar_ps(b, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-    __m256 zw = _mm256_blend_ps(_mm256_permutevar_ps(b, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)),
-                                _mm256_setzero_ps(), 0xF0);
-    return _mm256_fmadd_ps(c23, zw, _mm256_mul_ps(c01, xy));
-}
-
-/* Folds two unfolded results into (a | b). */
-LMB_AVX2 static ALWAYS_INLINE __m256 fold2(__m256 a, __m256 b) {
-    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
-}
-
 /* Normalises the xyz of both 128-bit halves; w lanes must be 0. */
 LMB_AVX2 static ALWAYS_INLINE __m256 normalize3x2(__m256 v) {
     __m256 sq = _mm256_mul_ps(v, v);
@@ -209,10 +195,17 @@ LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, u
         __m256 a01, a23, b01, b23;
         blend_cols(pal, J, W, k, &a01, &a23);
         blend_cols(pal, J + k, W + wk, k, &b01, &b23);
+        /* columns of both vertices: C0 = (c0 of A | c0 of B) ... */
+        __m256 C0 = _mm256_permute2f128_ps(a01, b01, 0x20);
+        __m256 C1 = _mm256_permute2f128_ps(a01, b01, 0x31);
+        __m256 C2 = _mm256_permute2f128_ps(a23, b23, 0x20);
+        __m256 C3 = _mm256_permute2f128_ps(a23, b23, 0x31);
         size_t oa = map ? map[v] : v, ob = map ? map[v + 1] : v + 1;
         if (P) {
-            const float *sp = m->pos + (size_t)v * 4;
-            __m256 pp = fold2(xform_half(a01, a23, sp), xform_half(b01, b23, sp + 4));
+            __m256 s2 = _mm256_loadu_ps(m->pos + (size_t)v * 4); /* (x y z 1 of A | of B) */
+            __m256 pp = _mm256_fmadd_ps(C0, _mm256_permute_ps(s2, 0x00), C3);
+            pp = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), pp);
+            pp = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), pp);
             pp = _mm256_blend_ps(pp, one8, 0x88);
             float *da = r->pos + oa * ps, *db = r->pos + ob * ps;
             if (FULL || r->pos_wide) {
@@ -224,8 +217,10 @@ LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, u
             }
         }
         if (N) {
-            const float *sn = m->nrm + (size_t)v * 4;
-            __m256 nn = fold2(xform_half(a01, a23, sn), xform_half(b01, b23, sn + 4));
+            __m256 s2 = _mm256_loadu_ps(m->nrm + (size_t)v * 4);
+            __m256 nn = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
+            nn = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), nn);
+            nn = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), nn);
             nn = normalize3x2(_mm256_blend_ps(nn, zero8, 0x88));
             float *da = r->nrm + oa * ns, *db = r->nrm + ob * ns;
             if (FULL || r->nrm_wide) {
@@ -237,10 +232,11 @@ LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, u
             }
         }
         if (T) {
-            const float *st = m->tan + (size_t)v * 4;
-            __m256 src = _mm256_loadu_ps(st);
-            __m256 tt = fold2(xform_half0(a01, a23, st), xform_half0(b01, b23, st + 4));
-            tt = _mm256_blend_ps(normalize3x2(_mm256_blend_ps(tt, zero8, 0x88)), src, 0x88);
+            __m256 s2 = _mm256_loadu_ps(m->tan + (size_t)v * 4);
+            __m256 tt = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
+            tt = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), tt);
+            tt = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), tt);
+            tt = _mm256_blend_ps(normalize3x2(_mm256_blend_ps(tt, zero8, 0x88)), s2, 0x88);
             _mm_storeu_ps(r->tan + oa * ts, _mm256_castps256_ps128(tt));
             _mm_storeu_ps(r->tan + ob * ts, _mm256_extractf128_ps(tt, 1));
         }
