@@ -178,6 +178,11 @@ LMB_AVX2 static ALWAYS_INLINE __m256 normalize3x2(__m256 v) {
 
 /* mat4 palettes, two vertices per step so the folds and the normalisation
  * work on full 256-bit registers. Same flags as group(). */
+/* Sources of vertices v and v + 1 (or v twice): (x y z w | x y z w). */
+LMB_AVX2 static ALWAYS_INLINE __m256 load2(const float *s, int two) {
+    return two ? _mm256_loadu_ps(s) : _mm256_broadcast_ps((const __m128 *)(const void *)s);
+}
+
 LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, uint32_t lo,
                                           uint32_t hi, int P, int N, int T, int FULL) {
     const lmb_skin_mesh *m = r->mesh;
@@ -191,18 +196,26 @@ LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, u
     const size_t ps = r->pos_stride, ns = r->nrm_stride, ts = r->tan_stride;
     const __m256 one8 = _mm256_set1_ps(1.0f), zero8 = _mm256_setzero_ps();
     uint32_t v = lo;
-    for (; v + 2 <= hi; v += 2, J += 2 * k, W += 2 * wk) {
+    /* A lone last vertex goes through the same instructions with B = A, so
+     * every vertex gets the same bits however ranges are split. */
+    for (; v < hi; v += 2, J += 2 * k, W += 2 * wk) {
+        const int two = v + 1 < hi;
         __m256 a01, a23, b01, b23;
         blend_cols(pal, J, W, k, &a01, &a23);
-        blend_cols(pal, J + k, W + wk, k, &b01, &b23);
+        if (two) {
+            blend_cols(pal, J + k, W + wk, k, &b01, &b23);
+        } else {
+            b01 = a01;
+            b23 = a23;
+        }
         /* columns of both vertices: C0 = (c0 of A | c0 of B) ... */
         __m256 C0 = _mm256_permute2f128_ps(a01, b01, 0x20);
         __m256 C1 = _mm256_permute2f128_ps(a01, b01, 0x31);
         __m256 C2 = _mm256_permute2f128_ps(a23, b23, 0x20);
         __m256 C3 = _mm256_permute2f128_ps(a23, b23, 0x31);
-        size_t oa = map ? map[v] : v, ob = map ? map[v + 1] : v + 1;
+        size_t oa = map ? map[v] : v, ob = !two ? oa : map ? map[v + 1] : v + 1;
         if (P) {
-            __m256 s2 = _mm256_loadu_ps(m->pos + (size_t)v * 4); /* (x y z 1 of A | of B) */
+            __m256 s2 = load2(m->pos + (size_t)v * 4, two); /* (x y z 1 of A | of B) */
             __m256 pp = _mm256_fmadd_ps(C0, _mm256_permute_ps(s2, 0x00), C3);
             pp = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), pp);
             pp = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), pp);
@@ -210,14 +223,14 @@ LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, u
             float *da = r->pos + oa * ps, *db = r->pos + ob * ps;
             if (FULL || r->pos_wide) {
                 _mm_storeu_ps(da, _mm256_castps256_ps128(pp));
-                _mm_storeu_ps(db, _mm256_extractf128_ps(pp, 1));
+                if (two) _mm_storeu_ps(db, _mm256_extractf128_ps(pp, 1));
             } else {
                 store3(da, _mm256_castps256_ps128(pp));
-                store3(db, _mm256_extractf128_ps(pp, 1));
+                if (two) store3(db, _mm256_extractf128_ps(pp, 1));
             }
         }
         if (N) {
-            __m256 s2 = _mm256_loadu_ps(m->nrm + (size_t)v * 4);
+            __m256 s2 = load2(m->nrm + (size_t)v * 4, two);
             __m256 nn = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
             nn = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), nn);
             nn = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), nn);
@@ -225,23 +238,22 @@ LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, u
             float *da = r->nrm + oa * ns, *db = r->nrm + ob * ns;
             if (FULL || r->nrm_wide) {
                 _mm_storeu_ps(da, _mm256_castps256_ps128(nn));
-                _mm_storeu_ps(db, _mm256_extractf128_ps(nn, 1));
+                if (two) _mm_storeu_ps(db, _mm256_extractf128_ps(nn, 1));
             } else {
                 store3(da, _mm256_castps256_ps128(nn));
-                store3(db, _mm256_extractf128_ps(nn, 1));
+                if (two) store3(db, _mm256_extractf128_ps(nn, 1));
             }
         }
         if (T) {
-            __m256 s2 = _mm256_loadu_ps(m->tan + (size_t)v * 4);
+            __m256 s2 = load2(m->tan + (size_t)v * 4, two);
             __m256 tt = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
             tt = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), tt);
             tt = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), tt);
             tt = _mm256_blend_ps(normalize3x2(_mm256_blend_ps(tt, zero8, 0x88)), s2, 0x88);
             _mm_storeu_ps(r->tan + oa * ts, _mm256_castps256_ps128(tt));
-            _mm_storeu_ps(r->tan + ob * ts, _mm256_extractf128_ps(tt, 1));
+            if (two) _mm_storeu_ps(r->tan + ob * ts, _mm256_extractf128_ps(tt, 1));
         }
     }
-    if (v < hi) group(r, k, v, hi, P, N, T, FULL, 0);
 }
 
 typedef void (*group_fn)(const lmb_skin_range *r, uint32_t lo, uint32_t hi);
