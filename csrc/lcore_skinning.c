@@ -648,8 +648,10 @@ static int l_skin(lua_State *L) {
                           (lua_Integer)tg->instances);
     lmb_skin_task task;
     make_task(L, 1, 2, 3, 0, pal->instances, 0, "limber.skinning.skin", &task);
-    uint32_t items = lmb_skin_task_items(&task);
-    run_tasks(L, &task, &items, 1);
+    uint64_t items = lmb_skin_task_items(&task);
+    if (items > UINT32_MAX) return luaL_error(L, "limber.skinning.skin: too much work in one call");
+    uint32_t end = (uint32_t)items;
+    run_tasks(L, &task, &end, 1);
     return 0;
 }
 

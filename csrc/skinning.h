@@ -96,10 +96,12 @@ typedef struct lmb_skin_task {
     lmb_skin_stream pos, nrm, tan;
 } lmb_skin_task;
 
-/* Work items of a task: instances * ceil(vertex_count / LMB_SKIN_CHUNK). */
-static inline uint32_t lmb_skin_task_items(const lmb_skin_task *t) {
-    uint32_t chunks = (t->mesh->vertex_count + LMB_SKIN_CHUNK - 1) / LMB_SKIN_CHUNK;
-    return t->instances * chunks;
+/* Work items of a task: instances * ceil(vertex_count / LMB_SKIN_CHUNK),
+ * chunk-major (item = chunk * instances + instance). Callers keep the total
+ * below 2^32. */
+static inline uint64_t lmb_skin_task_items(const lmb_skin_task *t) {
+    uint64_t chunks = (t->mesh->vertex_count + LMB_SKIN_CHUNK - 1) / LMB_SKIN_CHUNK;
+    return (uint64_t)t->instances * chunks;
 }
 
 /* Runs one work item of a task (the binding checked sizes and joint slots

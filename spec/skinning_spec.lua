@@ -354,6 +354,44 @@ describe("skinning", function()
     assert.equal(before, after)
   end)
 
+  it("shuts the worker pool down when the Lua state closes", function()
+    local script = ([[
+      package.path = %q
+      package.cpath = %q
+      local limber = require "limber"
+      local sk = limber.skinning
+      local skel = limber.skeleton({ {}, { parent = 1 } })
+      local pose = limber.pose(skel, 8)
+      pose:local_to_model()
+      local pal = limber.palette(pose)
+      pal:update()
+      local n, w, j = {}, {}, {}
+      for v = 1, 3000 do
+        n[#n + 1], n[#n + 2], n[#n + 3] = v, 0, 0
+        w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = 1, v %% 2, 0, 0
+        j[#j + 1], j[#j + 2], j[#j + 3], j[#j + 4] = 1, 2, 1, 1
+      end
+      local mesh = sk.mesh { positions = n, joints = j, weights = w }
+      local tg = sk.target { mesh = mesh, instances = 8, positions = true }
+      sk.threads(3)
+      for _ = 1, 20 do sk.skin(mesh, pal, tg) end
+      sk.threads(2)
+      sk.skin(mesh, pal, tg)
+      io.write("done")
+      os.exit(0, true)
+    ]]):format(package.path, package.cpath)
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(script)
+    f:close()
+    local p = assert(io.popen("lua5.4 " .. path .. " 2>&1"))
+    local out = p:read("a")
+    local ok, how, code = p:close()
+    os.remove(path)
+    assert.equal("done", out)
+    assert.is_true(ok, tostring(how) .. " " .. tostring(code))
+  end)
+
   it("keeps meshes, palettes and buffers alive while targets and batches use them", function()
     local pal = random_palette(5, 2)
     local m = random_mesh(64, 5)
