@@ -1,6 +1,7 @@
 /* lcore_skinning.c: Lua types SkinMesh, SkinTarget and SkinBatch, the
  * skinning calls and the module's worker pool. Every check runs before
  * anything is written. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "lcore.h"
@@ -681,6 +682,18 @@ static uint32_t opt_field(lua_State *L, int t, const char *f, uint32_t def, lua_
     return v;
 }
 
+typedef struct slot_range {
+    const void *target;
+    uint32_t slot, count, job;
+} slot_range;
+
+static int cmp_range(const void *a, const void *b) {
+    const slot_range *x = (const slot_range *)a, *y = (const slot_range *)b;
+    if (x->target != y->target) return (uintptr_t)x->target < (uintptr_t)y->target ? -1 : 1;
+    if (x->slot != y->slot) return x->slot < y->slot ? -1 : 1;
+    return x->job < y->job ? -1 : x->job > y->job;
+}
+
 /** core.skin_batch(jobs): a prepared list of skinning jobs run together by
  * batch:run(). Each job is {mesh = , palette = , target = , first = 1
  * (palette instance), count = (to the palette's end), slot = first (target
@@ -698,40 +711,57 @@ static int l_batch_new(lua_State *L) {
     b->tasks = (lmb_skin_task *)(void *)((char *)b + lmb_align_up(sizeof(lbatch), 64));
     b->item_end = (uint32_t *)(void *)(b->tasks + n);
     lua_createtable(L, (int)n * 3, 0); /* 3: anchors */
+    slot_range *ranges = (slot_range *)lua_newuserdatauv(L, (size_t)n * sizeof(slot_range), 0);
+    lua_insert(L, 1); /* scratch below the arguments: 1 scratch, 2 jobs, 3 batch, 4 anchors */
     uint64_t items = 0;
     for (lua_Integer k = 1; k <= n; k++) {
-        if (lua_geti(L, 1, k) != LUA_TTABLE) /* 4 */
+        if (lua_geti(L, 2, k) != LUA_TTABLE) /* 5 */
             return luaL_error(L, "limber.skinning.batch: job %I is not a table", k);
-        lua_getfield(L, 4, "mesh");    /* 5 */
-        lua_getfield(L, 4, "palette"); /* 6 */
-        lua_getfield(L, 4, "target");  /* 7 */
-        if (!luaL_testudata(L, 5, SKINMESH_MT))
+        lua_getfield(L, 5, "mesh");    /* 6 */
+        lua_getfield(L, 5, "palette"); /* 7 */
+        lua_getfield(L, 5, "target");  /* 8 */
+        if (!luaL_testudata(L, 6, SKINMESH_MT))
             return luaL_error(L, "limber.skinning.batch: job %I: mesh must be a limber.SkinMesh", k);
-        if (!luaL_testudata(L, 6, PALETTE_MT))
+        if (!luaL_testudata(L, 7, PALETTE_MT))
             return luaL_error(L, "limber.skinning.batch: job %I: palette must be a limber.Palette", k);
-        if (!luaL_testudata(L, 7, SKINTARGET_MT))
+        if (!luaL_testudata(L, 8, SKINTARGET_MT))
             return luaL_error(L, "limber.skinning.batch: job %I: target must be a limber.SkinTarget", k);
-        lpalette *pal = lcore_check_palette(L, 6);
-        uint32_t first = opt_field(L, 4, "first", 1, k);
+        lpalette *pal = lcore_check_palette(L, 7);
+        uint32_t first = opt_field(L, 5, "first", 1, k);
         if (first > pal->instances)
             return luaL_error(L, "limber.skinning.batch: job %I: first %I out of range [1, %I]", k,
                               (lua_Integer)first, (lua_Integer)pal->instances);
-        uint32_t count = opt_field(L, 4, "count", pal->instances - first + 1, k);
-        uint32_t slot = opt_field(L, 4, "slot", first, k);
-        lua_pushfstring(L, "limber.skinning.batch: job %I", k); /* 8 */
-        make_task(L, 5, 6, 7, first - 1, count, slot - 1, lua_tostring(L, 8),
+        uint32_t count = opt_field(L, 5, "count", pal->instances - first + 1, k);
+        uint32_t slot = opt_field(L, 5, "slot", first, k);
+        lua_pushfstring(L, "limber.skinning.batch: job %I", k); /* 9 */
+        make_task(L, 6, 7, 8, first - 1, count, slot - 1, lua_tostring(L, 9),
                   &b->tasks[k - 1]);
+        ranges[k - 1].target = lua_touserdata(L, 8);
+        ranges[k - 1].slot = slot - 1;
+        ranges[k - 1].count = count;
+        ranges[k - 1].job = (uint32_t)k;
         items += lmb_skin_task_items(&b->tasks[k - 1]);
         if (items > UINT32_MAX) return luaL_error(L, "limber.skinning.batch: too much work in one batch");
         b->item_end[k - 1] = (uint32_t)items;
         for (int a = 0; a < 3; a++) {
-            lua_pushvalue(L, 5 + a);
-            lua_rawseti(L, 3, (k - 1) * 3 + a + 1);
+            lua_pushvalue(L, 6 + a);
+            lua_rawseti(L, 4, (k - 1) * 3 + a + 1);
         }
-        lua_settop(L, 3);
+        lua_settop(L, 4);
+    }
+    /* Jobs writing the same target instances would race: results would
+     * depend on thread timing. */
+    qsort(ranges, (size_t)n, sizeof *ranges, cmp_range);
+    for (lua_Integer k = 1; k < n; k++) {
+        const slot_range *x = &ranges[k - 1], *y = &ranges[k];
+        if (x->target == y->target && (uint64_t)x->slot + x->count > y->slot)
+            return luaL_error(L, "limber.skinning.batch: jobs %I and %I write the same target "
+                                 "instance %I", (lua_Integer)(x->job < y->job ? x->job : y->job),
+                              (lua_Integer)(x->job < y->job ? y->job : x->job),
+                              (lua_Integer)y->slot + 1);
     }
     b->count = (uint32_t)n;
-    lua_setiuservalue(L, 2, 1); /* the batch reads meshes, palettes and targets */
+    lua_setiuservalue(L, 3, 1); /* the batch reads meshes, palettes and targets */
     return 1;
 }
 

@@ -455,6 +455,10 @@ describe("skinning", function()
       assert.error_matches(function()
         sk.batch { { mesh = mesh, palette = pal, target = tg, first = 1, count = 2, slot = 3 } }
       end, "target too small: instances 3 .. 4, the target holds 3", 1, true)
+      assert.error_matches(function()
+        sk.batch { { mesh = mesh, palette = pal, target = tg, first = 1, count = 2 },
+                   { mesh = mesh, palette = pal, target = tg, first = 3, count = 1, slot = 2 } }
+      end, "jobs 1 and 2 write the same target instance 2", 1, true)
       local other = sk.mesh(mesh_desc(random_mesh(51, 6)))
       fails(function() sk.skin(other, pal, tg) end, "the target holds 50 vertices per instance, the mesh has 51")
       local bare = sk.mesh(mesh_desc(m, { no_normals = true }))
