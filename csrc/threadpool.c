@@ -21,21 +21,21 @@ typedef struct lmb_worker {
 
 struct lmb_pool {
     uint32_t threads;   /* wanted, caller included */
-    uint32_t running;   /* workers started (0 .. threads-1) */
+    uint32_t running;   /* workers started (0 .. LMB_POOL_MAX_THREADS) */
 #ifdef LIMBER_THREADS
     pthread_mutex_t lock;
-    pthread_cond_t wake; /* workers wait here for a new generation or stop */
-    pthread_cond_t done; /* the caller waits here for busy == 0 */
-    uint32_t generation;
-    uint32_t busy;       /* workers still inside the current job */
+    pthread_cond_t wake; /* workers sleep here until a new job or stop */
+    pthread_cond_t done; /* the caller sleeps here until every item is done */
     int stop;
     int sync_ready;      /* mutex and conds initialised */
+    uint64_t ticket;     /* (job generation << 32) | next item, atomic */
+    uint32_t done_items; /* items finished in the current job, atomic */
+    uint32_t active;     /* workers 1 .. active take part in the current job */
 #endif
-    /* current job */
+    /* current job, written by the caller before the generation is published */
     lmb_pool_fn fn;
     void *ctx;
     uint32_t items;
-    uint32_t next;       /* next item to hand out (atomic) */
     lmb_worker worker[LMB_POOL_MAX_THREADS];
 };
 
@@ -79,13 +79,9 @@ uint32_t lmb_pool_threads(const lmb_pool *p) {
 #endif
 }
 
-/* Hands out items until none is left. */
-static void work(lmb_pool *p, uint32_t worker) {
-    for (;;) {
-        uint32_t i = __atomic_fetch_add(&p->next, 1u, __ATOMIC_RELAXED);
-        if (i >= p->items) break;
-        p->fn(p->ctx, i, worker);
-    }
+/* Runs every item on the caller (no workers). */
+static void work_alone(lmb_pool *p) {
+    for (uint32_t i = 0; i < p->items; i++) p->fn(p->ctx, i, 0);
 }
 
 #ifdef LIMBER_THREADS
@@ -102,28 +98,60 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* Claims the next item of job `gen`; 0 when that job has no item left (or
+ * a newer job was published). Items are counted in the same 64-bit word as
+ * the generation, so a late thread can never take an item of another job
+ * by mistake, and the job fields it reads after a successful claim stay
+ * valid until that item is reported done. */
+static int grab(lmb_pool *p, uint32_t gen, uint32_t *item) {
+    uint64_t t = __atomic_load_n(&p->ticket, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if ((uint32_t)(t >> 32) != gen) return 0;
+        uint32_t n = (uint32_t)t;
+        if (n >= __atomic_load_n(&p->items, __ATOMIC_RELAXED)) return 0;
+        if (__atomic_compare_exchange_n(&p->ticket, &t, t + 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            *item = n;
+            return 1;
+        }
+    }
+}
+
+/* Runs items of job `gen` until none is left; wakes the caller after the
+ * job's last item. */
+static void work(lmb_pool *p, uint32_t gen, uint32_t worker) {
+    uint32_t item;
+    while (grab(p, gen, &item)) {
+        uint32_t items = p->items;
+        p->fn(p->ctx, item, worker);
+        if (__atomic_add_fetch(&p->done_items, 1u, __ATOMIC_ACQ_REL) == items && worker != 0) {
+            pthread_mutex_lock(&p->lock);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
+}
+
+static uint32_t generation(lmb_pool *p) {
+    return (uint32_t)(__atomic_load_n(&p->ticket, __ATOMIC_ACQUIRE) >> 32);
+}
+
 static void *worker_main(void *arg) {
     lmb_worker *w = (lmb_worker *)arg;
     lmb_pool *p = w->pool;
     uint32_t seen = w->seen;
     for (;;) {
         int spin = SPIN;
-        while (spin-- > 0 && __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE) == seen &&
-               !__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
+        while (spin-- > 0 && generation(p) == seen && !__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
             cpu_relax();
         pthread_mutex_lock(&p->lock);
-        while (!p->stop && __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE) == seen)
-            pthread_cond_wait(&p->wake, &p->lock);
+        while (!p->stop && generation(p) == seen) pthread_cond_wait(&p->wake, &p->lock);
         int stop = p->stop;
         pthread_mutex_unlock(&p->lock);
         if (stop) break;
-        seen = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE);
-        work(p, w->index);
-        if (__atomic_sub_fetch(&p->busy, 1u, __ATOMIC_ACQ_REL) == 0) {
-            pthread_mutex_lock(&p->lock);
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->lock);
-        }
+        seen = generation(p);
+        if (w->index > __atomic_load_n(&p->active, __ATOMIC_RELAXED)) continue; /* sit it out */
+        work(p, seen, w->index);
     }
     return NULL;
 }
@@ -134,7 +162,7 @@ static void start_workers(lmb_pool *p) {
         lmb_worker *w = &p->worker[p->running];
         w->pool = p;
         w->index = p->running + 1;
-        w->seen = p->generation; /* no job runs while workers start */
+        w->seen = generation(p); /* no job runs while workers start */
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) break;
         p->running++;
     }
@@ -152,7 +180,8 @@ void lmb_pool_shutdown(lmb_pool *p) {
 }
 
 void lmb_pool_set_threads(lmb_pool *p, uint32_t threads) {
-    lmb_pool_shutdown(p);
+    /* Workers beyond the new count stay parked (they sit jobs out), so
+     * switching back and forth costs nothing; more start with the next job. */
     p->threads = clamp_threads(threads);
 }
 
@@ -160,24 +189,29 @@ void lmb_pool_run(lmb_pool *p, uint32_t items, lmb_pool_fn fn, void *ctx) {
     if (items == 0) return;
     p->fn = fn;
     p->ctx = ctx;
-    p->items = items;
-    p->next = 0;
+    __atomic_store_n(&p->items, items, __ATOMIC_RELAXED);
     if (p->threads > 1 && items > 1 && p->running + 1 < p->threads) start_workers(p);
-    if (p->running == 0 || items == 1) {
-        work(p, 0);
+    uint32_t use = p->threads - 1 < p->running ? p->threads - 1 : p->running;
+    if (use == 0 || items == 1) {
+        work_alone(p);
         return;
     }
-    __atomic_store_n(&p->busy, p->running, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&p->generation, 1u, __ATOMIC_RELEASE); /* publishes the job */
+    __atomic_store_n(&p->active, use, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->done_items, 0u, __ATOMIC_RELAXED);
+    uint32_t gen = generation(p) + 1;
+    __atomic_store_n(&p->ticket, (uint64_t)gen << 32, __ATOMIC_RELEASE); /* publishes the job */
     pthread_mutex_lock(&p->lock);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
-    work(p, 0);
+    work(p, gen, 0);
+    /* Every item is claimed; wait only for items still running elsewhere
+     * (a worker that wakes up late finds nothing left and never blocks us). */
     int spin = SPIN;
-    while (spin-- > 0 && __atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0) cpu_relax();
-    if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0) {
+    while (spin-- > 0 && __atomic_load_n(&p->done_items, __ATOMIC_ACQUIRE) < items) cpu_relax();
+    if (__atomic_load_n(&p->done_items, __ATOMIC_ACQUIRE) < items) {
         pthread_mutex_lock(&p->lock);
-        while (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) > 0) pthread_cond_wait(&p->done, &p->lock);
+        while (__atomic_load_n(&p->done_items, __ATOMIC_ACQUIRE) < items)
+            pthread_cond_wait(&p->done, &p->lock);
         pthread_mutex_unlock(&p->lock);
     }
 }
@@ -192,8 +226,7 @@ void lmb_pool_run(lmb_pool *p, uint32_t items, lmb_pool_fn fn, void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     p->items = items;
-    p->next = 0;
-    work(p, 0);
+    work_alone(p);
 }
 
 #endif

@@ -37,7 +37,8 @@ lmb_pool *lmb_pool_init(void *mem, uint32_t threads);
 /* Threads used by jobs (the caller included). Always 1 without LIMBER_THREADS. */
 uint32_t lmb_pool_threads(const lmb_pool *p);
 
-/* Changes the thread count: stops the current workers (if any); new ones
+/* Changes the thread count used by the next jobs. Workers beyond it stay
+ * parked until the count rises again or the pool shuts down; missing ones
  * start with the next job. Must not be called while a job runs. */
 void lmb_pool_set_threads(lmb_pool *p, uint32_t threads);
 
