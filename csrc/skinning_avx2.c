@@ -16,9 +16,10 @@
  * horizontal adds. Measured slower than the mat4 path here; it exists so a
  * texture-layout palette can be skinned without a second palette.
  *
- * Every instantiation of the loops has its streams, store width and layout
- * as constants: one straight loop per influence count, no per-vertex branch
- * except the optional file-order map. */
+ * Every instantiation of the loops has its influence count, streams, store
+ * width and layout as constants: one straight loop per influence count with
+ * no branch on the count; the only run-time tests are loop-invariant (file
+ * order map, width-4 streams) or the last vertex of an odd range. */
 #include "palette.h"
 #include "simd.h"
 #include "skinning.h"
