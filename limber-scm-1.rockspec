@@ -35,6 +35,7 @@ build = {
       ["limber"] = "lua/limber/init.lua",
       ["limber.gltf"] = "lua/limber/gltf.lua",
       ["limber.anim"] = "lua/limber/anim.lua",
+      ["limber.skinning"] = "lua/limber/skinning.lua",
     },
   },
 }

@@ -65,6 +65,17 @@ int lcore_status_error(lua_State *L, lmb_status st, const char *fmt, ...);
 struct lmb_skeleton;
 struct lmb_pose;
 struct lmb_skin;
+
+/* A Palette userdata: user value 1 = pose, 2 = skin. */
+typedef struct lpalette {
+    struct lmb_pose *pose;
+    struct lmb_skin *skin;
+    float *data;
+    uint32_t instances, joints;
+    int layout;
+} lpalette;
+
+lpalette *lcore_check_palette(lua_State *L, int arg);
 struct lmb_skeleton *lcore_check_skeleton(lua_State *L, int arg);
 struct lmb_pose *lcore_check_pose(lua_State *L, int arg);
 struct lmb_skin *lcore_check_skin(lua_State *L, int arg);
@@ -75,5 +86,11 @@ void lcore_open_pose(lua_State *L);
 void lcore_open_image(lua_State *L);
 void lcore_open_gltf(lua_State *L);
 void lcore_open_clip(lua_State *L);
+void lcore_open_skinning(lua_State *L);
+
+/* The module's worker pool (threadpool.h), for any batched job; defined in
+ * lcore_skinning.c. Valid while the module's registry entry lives. */
+struct lmb_pool;
+struct lmb_pool *lcore_pool(lua_State *L);
 
 #endif

@@ -6,14 +6,6 @@
 #include "lcore.h"
 #include "palette.h"
 
-typedef struct lpalette {
-    lmb_pose *pose;
-    lmb_skin *skin;
-    float *data;
-    uint32_t instances, joints;
-    int layout;
-} lpalette;
-
 /* ---- Skeleton --------------------------------------------------------- */
 
 lmb_skeleton *lcore_check_skeleton(lua_State *L, int arg) {
@@ -520,9 +512,11 @@ static int l_skin_skeleton(lua_State *L) {
 
 /* ---- Palette ---------------------------------------------------------- */
 
-static lpalette *check_palette(lua_State *L, int arg) {
+lpalette *lcore_check_palette(lua_State *L, int arg) {
     return (lpalette *)luaL_checkudata(L, arg, PALETTE_MT);
 }
+
+#define check_palette lcore_check_palette
 
 /** core.palette(pose, [skin], [layout]): palette storage for every
  * instance of the pose; layout "mat4" (default) or "mat3x4". Without a

@@ -11,9 +11,9 @@
 -- (default: the reference times -0.1, 0, 0.13d, 0.37d, 0.5d, 0.71d, 0.93d,
 -- d, d + 0.25 for duration d); --rest (default) prints the file's own pose.
 -- Joint world and skin matrices come from limber poses and palettes.
--- Skinned vertices use `reference_skin` below, a plain Lua skinning that
--- stands in until limber.skinning lands. Requiring this file returns the
--- functions instead of running.
+-- Skinned vertices come from limber.skinning (`plain_skinning` in D.dump
+-- selects the plain Lua reference below instead). Requiring this file
+-- returns the functions instead of running.
 if arg and arg[0] and arg[0]:find("gltf_dump%.lua$") then
   -- run as a program: find limber in this checkout (see examples/common.lua)
   package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
@@ -102,20 +102,35 @@ local function normalize3(x, y, z)
   return x / n, y / n, z / n
 end
 
---- Plain Lua skinning of one primitive (the reference stand-in until
--- limber.skinning): positions sum_k w_k * S[j_k] * p in world space, and
--- normals as the reference computes them (blended matrix, then the mesh
--- node's inverse and normal matrix). `mats[k]` is the skin matrix of skin
--- joint slot k - 1; `mesh_world` the skinned node's world matrix.
+-- The mesh node's correction of a blended normal (bx, by, bz), as the
+-- reference computes normalsWorld: into the node's local space with its
+-- inverse, normalised, back with its normal matrix, normalised.
+local function world_normal(winv, wit, bx, by, bz)
+  if winv then
+    local lx, ly, lz = normalize3(winv[1] * bx + winv[4] * by + winv[7] * bz,
+      winv[2] * bx + winv[5] * by + winv[8] * bz, winv[3] * bx + winv[6] * by + winv[9] * bz)
+    bx, by, bz = wit[1] * lx + wit[4] * ly + wit[7] * lz, wit[2] * lx + wit[5] * ly + wit[8] * lz,
+        wit[3] * lx + wit[6] * ly + wit[9] * lz
+  end
+  return normalize3(bx, by, bz)
+end
+
+local function normal_mats(mesh_world)
+  local winv = inverse3(mesh_world)
+  if not winv then return nil, nil end
+  return winv, { winv[1], winv[4], winv[7], winv[2], winv[5], winv[8], winv[3], winv[6], winv[9] }
+end
+
+--- Plain Lua skinning of one primitive (the "obviously correct" reference):
+-- positions sum_k w_k * S[j_k] * p in world space, and normals as the
+-- reference computes them (blended matrix, then the mesh node's inverse and
+-- normal matrix). `mats[k]` is the skin matrix of skin joint slot k - 1;
+-- `mesh_world` the skinned node's world matrix.
 -- @treturn table positions (flat), table normals (flat or nil)
 function D.reference_skin(prim, mats, mesh_world)
   local P, N, J, W = prim.positions, prim.normals, prim.joints, prim.weights
   local pos, nor = {}, N and {} or nil
-  local winv = inverse3(mesh_world)
-  local wit -- inverse-transpose of the 3x3: (winv)^T
-  if winv then
-    wit = { winv[1], winv[4], winv[7], winv[2], winv[5], winv[8], winv[3], winv[6], winv[9] }
-  end
+  local winv, wit = normal_mats(mesh_world)
   for v = 1, #P do
     local p, j, w = P[v], J[v], W[v]
     local m = {}
@@ -133,17 +148,36 @@ function D.reference_skin(prim, mats, mesh_world)
     pos[#pos + 1] = m[3] * x + m[7] * y + m[11] * z + m[15]
     if N then
       local n = N[v]
-      local bx = m[1] * n[1] + m[5] * n[2] + m[9] * n[3]
-      local by = m[2] * n[1] + m[6] * n[2] + m[10] * n[3]
-      local bz = m[3] * n[1] + m[7] * n[2] + m[11] * n[3]
-      if winv then
-        local lx, ly, lz = normalize3(winv[1] * bx + winv[4] * by + winv[7] * bz,
-          winv[2] * bx + winv[5] * by + winv[8] * bz, winv[3] * bx + winv[6] * by + winv[9] * bz)
-        bx, by, bz = wit[1] * lx + wit[4] * ly + wit[7] * lz, wit[2] * lx + wit[5] * ly + wit[8] * lz,
-            wit[3] * lx + wit[6] * ly + wit[9] * lz
-      end
-      local nx, ny, nz = normalize3(bx, by, bz)
+      local nx, ny, nz = world_normal(winv, wit, m[1] * n[1] + m[5] * n[2] + m[9] * n[3],
+        m[2] * n[1] + m[6] * n[2] + m[10] * n[3], m[3] * n[1] + m[7] * n[2] + m[11] * n[3])
       nor[#nor + 1], nor[#nor + 2], nor[#nor + 3] = nx, ny, nz
+    end
+  end
+  return pos, nor
+end
+
+--- The same through limber.skinning (the real kernel): the primitive's
+-- influence-sorted mesh is built once and cached on it; results are read
+-- back in file order.
+function D.limber_skin(prim, palette, mesh_world)
+  local sk = require "limber.skinning"
+  if not prim.limber_mesh then
+    prim.limber_mesh = sk.mesh(prim)
+    prim.limber_target = sk.target({ mesh = prim.limber_mesh, instances = 1, order = "file",
+                                     positions = true, normals = prim.normals ~= nil })
+  end
+  sk.skin(prim.limber_mesh, palette, prim.limber_target)
+  local n = prim.vertex_count
+  local pos = { string.unpack("<" .. ("f"):rep(3 * n), prim.limber_target:positions():bytes()) }
+  pos[#pos] = nil
+  local nor
+  if prim.normals then
+    local raw = { string.unpack("<" .. ("f"):rep(3 * n), prim.limber_target:normals():bytes()) }
+    local winv, wit = normal_mats(mesh_world)
+    nor = {}
+    for v = 0, n - 1 do
+      nor[v * 3 + 1], nor[v * 3 + 2], nor[v * 3 + 3] =
+        world_normal(winv, wit, raw[v * 3 + 1], raw[v * 3 + 2], raw[v * 3 + 3])
     end
   end
   return pos, nor
@@ -224,8 +258,9 @@ function D.dump(asset, opts)
   local poses, palettes, samplers = {}, {}, {}
   for s in ipairs(asset.skeletons) do
     poses[s] = gltf.pose(asset, s, 1)
-    if anim and not opts.sampler and anim.clips and anim.clips[s] then
-      samplers[s] = require("limber.anim").sampler(poses[s], { anim.clips[s] })
+    local A = anim and not opts.sampler and anim.clips and anim.clips[s] and require("limber.anim")
+    if A and A.sampler then
+      samplers[s] = A.sampler(poses[s], { anim.clips[s] })
     end
   end
   for s, skin in ipairs(asset.skins) do palettes[s] = gltf.palette(asset, s, poses[skin.skeleton]) end
@@ -285,7 +320,12 @@ function D.dump(asset, opts)
       for k, sn in ipairs(asset.skinned_nodes) do
         local prims = array()
         for p, prim in ipairs(asset.meshes[sn.mesh].primitives) do
-          local pos, nor = D.reference_skin(prim, mats[sn.skin], nodes[sn.node].world)
+          local pos, nor
+          if opts.plain_skinning then
+            pos, nor = D.reference_skin(prim, mats[sn.skin], nodes[sn.node].world)
+          else
+            pos, nor = D.limber_skin(prim, palettes[sn.skin], nodes[sn.node].world)
+          end
           prims[p] = { primitive = p - 1, vertexCount = prim.vertex_count, positionsWorld = array(pos),
                        normalsWorld = nor and array(nor) or D.NULL }
         end

@@ -125,7 +125,7 @@ describe("glTF reference (animations, " .. via .. ")", function()
           for f, fr in ipairs(ref.frames) do times[f] = fr.t end
           assert.near(ref.animation.duration, asset.animations[a + 1].duration, 1e-6)
           local got = D.dump(asset, { animation = a + 1, times = times, loop = loop, skinned = true,
-                                      nodes = true, sampler = sampler })
+                                      nodes = true, sampler = sampler, plain_skinning = sampler ~= nil })
           for f, rf in ipairs(ref.frames) do
             local gf = got.frames[f]
             assert.near(rf.clipTime, gf.clipTime, 2e-6)

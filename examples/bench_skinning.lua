@@ -1,0 +1,265 @@
+--- Benchmark: batched CPU skinning of 100 characters (positions + normals).
+--
+-- Meshes: (1) synthetic, 4,000 vertices / ~6,700 triangles, influence mix
+-- 25/20/25/30 % of 1/2/3/4 influences (the skinning article's); (2) the same
+-- size with the ozz-animation reference mesh's mix 36/40/18/6 %; (3) CesiumMan
+-- (examples/assets/CesiumMan, decoded here with lua-cjson) instanced 100 times.
+-- Each character has its own pose and palette (mat4). Compared side by side:
+-- the naive scalar version in C (examples/baselines/skin.c: every
+-- vertex as 4 influences, full 4x4 sum, float3 outputs), limber on one
+-- thread, limber on every thread. Outputs: separate float3 position and
+-- normal Buffers, sorted order.
+--
+-- Usage: lua5.4 examples/bench_skinning.lua [--frames N] [--json]
+-- Needs a CMake build in build/ (or the LuaRocks tree in lua_modules/ plus
+-- build/limber/baseline_skin.so).
+local root = (arg and arg[0] or ""):match("^(.*)examples/[^/]*$") or "./"
+package.path = root .. "lua/?.lua;" .. root .. "lua/?/init.lua;" ..
+  root .. "lua_modules/share/lua/5.4/?.lua;" .. root .. "lua_modules/share/lua/5.4/?/init.lua;" ..
+  package.path
+package.cpath = root .. "build/?.so;" .. root .. "lua_modules/lib/lua/5.4/?.so;" .. package.cpath
+
+local limber = require "limber"
+local core = limber.core
+local sk = require "limber.skinning"
+local base = require "limber.baseline_skin"
+
+local json_out, frames = false, 60
+do
+  local i = 1
+  while arg and arg[i] do
+    if arg[i] == "--json" then json_out = true
+    elseif arg[i] == "--frames" then frames = tonumber(arg[i + 1]); i = i + 1 end
+    i = i + 1
+  end
+end
+
+local N <const> = 100
+math.randomseed(1234)
+
+local function rquat()
+  local x, y, z, w = math.random() * 2 - 1, math.random() * 2 - 1, math.random() * 2 - 1, math.random() * 2 - 1
+  local n = math.sqrt(x * x + y * y + z * z + w * w)
+  return { x / n, y / n, z / n, w / n }
+end
+
+-- A random skeleton of `joints` joints, a pose batch of N random poses and its palette.
+local function make_palette(joints)
+  local desc = {}
+  for i = 1, joints do
+    desc[i] = { parent = i > 1 and math.random(1, i - 1) or nil,
+                translation = { math.random() - 0.5, math.random() - 0.5, math.random() - 0.5 },
+                rotation = rquat() }
+  end
+  local skel = limber.skeleton(desc)
+  local pose = limber.pose(skel, N)
+  for i = 1, N do
+    for j = 1, joints do pose:set_local(i, j, nil, rquat(), nil) end
+  end
+  pose:local_to_model()
+  local pal = limber.palette(pose)
+  pal:update()
+  return pal
+end
+
+-- Flat arrays for a synthetic mesh with the given influence mix (fractions).
+local function synth_mesh(V, tris, mix, joints)
+  local pos, nrm, jnt, wgt, idx = {}, {}, {}, {}, {}
+  local bounds, acc = {}, 0
+  for k = 1, 4 do acc = acc + mix[k]; bounds[k] = acc end
+  for v = 1, V do
+    local x, y, z = math.random() * 2 - 1, math.random() * 2 - 1, math.random() * 2 - 1
+    pos[#pos + 1], pos[#pos + 2], pos[#pos + 3] = x, y, z
+    local n = math.sqrt(x * x + y * y + z * z) + 1e-6
+    nrm[#nrm + 1], nrm[#nrm + 2], nrm[#nrm + 3] = x / n, y / n, z / n
+    local r, k = (v - 0.5) / V, 4
+    for q = 1, 4 do if r < bounds[q] then k = q break end end
+    for i = 1, 4 do
+      jnt[#jnt + 1] = math.random(0, joints - 1)
+      wgt[#wgt + 1] = i <= k and (0.1 + math.random()) or 0
+    end
+  end
+  -- shuffle vertices' influence counts so sorting has real work to do
+  for v = V, 2, -1 do
+    local u = math.random(1, v)
+    for i = 1, 4 do
+      local a, b = (v - 1) * 4 + i, (u - 1) * 4 + i
+      wgt[a], wgt[b] = wgt[b], wgt[a]
+    end
+  end
+  for _ = 1, tris * 3 do idx[#idx + 1] = math.random(0, V - 1) end
+  return {
+    positions = core.buffer("f32", 3, pos), normals = core.buffer("f32", 3, nrm),
+    joints = core.buffer("u16", 4, jnt), weights = core.buffer("f32", 4, wgt),
+    indices = core.buffer("u32", 1, idx),
+  }
+end
+
+-- CesiumMan's primitive, decoded from its embedded base64 buffer.
+local function cesium_mesh()
+  local ok, cjson = pcall(require, "cjson")
+  if not ok then return nil, "lua-cjson missing" end
+  local f = io.open(root .. "examples/assets/CesiumMan/CesiumMan.gltf", "rb")
+  if not f then return nil, "examples/assets/CesiumMan/CesiumMan.gltf missing" end
+  local g = cjson.decode(f:read("a"))
+  f:close()
+  local b64 = g.buffers[1].uri:match("^data:[^,]*;base64,(.*)$")
+  local map = {}
+  local alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+  for i = 1, 64 do map[alphabet:byte(i)] = i - 1 end
+  local out = {}
+  for i = 1, #b64 - 3, 4 do
+    local a, b, c, d = b64:byte(i, i + 3)
+    local n = (map[a] << 18) | (map[b] << 12) | ((map[c] or 0) << 6) | (map[d] or 0)
+    out[#out + 1] = string.char(n >> 16, (n >> 8) & 255, n & 255)
+    if d == 61 then out[#out] = out[#out]:sub(1, c == 61 and 1 or 2) end
+  end
+  local bin = table.concat(out)
+  local prim = g.meshes[1].primitives[1]
+  local function read(acc_index, fmt, comps)
+    local a = g.accessors[acc_index + 1]
+    local view = g.bufferViews[a.bufferView + 1]
+    local size = string.packsize(fmt) * comps
+    local stride = view.byteStride or size
+    local start = (view.byteOffset or 0) + (a.byteOffset or 0)
+    local vals = {}
+    for e = 0, a.count - 1 do
+      local o = start + e * stride + 1
+      for c = 0, comps - 1 do vals[#vals + 1] = string.unpack("<" .. fmt, bin, o + c * string.packsize(fmt)) end
+    end
+    return vals
+  end
+  local at = prim.attributes
+  return {
+    positions = core.buffer("f32", 3, read(at.POSITION, "f", 3)),
+    normals = core.buffer("f32", 3, read(at.NORMAL, "f", 3)),
+    joints = core.buffer("u16", 4, read(at.JOINTS_0, "I2", 4)),
+    weights = core.buffer("f32", 4, read(at.WEIGHTS_0, "f", 4)),
+    indices = core.buffer("u32", 1, read(prim.indices, "I2", 1)),
+  }, #g.skins[1].joints
+end
+
+local function median(t)
+  local s = {}
+  for i = 1, #t do s[i] = t[i] end
+  table.sort(s)
+  local n = #s
+  return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
+end
+
+local function minimum(t)
+  local m = math.huge
+  for i = 1, #t do if t[i] < m then m = t[i] end end
+  return m
+end
+
+local _, cores = sk.threads()
+local all_threads = math.max(cores, 1)
+
+-- Times the variants of one mesh, interleaved in blocks of frames.
+local function run_case(name, desc, joints, with_naive)
+  local pal = make_palette(joints)
+  local mesh = sk.mesh(desc)
+  local V = mesh:vertex_count()
+  local target = sk.target { mesh = mesh, instances = N, positions = true, normals = true }
+  local np, nn = core.buffer("f32", 3, N * V), core.buffer("f32", 3, N * V)
+  local palbuf = pal:buffer()
+  local a = { desc.positions:ptr() }
+  local pp, ps = a[1], a[2]
+  a = { desc.normals:ptr() }
+  local qp, qs = a[1], a[2]
+  a = { desc.joints:ptr() }
+  local jp, js = a[1], a[2]
+  a = { desc.weights:ptr() }
+  local wp, ws = a[1], a[2]
+  a = { palbuf:ptr() }
+  local lp, ls = a[1], a[2]
+  a = { np:ptr() }
+  local op, os_ = a[1], a[2]
+  a = { nn:ptr() }
+  local onp, ons = a[1], a[2]
+  local variants = {}
+  if with_naive then
+    variants[#variants + 1] = { key = "naive", threads = 1, fn = function()
+      base.naive(pp, ps, qp, qs, jp, js, wp, ws, lp, ls, op, os_, onp, ons, V, joints, N)
+    end }
+  end
+  variants[#variants + 1] = { key = "1t", threads = 1, fn = function() sk.skin(mesh, pal, target) end }
+  if all_threads > 1 then
+    variants[#variants + 1] = { key = "mt", threads = all_threads,
+                                fn = function() sk.skin(mesh, pal, target) end }
+  end
+  local times = {}
+  for _, v in ipairs(variants) do times[v.key] = {} end
+  local block = 5
+  for _ = 1, math.max(1, frames // block) do
+    for _, v in ipairs(variants) do
+      sk.threads(v.threads)
+      v.fn() -- warm-up (and thread start) outside the timed frames
+      for _ = 1, block do
+        local t0 = base.now()
+        v.fn()
+        local t = times[v.key]
+        t[#t + 1] = (base.now() - t0) * 1e3
+      end
+    end
+  end
+  sk.threads(all_threads)
+  local res = { name = name, V = V, counts = { mesh:counts() } }
+  for _, v in ipairs(variants) do
+    res[v.key] = { median = median(times[v.key]), min = minimum(times[v.key]) }
+    res[v.key].ns = res[v.key].median * 1e6 / (N * V)
+  end
+  return res
+end
+
+local cases = {}
+local function report(r)
+  cases[#cases + 1] = r
+  if json_out then return end
+  print(("%s: %d vertices (%d/%d/%d/%d with 1/2/3/4 influences) x %d instances"):format(
+    r.name, r.V, r.counts[1], r.counts[2], r.counts[3], r.counts[4], N))
+  for _, key in ipairs({ "naive", "1t", "mt" }) do
+    local t = r[key]
+    if t then
+      local label = key == "naive" and "naive scalar C" or key == "1t" and "limber 1 thread"
+        or ("limber %d threads"):format(all_threads)
+      local extra = ""
+      if r.naive and key ~= "naive" then extra = ("  x%.2f vs naive"):format(r.naive.median / t.median) end
+      if key == "mt" then extra = extra .. ("  x%.2f vs 1 thread"):format(r["1t"].median / t.median) end
+      print(("  %-18s median %7.3f ms  min %7.3f ms  %6.2f ns/vertex%s"):format(
+        label, t.median, t.min, t.ns, extra))
+    end
+  end
+end
+
+print(("limber %s, simd %s, %d cores, %d frames per variant"):format(
+  limber._VERSION, tostring(core.simd()), cores, frames))
+local m1 = run_case("mesh 1 (mix 25/20/25/30)", synth_mesh(4000, 6700, { 0.25, 0.20, 0.25, 0.30 }, 64), 64, true)
+report(m1)
+local m2 = run_case("mesh 2 (mix 36/40/18/6)", synth_mesh(3934, 6600, { 0.36, 0.40, 0.18, 0.06 }, 64), 64, true)
+report(m2)
+local cdesc, cjoints = cesium_mesh()
+local m3
+if cdesc then
+  m3 = run_case("CesiumMan", cdesc, cjoints, true)
+  report(m3)
+elseif not json_out then
+  print("CesiumMan skipped: " .. tostring(cjoints))
+end
+
+if json_out then
+  local fields = {
+    ('"naive_ms": %.4f'):format(m1.naive.median),
+    ('"skin_1t_ms": %.4f'):format(m1["1t"].median),
+    ('"skin_mt_ms": %.4f'):format((m1.mt or m1["1t"]).median),
+    ('"threads": %d'):format(all_threads),
+    ('"ns_per_vertex_1t": %.4f'):format(m1["1t"].ns),
+    ('"ns_per_vertex_mt": %.4f'):format((m1.mt or m1["1t"]).ns),
+    ('"ratio_vs_naive_1t": %.3f'):format(m1.naive.median / m1["1t"].median),
+    ('"mix2_ns_per_vertex_1t": %.4f'):format(m2["1t"].ns),
+    ('"real_model": "%s"'):format(m3 and "CesiumMan" or "pending"),
+    ('"real_ns_per_vertex_1t": %s'):format(m3 and ("%.4f"):format(m3["1t"].ns) or "null"),
+  }
+  print("{" .. table.concat(fields, ", ") .. "}")
+end

@@ -1,0 +1,83 @@
+--- limber.skinning: batched CPU skinning of influence-sorted meshes.
+--
+-- A mesh is prepared once (`mesh`): vertices sorted by influence count (1, 2,
+-- 3, then 4), weights renormalised, the index buffer remapped and the
+-- permutation kept. Each frame, one call skins many instances, each with its
+-- own palette (`limber.Palette`), on the module's worker pool: `skin` for one
+-- mesh and every instance of a palette, or a prepared `batch` of jobs that
+-- may mix meshes, palettes and targets. Outputs go to limber Buffers
+-- described once by a `target` (separate streams or one interleaved vertex
+-- buffer), in sorted order (matches `mesh:indices()`) or file order.
+-- No Lua garbage is made per frame.
+-- @module limber.skinning
+local core = require "limber.core"
+
+local M = {}
+
+--- Prepares an immutable skinned mesh.
+-- `desc` fields: `positions` (f32 Buffer of width 3 or a flat table, required),
+-- `normals` (width 3), `tangents` (width 4, w = handedness), `joints`
+-- (u8/u16/u32 Buffer of width 4 with 0-based skin joint slots as glTF
+-- JOINTS_0, or a flat table of 1-based slots), `weights` (f32, or normalised
+-- u8/u16 Buffer of width 4, or a flat table; renormalised, zero weights
+-- dropped, a vertex with every weight zero is an error), `indices` (u8/u16/u32
+-- Buffer, 0-based, or a table of 1-based indices; optional) and `skin`
+-- (optional limber.Skin: palettes used with this mesh must then belong to it).
+-- Unchanging streams (uv, colors) are not part of the mesh: keep them with
+-- the asset and reorder them once with `mesh:permutation()`.
+-- @tparam table desc
+-- @treturn limber.SkinMesh
+function M.mesh(desc)
+  local ok, mesh = pcall(core.skin_mesh, desc)
+  if not ok then error(mesh, 2) end
+  return mesh
+end
+
+--- Describes where skinned vertices go (created once, reused every frame).
+-- `desc` fields: `mesh` or `vertices` (vertices per instance), `instances`
+-- (default 1), `order` ("sorted", default, or "file"). Separate streams:
+-- `positions`, `normals`, `tangents`, each a Buffer (f32, width 3 or 4;
+-- tangents 4) or `true` for a new Buffer. Interleaved: `buffer` (f32 or u8
+-- Buffer), `stride` (bytes per vertex) and byte offsets `position`, `normal`,
+-- `tangent` (12, 12 and 16 bytes are written). Instance i starts at vertex
+-- (i - 1) * vertices.
+-- @tparam table desc
+-- @treturn limber.SkinTarget
+function M.target(desc)
+  local ok, target = pcall(core.skin_target, desc)
+  if not ok then error(target, 2) end
+  return target
+end
+
+--- Skins every instance of `palette` with `mesh` into `target` (one call,
+-- all threads). Raises before writing anything if the objects do not fit.
+-- @tparam limber.SkinMesh mesh
+-- @tparam limber.Palette palette
+-- @tparam limber.SkinTarget target
+function M.skin(mesh, palette, target)
+  core.skin_run(mesh, palette, target)
+end
+
+--- Prepares a list of jobs run together by `batch:run()`. Each job is a
+-- table `{ mesh =, palette =, target =, first = 1, count = (rest), slot = first }`:
+-- palette instances first .. first + count - 1 go to target instances slot ...
+-- @tparam table jobs
+-- @treturn limber.SkinBatch
+function M.batch(jobs)
+  local ok, batch = pcall(core.skin_batch, jobs)
+  if not ok then error(batch, 2) end
+  return batch
+end
+
+--- Gets (and with `n`, sets) the number of threads batched jobs use, the
+-- caller included (default: the number of cores). Results are identical for
+-- any count.
+-- @tparam[opt] integer n
+-- @treturn integer threads
+-- @treturn integer cores
+-- @treturn boolean whether the build has threads (CMake option LIMBER_THREADS)
+function M.threads(n)
+  return core.threads(n)
+end
+
+return M

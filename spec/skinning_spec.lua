@@ -1,0 +1,523 @@
+-- CPU skinning against a plain scalar Lua reference (four weighted full 4x4
+-- matrices summed per vertex), on random meshes with random influence counts.
+local H = require "spec.helper"
+local limber = require "limber"
+local core = limber.core
+local sk = require "limber.skinning"
+
+H.seed("skinning")
+
+-- A random skeleton, a pose batch of `n` random instances and a palette.
+local function random_palette(joints, n, layout, skin_joints)
+  local skel = limber.skeleton(H.rand_joints(joints, 2))
+  local pose = limber.pose(skel, n)
+  for i = 1, n do
+    for j = 1, joints do
+      local t, r, s = H.rand_trs(true)
+      pose:set_local(i, j, t, r, s)
+    end
+  end
+  pose:local_to_model()
+  local skin = skin_joints and limber.skin(skel, skin_joints) or nil
+  local pal = limber.palette(pose, { layout = layout, skin = skin })
+  pal:update()
+  return pal, skel, pose
+end
+
+-- Palette entry k (1-based) of instance i as a column-major 4x4.
+local function entry(pal, i, k)
+  local e = pal:get(i, k)
+  if #e == 16 then return e end
+  return { e[1], e[5], e[9], 0, e[2], e[6], e[10], 0, e[3], e[7], e[11], 0, e[4], e[8], e[12], 1 }
+end
+
+-- Random mesh data in file order: flat Lua arrays; joints 0-based.
+local function random_mesh(V, K, opts)
+  opts = opts or {}
+  local m = { pos = {}, nrm = {}, tan = {}, jnt = {}, wgt = {}, idx = {}, V = V }
+  for _ = 1, V do
+    for _ = 1, 3 do m.pos[#m.pos + 1] = H.rand(-2, 2) end
+    local x, y, z = H.rand(-1, 1), H.rand(-1, 1), H.rand(-1, 1)
+    local n = math.sqrt(x * x + y * y + z * z) + 1e-3
+    m.nrm[#m.nrm + 1], m.nrm[#m.nrm + 2], m.nrm[#m.nrm + 3] = x / n, y / n, z / n
+    m.tan[#m.tan + 1], m.tan[#m.tan + 2], m.tan[#m.tan + 3] = H.rand(-1, 1), H.rand(-1, 1), 0.5
+    m.tan[#m.tan + 1] = math.random() < 0.5 and -1 or 1
+    local k = opts.influences or math.random(1, 4)
+    local slots = H.shuffle({ 1, 2, 3, 4 })
+    local w = { 0, 0, 0, 0 }
+    for q = 1, k do w[slots[q]] = H.rand(0.05, 1) end -- unnormalised on purpose
+    for q = 1, 4 do
+      m.jnt[#m.jnt + 1] = math.random(0, K - 1)
+      m.wgt[#m.wgt + 1] = w[q]
+    end
+  end
+  for _ = 1, (opts.tris or V) * 3 do m.idx[#m.idx + 1] = math.random(0, V - 1) end
+  return m
+end
+
+local function mesh_desc(m, opts)
+  opts = opts or {}
+  local desc = {
+    positions = core.buffer("f32", 3, m.pos),
+    normals = not opts.no_normals and core.buffer("f32", 3, m.nrm) or nil,
+    tangents = opts.tangents and core.buffer("f32", 4, m.tan) or nil,
+    joints = core.buffer("u16", 4, m.jnt),
+    weights = core.buffer("f32", 4, m.wgt),
+    indices = core.buffer("u32", 1, m.idx),
+    skin = opts.skin,
+  }
+  return desc
+end
+
+local function xform(M, x, y, z, w)
+  return M[1] * x + M[5] * y + M[9] * z + M[13] * w, M[2] * x + M[6] * y + M[10] * z + M[14] * w,
+         M[3] * x + M[7] * y + M[11] * z + M[15] * w
+end
+
+local function normalize(x, y, z)
+  local l = math.sqrt(x * x + y * y + z * z)
+  return x / l, y / l, z / l
+end
+
+-- The article's naive version: every vertex as four influences, four
+-- weighted full 4x4 matrices summed. Returns file-order arrays per instance.
+local function reference(m, pal, i)
+  local out = { pos = {}, nrm = {}, tan = {} }
+  for v = 1, m.V do
+    local S, sum = {}, 0
+    for e = 1, 16 do S[e] = 0 end
+    for q = 1, 4 do sum = sum + m.wgt[(v - 1) * 4 + q] end
+    for q = 1, 4 do
+      local w = m.wgt[(v - 1) * 4 + q] / sum
+      local M = entry(pal, i, m.jnt[(v - 1) * 4 + q] + 1)
+      for e = 1, 16 do S[e] = S[e] + w * M[e] end
+    end
+    local b = (v - 1) * 3
+    out.pos[v] = { xform(S, m.pos[b + 1], m.pos[b + 2], m.pos[b + 3], 1) }
+    out.nrm[v] = { normalize(xform(S, m.nrm[b + 1], m.nrm[b + 2], m.nrm[b + 3], 0)) }
+    local t = (v - 1) * 4
+    local tx, ty, tz = normalize(xform(S, m.tan[t + 1], m.tan[t + 2], m.tan[t + 3], 0))
+    out.tan[v] = { tx, ty, tz, m.tan[t + 4] }
+  end
+  return out
+end
+
+local function sub(t, n)
+  local o = {}
+  for c = 1, n do o[c] = t[c] end
+  return o
+end
+
+for _, simd in ipairs({ true, false }) do
+  describe("skinning (" .. (simd and "best kernel" or "portable kernel") .. ")", function()
+    local old
+    setup(function() old = core.simd() core.simd(simd) end)
+    teardown(function() core.simd(old) end)
+
+    for _, layout in ipairs({ "mat4", "mat3x4" }) do
+      it("matches the scalar reference on random meshes (" .. layout .. " palettes)", function()
+        for _, shape in ipairs({ { 1, 1, 1 }, { 7, 3, 2 }, { 150, 12, 3 }, { 1500, 30, 2 } }) do
+          local V, J, N = shape[1], shape[2], shape[3]
+          local pal = random_palette(J, N, layout)
+          local m = random_mesh(V, J)
+          local mesh = sk.mesh(mesh_desc(m, { tangents = true }))
+          local c1, c2, c3, c4 = mesh:counts()
+          assert.equal(V, c1 + c2 + c3 + c4)
+          for _, order in ipairs({ "file", "sorted" }) do
+            for _, width in ipairs({ 3, 4 }) do
+              local tg = sk.target { mesh = mesh, instances = N, order = order,
+                                     positions = core.buffer("f32", width, N * V),
+                                     normals = core.buffer("f32", width, N * V), tangents = true }
+              sk.skin(mesh, pal, tg)
+              local P, Nn, T = tg:positions(), tg:normals(), tg:tangents()
+              for i = 1, N do
+                local ref = reference(m, pal, i)
+                for f = 1, V do
+                  local o = order == "file" and f or mesh:sorted_index(f)
+                  local e = (i - 1) * V + o
+                  local p, n = P[e], Nn[e]
+                  assert.near(ref.pos[f], sub(p, 3), 2e-4)
+                  assert.near(ref.nrm[f], sub(n, 3), 2e-5)
+                  assert.near(ref.tan[f], T[e], 2e-5)
+                  if width == 4 then
+                    assert.equal(1, p[4])
+                    assert.equal(0, n[4])
+                  end
+                end
+              end
+            end
+          end
+        end
+      end)
+    end
+
+    it("sorts vertices by influence count and keeps triangles identical", function()
+      local V, J = 400, 10
+      local pal = random_palette(J, 2)
+      local m = random_mesh(V, J, { tris = 300 })
+      local mesh = sk.mesh(mesh_desc(m))
+      local counts = { mesh:counts() }
+      -- influences of sorted vertices are non-decreasing and match the counts
+      local seen = { 0, 0, 0, 0 }
+      local last = 1
+      for s = 1, V do
+        local f = mesh:file_index(s)
+        assert.equal(s, mesh:sorted_index(f))
+        assert.equal(f - 1, mesh:permutation()[s])
+        assert.equal(s - 1, mesh:inverse_permutation()[f])
+        local k = 0
+        for q = 1, 4 do if m.wgt[(f - 1) * 4 + q] ~= 0 then k = k + 1 end end
+        assert.is_true(k >= last)
+        last = k
+        seen[k] = seen[k] + 1
+      end
+      assert.same(counts, seen)
+      -- corners through the remapped index buffer equal the file-order corners
+      local sorted = sk.target { mesh = mesh, instances = 2, positions = true, normals = true }
+      local file = sk.target { mesh = mesh, instances = 2, positions = true, normals = true, order = "file" }
+      sk.skin(mesh, pal, sorted)
+      sk.skin(mesh, pal, file)
+      local idx = mesh:indices()
+      assert.equal(#m.idx, #idx)
+      for i = 1, 2 do
+        for c = 1, #m.idx do
+          assert.equal(mesh:sorted_index(m.idx[c] + 1) - 1, idx[c])
+          assert.same(file:positions()[(i - 1) * V + m.idx[c] + 1], sorted:positions()[(i - 1) * V + idx[c] + 1])
+          assert.same(file:normals()[(i - 1) * V + m.idx[c] + 1], sorted:normals()[(i - 1) * V + idx[c] + 1])
+        end
+      end
+    end)
+
+    it("gives bit-identical results for 1, 2 and 3 threads", function()
+      local V, J, N = 5000, 40, 5
+      local pal = random_palette(J, N)
+      local m = random_mesh(V, J)
+      local mesh = sk.mesh(mesh_desc(m, { tangents = true }))
+      local old_threads = sk.threads()
+      local results = {}
+      for _, t in ipairs({ 1, 2, 3 }) do
+        local _, _, threaded = sk.threads(t)
+        assert.equal(threaded and t or 1, (sk.threads()))
+        local tg = sk.target { mesh = mesh, instances = N, positions = true, normals = true, tangents = true }
+        sk.skin(mesh, pal, tg)
+        results[t] = tg:positions():bytes() .. tg:normals():bytes() .. tg:tangents():bytes()
+      end
+      sk.threads(old_threads)
+      assert.is_true(results[1] == results[2])
+      assert.is_true(results[1] == results[3])
+    end)
+
+    it("writes interleaved vertex buffers equal to separate streams", function()
+      local V, J, N = 300, 8, 3
+      local pal = random_palette(J, N)
+      local m = random_mesh(V, J)
+      local mesh = sk.mesh(mesh_desc(m, { tangents = true }))
+      local sep = sk.target { mesh = mesh, instances = N, positions = true, normals = true, tangents = true }
+      sk.skin(mesh, pal, sep)
+      local layouts = {
+        { stride = 40, position = 0, normal = 12, tangent = 24 },     -- packed
+        { stride = 48, position = 16, normal = 32, tangent = 0 },     -- tangent first
+        { stride = 64, position = 4, normal = 20, tangent = 40 },     -- gaps
+        { stride = 24, position = 12, normal = 0 },                   -- no tangents
+      }
+      for _, l in ipairs(layouts) do
+        local floats = l.stride // 4
+        local buf = core.buffer("f32", floats, N * V)
+        local sentinel = {}
+        for c = 1, floats do sentinel[c] = -7 end
+        for e = 1, N * V do buf:set(e, sentinel) end
+        local tg = sk.target { mesh = mesh, instances = N, buffer = buf, stride = l.stride,
+                               position = l.position, normal = l.normal, tangent = l.tangent }
+        sk.skin(mesh, pal, tg)
+        for e = 1, N * V do
+          local row = buf[e]
+          local used = {}
+          local function check(off, want, n)
+            local o = off // 4
+            for c = 1, n do
+              assert.equal(want[c], row[o + c])
+              used[o + c] = true
+            end
+          end
+          check(l.position, sep:positions()[e], 3)
+          check(l.normal, sep:normals()[e], 3)
+          if l.tangent then check(l.tangent, sep:tangents()[e], 4) end
+          for c = 1, floats do
+            if not used[c] then assert.equal(-7, row[c]) end -- gaps untouched
+          end
+        end
+      end
+    end)
+
+    it("skins batches of jobs with different meshes, palettes and slots", function()
+      local palA = random_palette(6, 4)
+      local palB = random_palette(9, 3, "mat3x4")
+      local mA, mB = random_mesh(120, 6), random_mesh(70, 9)
+      local meshA, meshB = sk.mesh(mesh_desc(mA)), sk.mesh(mesh_desc(mB))
+      local tA = sk.target { mesh = meshA, instances = 6, positions = true, normals = true }
+      local tB = sk.target { mesh = meshB, instances = 3, positions = true, normals = true }
+      local batch = sk.batch {
+        { mesh = meshA, palette = palA, target = tA, first = 2, count = 3, slot = 4 },
+        { mesh = meshA, palette = palA, target = tA, first = 1, count = 1, slot = 1 },
+        { mesh = meshB, palette = palB, target = tB },
+      }
+      assert.equal(3, #batch)
+      batch:run()
+      local function check(m, mesh, pal, tg, i, slot)
+        local ref = reference(m, pal, i)
+        for f = 1, m.V do
+          local e = (slot - 1) * m.V + mesh:sorted_index(f)
+          assert.near(ref.pos[f], tg:positions()[e], 2e-4)
+          assert.near(ref.nrm[f], tg:normals()[e], 2e-5)
+        end
+      end
+      for q = 0, 2 do check(mA, meshA, palA, tA, 2 + q, 4 + q) end
+      check(mA, meshA, palA, tA, 1, 1)
+      for i = 1, 3 do check(mB, meshB, palB, tB, i, i) end
+      for f = 1, mA.V do -- slots 2 and 3 were not written
+        assert.same({ 0, 0, 0 }, tA:positions()[mA.V + f])
+        assert.same({ 0, 0, 0 }, tA:positions()[2 * mA.V + f])
+      end
+    end)
+  end)
+end
+
+describe("skinning", function()
+  it("agrees between the portable and the SIMD kernel within rounding", function()
+    local old = core.simd()
+    local V, J, N = 2000, 25, 2
+    local pal = random_palette(J, N)
+    local m = random_mesh(V, J)
+    local mesh = sk.mesh(mesh_desc(m, { tangents = true }))
+    local out = {}
+    for _, simd in ipairs({ false, true }) do
+      core.simd(simd)
+      local tg = sk.target { mesh = mesh, instances = N, positions = true, normals = true, tangents = true }
+      sk.skin(mesh, pal, tg)
+      out[simd] = tg
+    end
+    core.simd(old)
+    for e = 1, N * V do
+      assert.near(out[false]:positions()[e], out[true]:positions()[e], 2e-5)
+      assert.near(out[false]:normals()[e], out[true]:normals()[e], 2e-6)
+      assert.near(out[false]:tangents()[e], out[true]:tangents()[e], 2e-6)
+    end
+  end)
+
+  it("accepts Lua tables (1-based joints and indices) and u8 / u16 buffers", function()
+    local pal = random_palette(4, 1)
+    local m = random_mesh(30, 4, { tris = 10 })
+    local jt, it_ = {}, {}
+    for q = 1, #m.jnt do jt[q] = m.jnt[q] + 1 end
+    for q = 1, #m.idx do it_[q] = m.idx[q] + 1 end
+    local a = sk.mesh { positions = m.pos, normals = m.nrm, joints = jt, weights = m.wgt, indices = it_ }
+    local b = sk.mesh(mesh_desc(m))
+    local wq = {}
+    for q = 1, #m.wgt do wq[q] = math.floor(m.wgt[q] * 200 + 0.5) end
+    for v = 0, m.V - 1 do -- keep every vertex with at least one non-zero quantised weight
+      if wq[v * 4 + 1] + wq[v * 4 + 2] + wq[v * 4 + 3] + wq[v * 4 + 4] == 0 then wq[v * 4 + 1] = 1 end
+    end
+    local c = sk.mesh { positions = core.buffer("f32", 3, m.pos), joints = core.buffer("u8", 4, m.jnt),
+                        weights = core.buffer("u8", 4, wq) }
+    assert.equal(b:indices():bytes(), a:indices():bytes())
+    assert.equal(b:permutation():bytes(), a:permutation():bytes())
+    local ta = sk.target { mesh = a, positions = true, normals = true }
+    local tb = sk.target { mesh = b, positions = true, normals = true }
+    sk.skin(a, pal, ta)
+    sk.skin(b, pal, tb)
+    assert.equal(tb:positions():bytes(), ta:positions():bytes())
+    assert.equal(tb:normals():bytes(), ta:normals():bytes())
+    local tc = sk.target { mesh = c, positions = true }
+    sk.skin(c, pal, tc)
+    assert.is_nil(c:indices())
+    local _, _, has_n = c:info()
+    assert.is_false(has_n)
+  end)
+
+  it("makes no Lua garbage per frame", function()
+    local pal = random_palette(10, 4)
+    local m = random_mesh(500, 10)
+    local mesh = sk.mesh(mesh_desc(m))
+    local tg = sk.target { mesh = mesh, instances = 4, positions = true, normals = true }
+    local batch = sk.batch { { mesh = mesh, palette = pal, target = tg } }
+    sk.skin(mesh, pal, tg)
+    batch:run()
+    collectgarbage("collect")
+    collectgarbage("stop")
+    local before = collectgarbage("count")
+    for _ = 1, 200 do
+      sk.skin(mesh, pal, tg)
+      batch:run()
+    end
+    local after = collectgarbage("count")
+    collectgarbage("restart")
+    assert.equal(before, after)
+  end)
+
+  it("shuts the worker pool down when the Lua state closes", function()
+    local script = ([[
+      package.path = %q
+      package.cpath = %q
+      local limber = require "limber"
+      local sk = limber.skinning
+      local skel = limber.skeleton({ {}, { parent = 1 } })
+      local pose = limber.pose(skel, 8)
+      pose:local_to_model()
+      local pal = limber.palette(pose)
+      pal:update()
+      local n, w, j = {}, {}, {}
+      for v = 1, 3000 do
+        n[#n + 1], n[#n + 2], n[#n + 3] = v, 0, 0
+        w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = 1, v %% 2, 0, 0
+        j[#j + 1], j[#j + 2], j[#j + 3], j[#j + 4] = 1, 2, 1, 1
+      end
+      local mesh = sk.mesh { positions = n, joints = j, weights = w }
+      local tg = sk.target { mesh = mesh, instances = 8, positions = true }
+      sk.threads(3)
+      for _ = 1, 20 do sk.skin(mesh, pal, tg) end
+      sk.threads(2)
+      sk.skin(mesh, pal, tg)
+      io.write("done")
+      os.exit(0, true)
+    ]]):format(package.path, package.cpath)
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(script)
+    f:close()
+    local p = assert(io.popen("lua5.4 " .. path .. " 2>&1"))
+    local out = p:read("a")
+    local ok, how, code = p:close()
+    os.remove(path)
+    assert.equal("done", out)
+    assert.is_true(ok, tostring(how) .. " " .. tostring(code))
+  end)
+
+  it("keeps meshes, palettes and buffers alive while targets and batches use them", function()
+    local pal = random_palette(5, 2)
+    local m = random_mesh(64, 5)
+    local mesh = sk.mesh(mesh_desc(m))
+    local batch = sk.batch { { mesh = mesh, palette = pal,
+      target = sk.target { mesh = mesh, instances = 2, positions = core.buffer("f32", 3, 128) } } }
+    mesh, pal = nil, nil -- luacheck: ignore
+    collectgarbage("collect")
+    collectgarbage("collect")
+    batch:run()
+  end)
+
+  describe("errors", function()
+    local pal, m, mesh, tg
+    before_each(function()
+      pal = random_palette(6, 3)
+      m = random_mesh(50, 6)
+      mesh = sk.mesh(mesh_desc(m))
+      tg = sk.target { mesh = mesh, instances = 3, positions = true, normals = true }
+      sk.skin(mesh, pal, tg)
+    end)
+
+    -- Runs fn, expects an error containing msg, and checks the target kept its contents.
+    local function fails(fn, msg)
+      local before = tg:positions():bytes() .. tg:normals():bytes()
+      assert.error_matches(fn, msg, 1, true)
+      assert.equal(before, tg:positions():bytes() .. tg:normals():bytes())
+    end
+
+    it("rejects a palette of another skin", function()
+      local _, skel, pose = random_palette(6, 3)
+      local skinA, skinB = limber.skin(skel), limber.skin(skel)
+      local bound = sk.mesh(mesh_desc(m, { skin = skinA }))
+      assert.equal(skinA, bound:skin())
+      local other = limber.palette(pose, { skin = skinB })
+      other:update()
+      local t2 = sk.target { mesh = bound, instances = 3, positions = true, normals = true }
+      assert.error_matches(function() sk.skin(bound, other, t2) end,
+        "the palette belongs to another skin than the mesh", 1, true)
+      fails(function() sk.skin(bound, pal, tg) end, "the palette belongs to another skin than the mesh")
+      local ok_pal = limber.palette(pose, { skin = skinA })
+      ok_pal:update()
+      sk.skin(bound, ok_pal, t2)
+    end)
+
+    it("rejects joint slots beyond the palette", function()
+      local small = random_palette(4, 3) -- mesh uses slots up to 5
+      assert.is_true(mesh:joint_limit() > 4)
+      fails(function() sk.skin(mesh, small, tg) end, "but the palette has 4 joints")
+      local skel = limber.skeleton(H.rand_joints(3))
+      assert.error_matches(function() sk.mesh(mesh_desc(m, { skin = limber.skin(skel) })) end,
+        "beyond the skin's 3 joints", 1, true)
+    end)
+
+    it("rejects mismatched instance counts and ranges", function()
+      local pal2 = random_palette(6, 2)
+      fails(function() sk.skin(mesh, pal2, tg) end, "mismatched instance counts: the palette has 2, the target 3")
+      assert.error_matches(function()
+        sk.batch { { mesh = mesh, palette = pal, target = tg, first = 2, count = 3 } }
+      end, "palette instances 2 .. 4 out of range [1, 3]", 1, true)
+      assert.error_matches(function()
+        sk.batch { { mesh = mesh, palette = pal, target = tg, first = 1, count = 2, slot = 3 } }
+      end, "target too small: instances 3 .. 4, the target holds 3", 1, true)
+      assert.error_matches(function()
+        sk.batch { { mesh = mesh, palette = pal, target = tg, first = 1, count = 2 },
+                   { mesh = mesh, palette = pal, target = tg, first = 3, count = 1, slot = 2 } }
+      end, "jobs 1 and 2 write the same target instance 2", 1, true)
+      local other = sk.mesh(mesh_desc(random_mesh(51, 6)))
+      fails(function() sk.skin(other, pal, tg) end, "the target holds 50 vertices per instance, the mesh has 51")
+      local bare = sk.mesh(mesh_desc(m, { no_normals = true }))
+      fails(function() sk.skin(bare, pal, tg) end, "the target wants normals but the mesh has none")
+    end)
+
+    it("rejects output buffers that are too small or unusable", function()
+      assert.error_matches(function()
+        sk.target { mesh = mesh, instances = 3, positions = core.buffer("f32", 3, 149) }
+      end, "positions buffer too small: 149 elements, need 150", 1, true)
+      assert.error_matches(function()
+        sk.target { mesh = mesh, instances = 3, buffer = core.buffer("f32", 6, 149), stride = 24,
+                    position = 0, normal = 12 }
+      end, "buffer too small", 1, true)
+      assert.error_matches(function()
+        sk.target { mesh = mesh, buffer = core.buffer("f32", 6, 50), stride = 24, position = 0, normal = 8 }
+      end, "position and normal offsets overlap", 1, true)
+      assert.error_matches(function()
+        sk.target { mesh = mesh, buffer = core.buffer("f32", 6, 50), stride = 24, position = 16 }
+      end, "position offset must be a multiple of 4 in [0, 12]", 1, true)
+      assert.error_matches(function()
+        sk.target { mesh = mesh, positions = pal:buffer() }
+      end, "positions is a read-only Buffer", 1, true)
+      assert.error_matches(function()
+        sk.target { mesh = mesh, normals = core.buffer("f32", 2, 50) }
+      end, "normals must be an f32 Buffer of width 3 or 4", 1, true)
+      assert.error_matches(function() sk.target { mesh = mesh } end, "no output stream", 1, true)
+    end)
+
+    it("rejects bad mesh data", function()
+      local function desc_with(field, value)
+        local d = mesh_desc(m)
+        d[field] = value
+        return d
+      end
+      local w = {}
+      for q = 1, #m.wgt do w[q] = m.wgt[q] end
+      w[9], w[10], w[11], w[12] = 0, 0, 0, 0
+      assert.error_matches(function() sk.mesh(desc_with("weights", w)) end, "vertex 3: every weight is zero", 1, true)
+      w[9] = -1
+      assert.error_matches(function() sk.mesh(desc_with("weights", w)) end, "vertex 3: negative weight", 1, true)
+      assert.error_matches(function() sk.mesh(desc_with("normals", core.buffer("f32", 3, 49))) end,
+        "normals has 49 vertices, positions have 50", 1, true)
+      assert.error_matches(function() sk.mesh(desc_with("indices", core.buffer("u32", 1, { 0, 50 }))) end,
+        "indices[2] = 51 out of range (50 vertices)", 1, true)
+      assert.error_matches(function() sk.mesh(desc_with("positions", nil)) end, "positions are required", 1, true)
+      assert.error_matches(function() sk.mesh(desc_with("joints", core.buffer("f32", 4, 50))) end,
+        "joints must be a u8/u16/u32 Buffer of width 4", 1, true)
+      assert.error_matches(function() sk.mesh(desc_with("positions", { 1, 2 })) end,
+        "not a multiple of 3", 1, true)
+      -- zero-weight slots may hold anything
+      local j = {}
+      for q = 1, #m.jnt do j[q] = m.wgt[q] == 0 and 65535 or m.jnt[q] end
+      local ok = sk.mesh(desc_with("joints", core.buffer("u16", 4, j)))
+      assert.equal(mesh:joint_limit(), ok:joint_limit())
+    end)
+
+    it("checks the thread count", function()
+      assert.error_matches(function() sk.threads(0) end, "thread count 0 out of range [1, 65]", 1, true)
+    end)
+  end)
+end)
