@@ -9,7 +9,11 @@ local tree_path = here .. "/lua_modules/share/lua/5.4/?.lua;" .. here .. "/lua_m
 local tree_cpath = here .. "/lua_modules/lib/lua/5.4/?.so;"
 local dev_path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;"
 local dev_cpath = here .. "/build/?.so;"
-if dev or not installed then
+local given = package.searchpath("limber.core", package.cpath) -- LUA_CPATH names one: keep it
+if given and not dev then
+  package.path = package.path .. ";" .. tree_path .. dev_path
+  package.cpath = package.cpath .. ";" .. tree_cpath .. dev_cpath
+elseif dev or not installed then
   package.path = dev_path .. tree_path .. package.path
   package.cpath = dev_cpath .. tree_cpath .. package.cpath
 else
