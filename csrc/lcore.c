@@ -372,6 +372,7 @@ LIMBER_EXPORT int luaopen_limber_core(lua_State *L) {
     lua_newtable(L);
     lcore_open_buffer(L);
     lcore_open_pose(L);
+    lcore_open_scene(L);
     lua_pushcfunction(L, l_simd);
     lua_setfield(L, -2, "simd");
     lua_pushliteral(L, LIMBER_VERSION);

@@ -72,5 +72,6 @@ struct lmb_skin *lcore_check_skin(lua_State *L, int arg);
 /* ---- areas ------------------------------------------------------------ */
 void lcore_open_buffer(lua_State *L);
 void lcore_open_pose(lua_State *L);
+void lcore_open_scene(lua_State *L);
 
 #endif

@@ -1,0 +1,451 @@
+/* lcore_scene.c: Lua types Hierarchy (the matrix storage of a scene, driven
+ * by lua/limber/scene.lua) and Slots (a static table of named attachment
+ * matrices, also used for flattened prefabs). Node ids are 1-based here
+ * and 0-based in the kernel; parent 0 means "no parent". Every check runs
+ * before anything is changed. */
+#include <math.h>
+#include <string.h>
+
+#include "hierarchy.h"
+#include "lcore.h"
+#include "palette.h"
+#include "pose.h"
+
+#define HIER_MT "limber.Hierarchy"
+#define SLOTS_MT "limber.Slots"
+
+typedef struct lslots {
+    uint32_t count;
+    float *m; /* count * 16 floats, affine, column-major */
+} lslots;
+
+static lmb_hier *check_hier(lua_State *L, int arg) {
+    return (lmb_hier *)lmb_align_ptr(luaL_checkudata(L, arg, HIER_MT), 64);
+}
+
+static lslots *check_slots(lua_State *L, int arg) {
+    return (lslots *)lmb_align_ptr(luaL_checkudata(L, arg, SLOTS_MT), 64);
+}
+
+static uint32_t check_node(lua_State *L, lmb_hier *h, int arg) {
+    return lcore_check_index(L, arg, h->capacity, "node");
+}
+
+/* Pushes a new hierarchy of `cap` nodes whose user value is `anchors`
+ * (a table id -> the object a node's slot pointer reads). */
+static lmb_hier *push_hier(lua_State *L, uint32_t cap) {
+    size_t bytes = lmb_hier_bytes(cap);
+    if (bytes == 0) luaL_error(L, "limber.Hierarchy: capacity %I is too large", (lua_Integer)cap);
+    void *mem = lua_newuserdatauv(L, bytes, 1);
+    luaL_setmetatable(L, HIER_MT);
+    return lmb_hier_place(mem, cap);
+}
+
+/** core.hierarchy(capacity): storage for `capacity` scene nodes. */
+static int l_hier_new(lua_State *L) {
+    lua_Integer cap = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, cap >= 1 && cap <= (1 << 26), 1, "capacity out of range [1, 67108864]");
+    push_hier(L, (uint32_t)cap);
+    lua_newtable(L);
+    lua_setiuservalue(L, -2, 1);
+    return 1;
+}
+
+/** h:grow(capacity): a new, larger hierarchy holding a copy of every node.
+ * Slot owners stay anchored (the anchor table is shared). */
+static int l_hier_grow(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    lua_Integer cap = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, cap >= (lua_Integer)h->capacity && cap <= (1 << 26), 2,
+                  "capacity must not shrink and must be at most 67108864");
+    lmb_hier *d = push_hier(L, (uint32_t)cap);
+    lmb_hier_copy(d, h);
+    lua_getiuservalue(L, 1, 1);
+    lua_setiuservalue(L, -2, 1);
+    return 1;
+}
+
+static int l_hier_capacity(lua_State *L) {
+    lua_pushinteger(L, check_hier(L, 1)->capacity);
+    return 1;
+}
+
+/** h:reset(id): forgets node id (no parent, identity SRT and matrices). */
+static int l_hier_reset(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t n = check_node(L, h, 2);
+    lua_getiuservalue(L, 1, 1);
+    lua_pushnil(L);
+    lua_rawseti(L, -2, (lua_Integer)n + 1);
+    lmb_hier_reset(h, n);
+    return 0;
+}
+
+static void read_vec(lua_State *L, int arg, const char *what, float *out, int n) {
+    if (!lua_istable(L, arg))
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s must be a table of %d numbers", what, n));
+    for (int k = 0; k < n; k++) {
+        int isnum;
+        lua_geti(L, arg, k + 1);
+        lua_Number v = lua_tonumberx(L, -1, &isnum);
+        lua_pop(L, 1);
+        if (!isnum)
+            luaL_argerror(L, arg, lua_pushfstring(L, "%s[%d] is not a number", what, k + 1));
+        if (!isfinite(v) || fabs(v) > 3.4e38)
+            luaL_argerror(L, arg, lua_pushfstring(L, "%s[%d] is not finite (%f)", what, k + 1, v));
+        out[k] = (float)v;
+    }
+}
+
+/** h:set_srt(id, t, r, s): tables {x,y,z}, {x,y,z,w}, {x,y,z}; nil keeps
+ * a component. The rotation is normalised; a zero quaternion is refused. */
+static int l_hier_set_srt(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t n = check_node(L, h, 2);
+    float t[3], r[4], s[3];
+    int ht = !lua_isnoneornil(L, 3), hr = !lua_isnoneornil(L, 4), hs = !lua_isnoneornil(L, 5);
+    if (ht) read_vec(L, 3, "translation", t, 3);
+    if (hr) read_vec(L, 4, "rotation", r, 4);
+    if (hs) read_vec(L, 5, "scale", s, 3);
+    if (lmb_hier_set_srt(h, n, ht ? t : NULL, hr ? r : NULL, hs ? s : NULL) != LMB_OK)
+        return luaL_argerror(L, 4, "rotation is a zero quaternion");
+    return 0;
+}
+
+/* Reads `n` finite numbers from arguments first .. first + n - 1. */
+static void read_args(lua_State *L, int first, const char *what, float *out, int n) {
+    for (int k = 0; k < n; k++) out[k] = lcore_check_finite(L, first + k, what);
+}
+
+/** h:set_t(id, x, y, z) / h:set_r(id, x, y, z, w) / h:set_s(id, x, y, z):
+ * one component from plain numbers (no table needed). */
+static int l_hier_set_t(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t n = check_node(L, h, 2);
+    float v[3];
+    read_args(L, 3, "translation", v, 3);
+    lmb_hier_set_srt(h, n, v, NULL, NULL);
+    return 0;
+}
+
+static int l_hier_set_r(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t n = check_node(L, h, 2);
+    float v[4];
+    read_args(L, 3, "rotation", v, 4);
+    if (lmb_hier_set_srt(h, n, NULL, v, NULL) != LMB_OK)
+        return luaL_error(L, "bad argument to 'set_rotation' (rotation is a zero quaternion)");
+    return 0;
+}
+
+static int l_hier_set_s(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t n = check_node(L, h, 2);
+    float v[3];
+    read_args(L, 3, "scale", v, 3);
+    lmb_hier_set_srt(h, n, NULL, NULL, v);
+    return 0;
+}
+
+static void push_floats(lua_State *L, const float *v, int n, int out) {
+    if (out) {
+        lua_pushvalue(L, out);
+    } else {
+        lua_createtable(L, n, 0);
+    }
+    for (int k = 0; k < n; k++) {
+        lua_pushnumber(L, (lua_Number)v[k]);
+        lua_rawseti(L, -2, k + 1);
+    }
+}
+
+/* Returns the stack index of an optional output table at arg, or 0. */
+static int opt_out(lua_State *L, int arg) {
+    if (lua_isnoneornil(L, arg)) return 0;
+    luaL_checktype(L, arg, LUA_TTABLE);
+    return arg;
+}
+
+/** h:srt(id): translation, rotation, scale tables. */
+static int l_hier_srt(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t n = check_node(L, h, 2);
+    const float *d = h->srt + (size_t)n * LMB_TRS_FLOATS;
+    push_floats(L, d, 3, 0);
+    push_floats(L, d + 3, 4, 0);
+    push_floats(L, d + 7, 3, 0);
+    return 3;
+}
+
+static const char *const follow_names[] = {"full", "rigid", "translation", NULL};
+
+/** h:link(id, parent, follow [, owner, a [, b]]): hangs node id below
+ * parent (0: none) on the slot given by owner: a Slots object and slot
+ * index a, or a Pose and instance a, joint b (the slot follows the joint's
+ * model matrix). follow is "full", "rigid" or "translation". */
+static int l_hier_link(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t n = check_node(L, h, 2);
+    lua_Integer pid = luaL_checkinteger(L, 3);
+    if (pid < 0 || pid > (lua_Integer)h->capacity)
+        return luaL_argerror(L, 3, lua_pushfstring(L, "parent %I out of range [0, %I]", pid,
+                                                   (lua_Integer)h->capacity));
+    if (pid == (lua_Integer)n + 1) return luaL_argerror(L, 3, "a node cannot be its own parent");
+    int mode = luaL_checkoption(L, 4, "full", follow_names);
+    const float *slot = NULL;
+    int animated = 0;
+    if (!lua_isnoneornil(L, 5)) {
+        if (luaL_testudata(L, 5, SLOTS_MT)) {
+            lslots *s = check_slots(L, 5);
+            uint32_t i = lcore_check_index(L, 6, s->count, "slot");
+            slot = s->m + (size_t)i * 16;
+        } else if (luaL_testudata(L, 5, POSE_MT)) {
+            lmb_pose *p = lcore_check_pose(L, 5);
+            uint32_t i = lcore_check_index(L, 6, p->instance_count, "instance");
+            uint32_t j = lcore_check_index(L, 7, p->joint_count, "joint");
+            slot = p->model + ((size_t)i * p->joint_count + j) * 16;
+            animated = 1;
+        } else {
+            return luaL_typeerror(L, 5, "limber.Slots or limber.Pose");
+        }
+    }
+    lua_getiuservalue(L, 1, 1);
+    lua_pushvalue(L, 5);
+    lua_rawseti(L, -2, (lua_Integer)n + 1); /* the node reads the owner's memory */
+    lmb_hier_link(h, n, pid == 0 ? LMB_HIER_NONE : (uint32_t)(pid - 1), slot, mode, animated);
+    return 0;
+}
+
+/** h:update(ids, count, pass): the world pass over ids[1..count] (parents
+ * first). Every id is checked before any matrix is computed. */
+static int l_hier_update(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer count = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, count >= 0 && count <= (lua_Integer)h->capacity, 3, "count out of range");
+    lua_Integer pass = luaL_checkinteger(L, 4);
+    luaL_argcheck(L, pass >= 1 && pass <= (lua_Integer)UINT32_MAX, 4, "pass out of range");
+    uint32_t *ids = h->order;
+    for (lua_Integer k = 0; k < count; k++) {
+        lua_rawgeti(L, 2, k + 1);
+        lua_Integer id = lua_tointeger(L, -1);
+        lua_pop(L, 1);
+        if (id < 1 || id > (lua_Integer)h->capacity)
+            return luaL_error(L, "limber.Hierarchy: ids[%I] = %I out of range [1, %I]", k + 1, id,
+                              (lua_Integer)h->capacity);
+        ids[k] = (uint32_t)(id - 1);
+    }
+    lmb_hier_update(h, ids, (uint32_t)count, (uint32_t)pass);
+    return 0;
+}
+
+/** h:compute(id, pass): base and world of one node from its parent's world. */
+static int l_hier_compute(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t n = check_node(L, h, 2);
+    lua_Integer pass = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, pass >= 0 && pass <= (lua_Integer)UINT32_MAX, 3, "pass out of range");
+    lmb_hier_compute(h, n, (uint32_t)pass);
+    return 0;
+}
+
+/** h:world(id [, out]): the stored world matrix (16 numbers), in `out` if given. */
+static int l_hier_world(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t n = check_node(L, h, 2);
+    push_floats(L, h->world + (size_t)n * 16, 16, opt_out(L, 3));
+    return 1;
+}
+
+/** h:base(id [, out]): the stored base matrix. */
+static int l_hier_base(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t n = check_node(L, h, 2);
+    push_floats(L, h->base + (size_t)n * 16, 16, opt_out(L, 3));
+    return 1;
+}
+
+/** h:slot_world(id, slots, index [, out]): world(id) x slots[index]. */
+static int l_hier_slot_world(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t n = check_node(L, h, 2);
+    lslots *s = check_slots(L, 3);
+    uint32_t i = lcore_check_index(L, 4, s->count, "slot");
+    int out = opt_out(L, 5);
+    float m[16];
+    lmb_mat4_mul(h->world + (size_t)n * 16, s->m + (size_t)i * 16, m);
+    push_floats(L, m, 16, out);
+    return 1;
+}
+
+/** h:worlds(): a read-only Buffer view of every world matrix (element id). */
+static int l_hier_worlds(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    lbuf_push_view(L, 1, h->world, LBUF_F32, 16, h->capacity, 1);
+    return 1;
+}
+
+static int l_hier_tostring(lua_State *L) {
+    lua_pushfstring(L, "limber.Hierarchy(%I nodes)", (lua_Integer)check_hier(L, 1)->capacity);
+    return 1;
+}
+
+/* ---- Slots ------------------------------------------------------------ */
+
+/* Pushes new slots of `count` matrices; info table {names=, index=} as
+ * user value, built from the names table at `names` (checked). */
+static lslots *push_slots(lua_State *L, int names, uint32_t count) {
+    lua_createtable(L, (int)count, 0); /* names */
+    lua_createtable(L, 0, (int)count); /* index */
+    int ni = lua_gettop(L) - 1;
+    for (uint32_t i = 0; i < count; i++) {
+        lua_rawgeti(L, names, (lua_Integer)i + 1);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "limber.Slots: names[%I] must be a string (got %s)", (lua_Integer)i + 1,
+                       luaL_typename(L, -1));
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, ni + 1) != LUA_TNIL)
+            luaL_error(L, "limber.Slots: names[%I]: duplicate slot name '%s'", (lua_Integer)i + 1,
+                       lua_tostring(L, -2));
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, ni, (lua_Integer)i + 1);
+        lua_pushinteger(L, (lua_Integer)i + 1);
+        lua_rawset(L, ni + 1);
+    }
+    lslots *s = (lslots *)lcore_newobject(L, sizeof(lslots) + 64 + (size_t)count * 64, 1, SLOTS_MT);
+    s->count = count;
+    s->m = (float *)lmb_align_ptr(s + 1, 64);
+    lua_createtable(L, 0, 2);
+    lua_pushvalue(L, ni);
+    lua_setfield(L, -2, "names");
+    lua_pushvalue(L, ni + 1);
+    lua_setfield(L, -2, "index");
+    lua_setiuservalue(L, -2, 1);
+    return s;
+}
+
+static uint32_t check_slot_count(lua_State *L, int names) {
+    luaL_checktype(L, names, LUA_TTABLE);
+    lua_Integer count = (lua_Integer)luaL_len(L, names);
+    if (count < 1 || count > (1 << 24))
+        luaL_argerror(L, names, lua_pushfstring(L, "slot count %I out of range [1, 16777216]",
+                                                count));
+    return (uint32_t)count;
+}
+
+/** core.slots(names, matrices): a static slot table. names: array of
+ * unique strings; matrices: flat array of 16 numbers per slot (column-major,
+ * affine: bottom row 0 0 0 1). */
+static int l_slots_new(lua_State *L) {
+    uint32_t count = check_slot_count(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    if (luaL_len(L, 2) != (lua_Integer)count * 16)
+        return luaL_argerror(L, 2, lua_pushfstring(L, "expected %I numbers (16 per slot), got %I",
+                                                   (lua_Integer)count * 16,
+                                                   (lua_Integer)luaL_len(L, 2)));
+    lua_settop(L, 2);
+    lslots *s = push_slots(L, 1, count);
+    lcore_read_floats(L, 2, "matrices", 1, s->m, (size_t)count * 16);
+    for (uint32_t i = 0; i < count; i++) {
+        const float *m = s->m + (size_t)i * 16;
+        if (m[3] != 0.0f || m[7] != 0.0f || m[11] != 0.0f || m[15] != 1.0f)
+            return luaL_argerror(L, 2, lua_pushfstring(L, "matrix of slot %I is not affine "
+                                                          "(bottom row must be 0 0 0 1)",
+                                                       (lua_Integer)i + 1));
+    }
+    return 1;
+}
+
+/** core.slots_from_pose(pose, instance, names): a slot table holding a copy
+ * of the model matrices of one pose instance (a flattened prefab). */
+static int l_slots_from_pose(lua_State *L) {
+    lmb_pose *p = lcore_check_pose(L, 1);
+    uint32_t i = lcore_check_index(L, 2, p->instance_count, "instance");
+    uint32_t count = check_slot_count(L, 3);
+    if (count != p->joint_count)
+        return luaL_argerror(L, 3, lua_pushfstring(L, "%I names for %I joints", (lua_Integer)count,
+                                                   (lua_Integer)p->joint_count));
+    lua_settop(L, 3);
+    lslots *s = push_slots(L, 3, count);
+    memcpy(s->m, p->model + (size_t)i * count * 16, (size_t)count * 16 * sizeof(float));
+    return 1;
+}
+
+static int l_slots_count(lua_State *L) {
+    lua_pushinteger(L, check_slots(L, 1)->count);
+    return 1;
+}
+
+/** slots:find(name): the slot index, or nil. */
+static int l_slots_find(lua_State *L) {
+    check_slots(L, 1);
+    luaL_checkany(L, 2);
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "index");
+    lua_pushvalue(L, 2);
+    lua_rawget(L, -2);
+    return 1;
+}
+
+/** slots:name(i): the name of slot i. */
+static int l_slots_name(lua_State *L) {
+    lslots *s = check_slots(L, 1);
+    uint32_t i = lcore_check_index(L, 2, s->count, "slot");
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "names");
+    lua_rawgeti(L, -1, (lua_Integer)i + 1);
+    return 1;
+}
+
+/** slots:matrix(i [, out]): the matrix of slot i (16 numbers). */
+static int l_slots_matrix(lua_State *L) {
+    lslots *s = check_slots(L, 1);
+    uint32_t i = lcore_check_index(L, 2, s->count, "slot");
+    push_floats(L, s->m + (size_t)i * 16, 16, opt_out(L, 3));
+    return 1;
+}
+
+static int l_slots_tostring(lua_State *L) {
+    lua_pushfstring(L, "limber.Slots(%I slots)", (lua_Integer)check_slots(L, 1)->count);
+    return 1;
+}
+
+/** core.follow_filter(m, mode): the part of matrix m (16 numbers) a child
+ * takes under follow mode "full", "rigid" or "translation". */
+static int l_follow_filter(lua_State *L) {
+    float m[16], out[16];
+    lcore_read_floats(L, 1, "matrix", 1, m, 16);
+    int mode = luaL_checkoption(L, 2, "full", follow_names);
+    lmb_follow_filter(m, mode, out);
+    push_floats(L, out, 16, 0);
+    return 1;
+}
+
+void lcore_open_scene(lua_State *L) {
+    static const luaL_Reg hier_methods[] = {
+        {"grow", l_hier_grow},       {"capacity", l_hier_capacity},
+        {"reset", l_hier_reset},     {"set_srt", l_hier_set_srt},
+        {"set_t", l_hier_set_t},     {"set_r", l_hier_set_r},
+        {"set_s", l_hier_set_s},     {"srt", l_hier_srt},
+        {"link", l_hier_link},       {"update", l_hier_update},
+        {"compute", l_hier_compute}, {"world", l_hier_world},
+        {"base", l_hier_base},       {"slot_world", l_hier_slot_world},
+        {"worlds", l_hier_worlds},   {NULL, NULL}};
+    static const luaL_Reg hier_meta[] = {{"__tostring", l_hier_tostring}, {NULL, NULL}};
+    static const luaL_Reg slots_methods[] = {{"count", l_slots_count},
+                                             {"find", l_slots_find},
+                                             {"name", l_slots_name},
+                                             {"matrix", l_slots_matrix},
+                                             {NULL, NULL}};
+    static const luaL_Reg slots_meta[] = {
+        {"__len", l_slots_count}, {"__tostring", l_slots_tostring}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"hierarchy", l_hier_new},
+                                     {"slots", l_slots_new},
+                                     {"slots_from_pose", l_slots_from_pose},
+                                     {"follow_filter", l_follow_filter},
+                                     {NULL, NULL}};
+    lcore_class(L, HIER_MT, hier_meta, hier_methods);
+    lcore_class(L, SLOTS_MT, slots_meta, slots_methods);
+    luaL_setfuncs(L, funcs, 0);
+}
