@@ -33,6 +33,7 @@ build = {
   install = {
     lua = {
       ["limber"] = "lua/limber/init.lua",
+      ["limber.scene"] = "lua/limber/scene.lua",
     },
   },
 }

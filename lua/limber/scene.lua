@@ -131,7 +131,7 @@ end
 -- the leaf changed, or its parent's world changed, since it was computed.
 local function refresh_leaf(self, id)
   local c = self.computed[id]
-  if self.ldirty[id] > c or self.stamp[self.parent[id]] > c then
+  if self.ldirty[id] > c or self.stamp[self.parents[id]] > c then
     self.store:compute(id, self.frame)
     self.computed[id] = self.frame
   end
@@ -141,7 +141,7 @@ end
 -- read it; it joins the order right after its parent.
 local function make_nonleaf(self, q)
   refresh_leaf(self, q)
-  local p = self.parent[q]
+  local p = self.parents[q]
   local nxt, prv = self.nxt, self.prv
   self.depth[q] = p == NONE and 0 or self.depth[p] + 1
   local b = nxt[p]
@@ -183,7 +183,7 @@ end
 
 -- Moves `id` below `newp` (already checked: alive, not a descendant).
 local function relink(self, id, newp, slot, follow, owner, a, b, animated)
-  local parent, nchild, depth = self.parent, self.nchild, self.depth
+  local parent, nchild, depth = self.parents, self.nchild, self.depth
   local oldp = parent[id]
   if newp ~= oldp then
     if newp ~= NONE then
@@ -240,7 +240,7 @@ function M.new(opts)
   return setmetatable({
     store = core.hierarchy(cap), cap = cap, top = 0, count = 0,
     free = {}, free_head = 1, free_tail = 0,
-    alive = {}, parent = { [0] = NONE }, slot = {}, follow = {}, nchild = {}, provider = {},
+    alive = {}, parents = { [0] = NONE }, slot = {}, follow = {}, nchild = {}, provider = {},
     nxt = { [0] = 0 }, prv = { [0] = 0 }, depth = { [0] = -1 },
     frame = 0, struct = 0,
     dirty = {}, ndirty = 0, isdirty = {},
@@ -313,7 +313,7 @@ function Scene:create(opts)
   if opts.translation or opts.rotation or opts.scale then
     store:set_srt(id, opts.translation, opts.rotation, opts.scale)
   end
-  self.alive[id], self.parent[id], self.nchild[id], self.provider[id] = true, NONE, 0, prov
+  self.alive[id], self.parents[id], self.nchild[id], self.provider[id] = true, NONE, 0, prov
   self.computed[id], self.ldirty[id], self.stamp[id] = -1, 0, 0
   self.incache[id], self.upd[id] = nil, nil
   relink(self, id, p, opts.slot, follow, owner, a, b, animated)
@@ -323,7 +323,7 @@ end
 -- ---- structure ---------------------------------------------------------------
 
 local function check_not_descendant(self, id, p, level)
-  local parent, q = self.parent, p
+  local parent, q = self.parents, p
   while q ~= NONE do
     if q == id then
       if p == id then fail(fmt("node %d cannot be its own parent", id), level + 1) end
@@ -353,7 +353,7 @@ end
 function Scene:set_slot(id, slot, follow)
   check_id(self, id, "node", 2)
   follow = check_follow(follow, 2)
-  local p = self.parent[id]
+  local p = self.parents[id]
   local owner, a, b, animated = resolve_slot(self, p, slot, 2)
   relink(self, id, p, slot, follow, owner, a, b, animated)
 end
@@ -361,7 +361,7 @@ end
 --- Parent id (0 = none), slot name (or nil) and follow mode of a node.
 function Scene:parent(id)
   check_id(self, id, "node", 2)
-  return self.parent[id], self.slot[id] or nil, self.follow[id]
+  return self.parents[id], self.slot[id] or nil, self.follow[id]
 end
 
 --- True when `id` names a live node.
@@ -389,7 +389,7 @@ end
 function Scene:destroy(id)
   check_id(self, id, "node", 2)
   local doomed, doom, n = self.doomed, self.doom, 0
-  local nchild, parent = self.nchild, self.parent
+  local nchild, parent = self.nchild, self.parents
   if nchild[id] > 0 then
     local nxt, prv = self.nxt, self.prv
     local last = run_last(self, id)
@@ -521,7 +521,7 @@ function Scene:update()
   self.ndirty = 0
   local n = 0
   if nn > 0 then
-    local order, parent = self.order, self.parent
+    local order, parent = self.order, self.parents
     local cache = self.cache
     if not miss then
       -- every changed node is in last frame's order: walk it, keeping the
@@ -592,7 +592,7 @@ function Scene:has_changed(id)
   check_id(self, id, "node", 2)
   local f, stamp = self.frame, self.stamp
   if stamp[id] == f and (self.nchild[id] > 0 or self.ldirty[id] == f) then return true end
-  return self.nchild[id] == 0 and stamp[self.parent[id]] == f and f > 0
+  return self.nchild[id] == 0 and stamp[self.parents[id]] == f and f > 0
 end
 
 --- Statistics of the last update: nodes in the C pass, whether the cached
@@ -660,6 +660,9 @@ function M.slots(def)
   for i, name in ipairs(names) do
     local v = def[name]
     if type(v) ~= "table" then fail(fmt("slots: slot '%s' must be a table", name), 2) end
+    if #v ~= 0 and #v ~= 16 then
+      fail(fmt("slots: slot '%s' must be 16 numbers or a table of translation/rotation/scale", name), 2)
+    end
     if #v == 16 then
       table.move(v, 1, 16, (i - 1) * 16 + 1, flat)
     else
