@@ -1,7 +1,8 @@
-/* hierarchy.c: scene node storage and the batched world-matrix pass.
- * All matrices here are affine (bottom row 0 0 0 1): slot tables are
- * checked when built and pose model matrices are affine by construction,
- * so products use the 3x4 form. */
+/* hierarchy.c: scene node storage, the derived non-leaf preorder list, the
+ * update scheduling (update set, cached order, preorder runs) and the
+ * batched world-matrix pass. All matrices are affine (bottom row 0 0 0 1):
+ * slot tables are checked when built and pose model matrices are affine by
+ * construction, so products use the 3x4 form. */
 #include "hierarchy.h"
 
 #include <math.h>
@@ -10,82 +11,118 @@
 #include "skeleton.h"
 
 #define ALIGN 64
+#define DOOM 0x0100u /* temporary: node being destroyed */
+#define KEPT 0x0200u /* temporary: dirty list compaction */
 
 static const float IDENTITY[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
 static const float IDENTITY_SRT[LMB_TRS_FLOATS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
 
-static size_t sizes(uint32_t cap, size_t s[8]) {
-    size_t n = cap ? cap : 1;
-    s[0] = lmb_align_up(sizeof(lmb_hier), ALIGN);
-    s[1] = lmb_align_up(n * sizeof(uint32_t), ALIGN);       /* parent */
-    s[2] = lmb_align_up(n * sizeof(const float *), ALIGN);  /* slot */
-    s[3] = lmb_align_up(n, ALIGN);                          /* flags */
-    s[4] = lmb_align_up(n * sizeof(uint32_t), ALIGN);       /* stamp */
-    s[5] = lmb_align_up(n * sizeof(uint32_t), ALIGN);       /* order */
-    s[6] = lmb_align_up(n * LMB_TRS_FLOATS * sizeof(float), ALIGN);
-    s[7] = lmb_align_up(n * 16 * sizeof(float), ALIGN); /* base, world (twice) */
-    return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + 2 * s[7] + ALIGN;
+enum { S_HEAD, S_NODE, S_SLOT, S_SRT, S_MAT, S_DIRTY, S_IDS, S_COUNT };
+
+static size_t sizes(uint32_t cap, size_t s[S_COUNT]) {
+    size_t n = (size_t)cap + 1;
+    s[S_HEAD] = lmb_align_up(sizeof(lmb_hier), ALIGN);
+    s[S_NODE] = lmb_align_up(n * sizeof(lmb_hnode), ALIGN);
+    s[S_SLOT] = lmb_align_up(n * sizeof(const float *), ALIGN);
+    s[S_SRT] = lmb_align_up(n * LMB_TRS_FLOATS * sizeof(float), ALIGN);
+    s[S_MAT] = lmb_align_up(n * 16 * sizeof(float), ALIGN);      /* base, world */
+    s[S_DIRTY] = lmb_align_up(2 * n * sizeof(uint32_t), ALIGN);
+    s[S_IDS] = lmb_align_up(n * sizeof(uint32_t), ALIGN);        /* order, cache, scratch, changed */
+    return s[S_HEAD] + s[S_NODE] + s[S_SLOT] + s[S_SRT] + 2 * s[S_MAT] + s[S_DIRTY] +
+           4 * s[S_IDS] + ALIGN;
 }
 
 size_t lmb_hier_bytes(uint32_t capacity) {
-    size_t s[8];
-    if (capacity > (1u << 26)) return 0;
+    size_t s[S_COUNT];
+    if (capacity < 1 || capacity > (1u << 26)) return 0;
     return sizes(capacity, s);
 }
 
-lmb_hier *lmb_hier_place(void *mem, uint32_t capacity) {
-    size_t s[8];
+static void reset_record(lmb_hier *h, uint32_t id) {
+    memset(&h->node[id], 0, sizeof h->node[id]);
+    h->slot[id] = NULL;
+    memcpy(h->srt + (size_t)id * LMB_TRS_FLOATS, IDENTITY_SRT, sizeof IDENTITY_SRT);
+    memcpy(h->base + (size_t)id * 16, IDENTITY, sizeof IDENTITY);
+    memcpy(h->world + (size_t)id * 16, IDENTITY, sizeof IDENTITY);
+}
+
+lmb_hier *lmb_hier_place(void *mem, uint32_t capacity, uint32_t stale_bound) {
+    size_t s[S_COUNT];
     sizes(capacity, s);
     unsigned char *p = (unsigned char *)lmb_align_ptr(mem, ALIGN);
     lmb_hier *h = (lmb_hier *)(void *)p;
-    p += s[0];
+    memset(h, 0, sizeof *h);
+    p += s[S_HEAD];
     h->capacity = capacity;
-    h->parent = (uint32_t *)(void *)p, p += s[1];
-    h->slot = (const float **)(void *)p, p += s[2];
-    h->flags = p, p += s[3];
-    h->stamp = (uint32_t *)(void *)p, p += s[4];
-    h->order = (uint32_t *)(void *)p, p += s[5];
-    h->srt = (float *)(void *)p, p += s[6];
-    h->base = (float *)(void *)p, p += s[7];
-    h->world = (float *)(void *)p;
-    for (uint32_t n = 0; n < capacity; n++) lmb_hier_reset(h, n);
+    h->stale_bound = stale_bound;
+    h->dirty_cap = 2 * (capacity + 1);
+    h->cache_structure = UINT32_MAX;
+    h->node = (lmb_hnode *)(void *)p, p += s[S_NODE];
+    h->slot = (const float **)(void *)p, p += s[S_SLOT];
+    h->srt = (float *)(void *)p, p += s[S_SRT];
+    h->base = (float *)(void *)p, p += s[S_MAT];
+    h->world = (float *)(void *)p, p += s[S_MAT];
+    h->dirty = (uint32_t *)(void *)p, p += s[S_DIRTY];
+    h->order = (uint32_t *)(void *)p, p += s[S_IDS];
+    h->cache = (uint32_t *)(void *)p, p += s[S_IDS];
+    h->scratch = (uint32_t *)(void *)p, p += s[S_IDS];
+    h->changed = (uint32_t *)(void *)p;
+    for (uint32_t i = 0; i <= capacity; i++) reset_record(h, i);
+    h->node[0].depth = -1; /* the sentinel of the preorder list */
     return h;
 }
 
-void lmb_hier_reset(lmb_hier *h, uint32_t n) {
-    h->parent[n] = LMB_HIER_NONE;
-    h->slot[n] = NULL;
-    h->flags[n] = LMB_HIER_BASE_DIRTY;
-    h->stamp[n] = 0;
-    memcpy(h->srt + (size_t)n * LMB_TRS_FLOATS, IDENTITY_SRT, sizeof IDENTITY_SRT);
-    memcpy(h->base + (size_t)n * 16, IDENTITY, sizeof IDENTITY);
-    memcpy(h->world + (size_t)n * 16, IDENTITY, sizeof IDENTITY);
-}
-
 void lmb_hier_copy(lmb_hier *dst, const lmb_hier *src) {
-    size_t n = src->capacity;
-    memcpy(dst->parent, src->parent, n * sizeof *src->parent);
+    size_t n = (size_t)src->capacity + 1;
+    memcpy(dst->node, src->node, n * sizeof *src->node);
     memcpy((void *)dst->slot, (const void *)src->slot, n * sizeof *src->slot);
-    memcpy(dst->flags, src->flags, n);
-    memcpy(dst->stamp, src->stamp, n * sizeof *src->stamp);
     memcpy(dst->srt, src->srt, n * LMB_TRS_FLOATS * sizeof(float));
     memcpy(dst->base, src->base, n * 16 * sizeof(float));
     memcpy(dst->world, src->world, n * 16 * sizeof(float));
+    memcpy(dst->dirty, src->dirty, src->dirty_count * sizeof(uint32_t));
+    memcpy(dst->order, src->order, n * sizeof(uint32_t));
+    memcpy(dst->cache, src->cache, n * sizeof(uint32_t));
+    memcpy(dst->changed, src->changed, n * sizeof(uint32_t));
+    dst->pass = src->pass;
+    dst->structure = src->structure;
+    dst->cache_structure = src->cache_structure;
+    dst->cache_gen = src->cache_gen;
+    dst->cache_count = src->cache_count;
+    dst->stale_bound = src->stale_bound;
+    dst->dirty_count = src->dirty_count;
+    dst->order_count = src->order_count;
+    dst->changed_count = src->changed_count;
+    dst->last_cached = src->last_cached;
 }
 
-void lmb_hier_link(lmb_hier *h, uint32_t n, uint32_t parent, const float *slot, int mode,
-                   int animated) {
-    h->parent[n] = parent;
-    h->slot[n] = slot;
-    uint8_t f = (uint8_t)(h->flags[n] & LMB_HIER_HAS_SRT);
-    f |= (uint8_t)((unsigned)mode & LMB_HIER_MODE_MASK) | LMB_HIER_BASE_DIRTY;
-    if (animated) f |= LMB_HIER_ANIMATED;
-    h->flags[n] = f;
+/* ---- pending changes ------------------------------------------------------ */
+
+/* Keeps only live, still-dirty, distinct entries (ids can repeat after a
+ * destroy + create between two updates). At most capacity remain. */
+static void compact_dirty(lmb_hier *h) {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < h->dirty_count; i++) {
+        lmb_hnode *n = &h->node[h->dirty[i]];
+        if ((n->flags & LMB_HIER_DIRTY) && !(n->flags & KEPT)) {
+            n->flags |= KEPT;
+            h->dirty[k++] = h->dirty[i];
+        }
+    }
+    for (uint32_t i = 0; i < k; i++) h->node[h->dirty[i]].flags &= ~KEPT;
+    h->dirty_count = k;
 }
 
-lmb_status lmb_hier_set_srt(lmb_hier *h, uint32_t n, const float *t, const float *r,
+void lmb_hier_touch(lmb_hier *h, uint32_t id) {
+    lmb_hnode *n = &h->node[id];
+    if (n->flags & LMB_HIER_DIRTY) return;
+    n->flags |= LMB_HIER_DIRTY;
+    if (h->dirty_count == h->dirty_cap) compact_dirty(h);
+    h->dirty[h->dirty_count++] = id;
+}
+
+lmb_status lmb_hier_set_srt(lmb_hier *h, uint32_t id, const float *t, const float *r,
                             const float *s) {
-    float *d = h->srt + (size_t)n * LMB_TRS_FLOATS;
+    float *d = h->srt + (size_t)id * LMB_TRS_FLOATS;
     float q[4];
     if (r) {
         double r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
@@ -97,18 +134,20 @@ lmb_status lmb_hier_set_srt(lmb_hier *h, uint32_t n, const float *t, const float
     if (r) memcpy(d + 3, q, sizeof q);
     if (s) memcpy(d + 7, s, 3 * sizeof(float));
     if (memcmp(d, IDENTITY_SRT, sizeof IDENTITY_SRT) == 0)
-        h->flags[n] &= (uint8_t)~LMB_HIER_HAS_SRT;
+        h->node[id].flags &= ~LMB_HIER_HAS_SRT;
     else
-        h->flags[n] |= LMB_HIER_HAS_SRT;
+        h->node[id].flags |= LMB_HIER_HAS_SRT;
+    lmb_hier_touch(h, id);
     return LMB_OK;
 }
+
+/* ---- matrices ---------------------------------------------------------------- */
 
 /* out = a x b for affine matrices (bottom rows 0 0 0 1). */
 static inline void mul_affine(const float *a, const float *b, float *out) {
     for (int c = 0; c < 4; c++) {
         float b0 = b[c * 4], b1 = b[c * 4 + 1], b2 = b[c * 4 + 2];
-        for (int r = 0; r < 3; r++)
-            out[c * 4 + r] = a[r] * b0 + a[4 + r] * b1 + a[8 + r] * b2;
+        for (int r = 0; r < 3; r++) out[c * 4 + r] = a[r] * b0 + a[4 + r] * b1 + a[8 + r] * b2;
         out[c * 4 + 3] = 0.0f;
     }
     out[12] += a[12];
@@ -150,17 +189,16 @@ void lmb_follow_filter(const float m[16], int mode, float out[16]) {
     out[10] = x[0] * y[1] - x[1] * y[0];
 }
 
-/* base = world[parent] x filter(slot). */
-static inline void compute_base(lmb_hier *h, uint32_t n) {
-    float *base = h->base + (size_t)n * 16;
-    uint32_t p = h->parent[n];
-    const float *slot = h->slot[n];
-    const float *pw = p == LMB_HIER_NONE ? IDENTITY : h->world + (size_t)p * 16;
+/* base = world[parent] x filter(slot); world[0] is the identity. */
+static inline void compute_base(lmb_hier *h, uint32_t id) {
+    float *base = h->base + (size_t)id * 16;
+    const float *pw = h->world + (size_t)h->node[id].parent * 16;
+    const float *slot = h->slot[id];
     if (!slot) {
         memcpy(base, pw, 16 * sizeof(float));
         return;
     }
-    int mode = h->flags[n] & LMB_HIER_MODE_MASK;
+    int mode = (int)(h->node[id].flags & LMB_HIER_MODE_MASK);
     if (mode == LMB_FOLLOW_FULL) {
         mul_affine(pw, slot, base);
     } else {
@@ -171,36 +209,253 @@ static inline void compute_base(lmb_hier *h, uint32_t n) {
 }
 
 /* world = base x TRS(srt). */
-static inline void compute_world(lmb_hier *h, uint32_t n) {
-    const float *base = h->base + (size_t)n * 16;
-    float *world = h->world + (size_t)n * 16;
-    if (!(h->flags[n] & LMB_HIER_HAS_SRT)) {
+static inline void compute_world(lmb_hier *h, uint32_t id) {
+    const float *base = h->base + (size_t)id * 16;
+    float *world = h->world + (size_t)id * 16;
+    if (!(h->node[id].flags & LMB_HIER_HAS_SRT)) {
         memcpy(world, base, 16 * sizeof(float));
         return;
     }
     float local[16];
-    lmb_trs_to_mat4(h->srt + (size_t)n * LMB_TRS_FLOATS, local);
+    lmb_trs_to_mat4(h->srt + (size_t)id * LMB_TRS_FLOATS, local);
     mul_affine(base, local, world);
 }
 
-void lmb_hier_update(lmb_hier *h, const uint32_t *ids, uint32_t count, uint32_t pass) {
+void lmb_hier_pass(lmb_hier *h, const uint32_t *ids, uint32_t count, uint32_t pass) {
     for (uint32_t k = 0; k < count; k++) {
-        uint32_t n = ids[k];
-        uint32_t p = h->parent[n];
-        uint8_t f = h->flags[n];
-        if ((f & (LMB_HIER_BASE_DIRTY | LMB_HIER_ANIMATED)) ||
-            (p != LMB_HIER_NONE && h->stamp[p] == pass)) {
-            compute_base(h, n);
-            h->flags[n] = (uint8_t)(f & ~LMB_HIER_BASE_DIRTY);
+        uint32_t id = ids[k];
+        lmb_hnode *n = &h->node[id];
+        if ((n->flags & (LMB_HIER_BASE_DIRTY | LMB_HIER_ANIMATED)) ||
+            h->node[n->parent].stamp == pass) {
+            compute_base(h, id);
+            n->flags &= ~LMB_HIER_BASE_DIRTY;
         }
-        compute_world(h, n);
-        h->stamp[n] = pass;
+        compute_world(h, id);
+        n->stamp = pass;
     }
 }
 
-void lmb_hier_compute(lmb_hier *h, uint32_t n, uint32_t pass) {
-    compute_base(h, n);
-    h->flags[n] &= (uint8_t)~LMB_HIER_BASE_DIRTY;
-    compute_world(h, n);
-    h->stamp[n] = pass;
+void lmb_hier_compute(lmb_hier *h, uint32_t id, uint32_t pass) {
+    compute_base(h, id);
+    h->node[id].flags &= ~LMB_HIER_BASE_DIRTY;
+    compute_world(h, id);
+    h->node[id].stamp = pass;
+}
+
+void lmb_hier_refresh(lmb_hier *h, uint32_t id) {
+    lmb_hnode *n = &h->node[id];
+    if (n->nchild) return;
+    if ((n->flags & LMB_HIER_STALE) || h->node[n->parent].stamp > n->stamp) {
+        lmb_hier_compute(h, id, h->pass);
+        n->flags &= ~LMB_HIER_STALE;
+    }
+}
+
+int lmb_hier_has_changed(const lmb_hier *h, uint32_t id) {
+    const lmb_hnode *n = &h->node[id];
+    if (h->pass == 0) return 0;
+    if (n->changed == h->pass) return 1;
+    return n->nchild == 0 && n->parent != 0 && h->node[n->parent].changed == h->pass;
+}
+
+/* ---- structure ------------------------------------------------------------------ */
+
+/* Last node of the preorder run of non-leaf x (x and its non-leaf descendants). */
+static uint32_t run_last(const lmb_hier *h, uint32_t x) {
+    int32_t d = h->node[x].depth;
+    uint32_t last = x, cur = h->node[x].next;
+    while (h->node[cur].depth > d) {
+        last = cur;
+        cur = h->node[cur].next;
+    }
+    return last;
+}
+
+/* Leaf q gets its first child: its world must be current before children
+ * read it; it joins the order right after its parent. */
+static void make_nonleaf(lmb_hier *h, uint32_t q) {
+    lmb_hier_refresh(h, q);
+    lmb_hnode *n = &h->node[q];
+    uint32_t p = n->parent;
+    uint32_t b = h->node[p].next;
+    n->depth = p ? h->node[p].depth + 1 : 0;
+    h->node[p].next = q;
+    n->prev = p;
+    n->next = b;
+    h->node[b].prev = q;
+    h->structure++;
+}
+
+/* Non-leaf x lost its last child (its run is x alone): it leaves the order.
+ * Its world and stamp stay those of its last computation. */
+static void make_leaf(lmb_hier *h, uint32_t x) {
+    lmb_hnode *n = &h->node[x];
+    h->node[n->prev].next = n->next;
+    h->node[n->next].prev = n->prev;
+    n->next = n->prev = 0;
+    h->structure++;
+}
+
+int lmb_hier_is_below(const lmb_hier *h, uint32_t a, uint32_t b) {
+    while (a != 0) {
+        if (a == b) return 1;
+        a = h->node[a].parent;
+    }
+    return 0;
+}
+
+void lmb_hier_create(lmb_hier *h, uint32_t id) {
+    reset_record(h, id);
+    h->node[id].flags = LMB_HIER_ALIVE | LMB_HIER_BASE_DIRTY;
+    lmb_hier_touch(h, id);
+}
+
+void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t newp, const float *slot, int mode,
+                   int animated) {
+    lmb_hnode *node = h->node;
+    uint32_t oldp = node[id].parent;
+    if (newp != oldp) {
+        if (newp) {
+            if (node[newp].nchild == 0) make_nonleaf(h, newp);
+            node[newp].nchild++;
+        }
+        node[id].parent = newp;
+        if (node[id].nchild > 0) {
+            /* cut the run of id out of the order and splice it after newp */
+            uint32_t last = run_last(h, id);
+            uint32_t before = node[id].prev, after = node[last].next;
+            node[before].next = after;
+            node[after].prev = before;
+            int32_t delta = (newp ? node[newp].depth + 1 : 0) - node[id].depth;
+            if (delta != 0) {
+                for (uint32_t cur = id;; cur = node[cur].next) {
+                    node[cur].depth += delta;
+                    if (cur == last) break;
+                }
+            }
+            uint32_t c = node[newp].next;
+            node[newp].next = id;
+            node[id].prev = newp;
+            node[last].next = c;
+            node[c].prev = last;
+            h->structure++;
+        }
+        if (oldp && --node[oldp].nchild == 0) make_leaf(h, oldp);
+    }
+    h->slot[id] = slot;
+    uint32_t f = node[id].flags & ~(LMB_HIER_MODE_MASK | LMB_HIER_ANIMATED);
+    f |= ((uint32_t)mode & LMB_HIER_MODE_MASK) | LMB_HIER_BASE_DIRTY;
+    if (animated) f |= LMB_HIER_ANIMATED;
+    node[id].flags = f;
+    lmb_hier_touch(h, id);
+}
+
+uint32_t lmb_hier_destroy(lmb_hier *h, uint32_t id, uint32_t *out) {
+    lmb_hnode *node = h->node;
+    uint32_t n = 0;
+    if (node[id].nchild > 0) {
+        uint32_t last = run_last(h, id);
+        for (uint32_t cur = id;; cur = node[cur].next) {
+            out[n++] = cur;
+            node[cur].flags |= DOOM;
+            if (cur == last) break;
+        }
+        uint32_t before = node[id].prev, after = node[last].next;
+        node[before].next = after;
+        node[after].prev = before;
+        /* leaves are in no list: one scan finds those below doomed nodes */
+        for (uint32_t x = 1; x <= h->capacity; x++) {
+            if ((node[x].flags & LMB_HIER_ALIVE) && node[x].nchild == 0 &&
+                (node[node[x].parent].flags & DOOM))
+                out[n++] = x;
+        }
+        h->structure++;
+    } else {
+        out[n++] = id;
+    }
+    uint32_t p = node[id].parent;
+    if (p && --node[p].nchild == 0) make_leaf(h, p);
+    for (uint32_t k = 0; k < n; k++) reset_record(h, out[k]);
+    return n;
+}
+
+/* ---- the per-frame update ------------------------------------------------------- */
+
+uint32_t lmb_hier_update(lmb_hier *h) {
+    lmb_hnode *node = h->node;
+    uint32_t pass = ++h->pass;
+    uint32_t nc = 0, nn = 0, n = 0;
+    int miss = h->cache_structure != h->structure;
+    uint32_t gen = h->cache_gen;
+    for (uint32_t i = 0; i < h->dirty_count; i++) {
+        uint32_t id = h->dirty[i];
+        lmb_hnode *d = &node[id];
+        if (!(d->flags & LMB_HIER_DIRTY)) continue; /* destroyed, or a repeat */
+        d->flags &= ~LMB_HIER_DIRTY;
+        d->changed = pass;
+        if (d->nchild == 0) {
+            d->flags |= LMB_HIER_STALE;
+            h->changed[nc++] = id;
+        } else {
+            d->mark = pass;
+            h->scratch[nn++] = id;
+            if (d->cache != gen) miss = 1;
+        }
+    }
+    h->dirty_count = 0;
+    if (nn > 0) {
+        uint32_t *order = h->order;
+        if (!miss) {
+            /* every changed node is in last order: keep the nodes that changed
+             * or whose parent changed; a subsequence stays topological */
+            for (uint32_t i = 0; i < h->cache_count; i++) {
+                uint32_t x = h->cache[i];
+                if (node[x].mark == pass || node[node[x].parent].changed == pass) {
+                    node[x].changed = pass;
+                    order[n++] = x;
+                }
+            }
+            uint32_t stale = h->cache_count - n;
+            if (stale > h->stale_bound && stale > n) {
+                gen++;
+                for (uint32_t i = 0; i < n; i++) {
+                    h->cache[i] = order[i];
+                    node[order[i]].cache = gen;
+                }
+                h->cache_count = n;
+                h->cache_gen = gen;
+            }
+            h->last_cached = 1;
+        } else {
+            /* a changed non-leaf with no changed ancestor heads a preorder
+             * run: exactly its non-leaf descendants, parents first */
+            for (uint32_t i = 0; i < nn; i++) {
+                uint32_t x = h->scratch[i];
+                uint32_t q = node[x].parent;
+                while (q != 0 && node[q].mark != pass) q = node[q].parent;
+                if (q != 0) continue;
+                int32_t d = node[x].depth;
+                uint32_t cur = x;
+                do {
+                    node[cur].changed = pass;
+                    order[n++] = cur;
+                    cur = node[cur].next;
+                } while (node[cur].depth > d);
+            }
+            gen++;
+            for (uint32_t i = 0; i < n; i++) {
+                h->cache[i] = order[i];
+                node[order[i]].cache = gen;
+            }
+            h->cache_count = n;
+            h->cache_gen = gen;
+            h->cache_structure = h->structure;
+            h->last_cached = 0;
+        }
+        lmb_hier_pass(h, order, n, pass);
+        memcpy(h->changed + nc, order, n * sizeof(uint32_t));
+    }
+    h->order_count = n;
+    h->changed_count = nc + n;
+    return n;
 }

@@ -4,6 +4,7 @@
  * and 0-based in the kernel; parent 0 means "no parent". Every check runs
  * before anything is changed. */
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "hierarchy.h"
@@ -27,26 +28,71 @@ static lslots *check_slots(lua_State *L, int arg) {
     return (lslots *)lmb_align_ptr(luaL_checkudata(L, arg, SLOTS_MT), 64);
 }
 
-static uint32_t check_node(lua_State *L, lmb_hier *h, int arg) {
-    return lcore_check_index(L, arg, h->capacity, "node");
+/* Short description of a value for messages: "number nan", "string x", "nil". */
+static const char *describe(lua_State *L, int arg) {
+    int t = lua_type(L, arg);
+    if (t == LUA_TNUMBER || t == LUA_TSTRING)
+        return lua_pushfstring(L, "%s %s", luaL_typename(L, arg), luaL_tolstring(L, arg, NULL));
+    return luaL_typename(L, arg);
 }
 
-/* Pushes a new hierarchy of `cap` nodes whose user value is `anchors`
- * (a table id -> the object a node's slot pointer reads). */
-static lmb_hier *push_hier(lua_State *L, uint32_t cap) {
+/* Raises "limber.scene: <msg>" at the user's line (level 2: the user calls a
+ * limber.scene method, which calls this C function). */
+static int scene_error(lua_State *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    luaL_where(L, 2);
+    lua_pushstring(L, "limber.scene: ");
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_concat(L, 3);
+    return lua_error(L);
+}
+
+/* A live node id (1-based, as in Lua). */
+static uint32_t check_live(lua_State *L, lmb_hier *h, int arg, const char *what) {
+    int isint;
+    lua_Integer id = lua_tointegerx(L, arg, &isint);
+    if (!isint || lua_type(L, arg) != LUA_TNUMBER)
+        scene_error(L, "%s must be an integer node id (got %s)", what, describe(L, arg));
+    if (id < 1 || id > (lua_Integer)h->capacity || !(h->node[id].flags & LMB_HIER_ALIVE))
+        scene_error(L, "%s%snode %I does not exist (unknown or destroyed)",
+                    strcmp(what, "node") ? what : "", strcmp(what, "node") ? ": " : "", id);
+    return (uint32_t)id;
+}
+
+/* A node id in [1, capacity], live or not (raw access for baselines). */
+static uint32_t check_slot_id(lua_State *L, lmb_hier *h, int arg) {
+    lua_Integer id = luaL_checkinteger(L, arg);
+    if (id < 1 || id > (lua_Integer)h->capacity)
+        luaL_argerror(L, arg, lua_pushfstring(L, "node index %I out of range [1, %I]", id,
+                                              (lua_Integer)h->capacity));
+    return (uint32_t)id;
+}
+
+static float check_coord(lua_State *L, int arg, const char *what) {
+    lua_Number v = lua_tonumber(L, arg);
+    if (lua_type(L, arg) != LUA_TNUMBER || !isfinite(v) || fabs(v) > 3.4e38)
+        scene_error(L, "%s must be a finite number (got %s)", what, describe(L, arg));
+    return (float)v;
+}
+
+static lmb_hier *push_hier(lua_State *L, uint32_t cap, uint32_t bound) {
     size_t bytes = lmb_hier_bytes(cap);
-    if (bytes == 0) luaL_error(L, "limber.Hierarchy: capacity %I is too large", (lua_Integer)cap);
+    if (bytes == 0) luaL_error(L, "limber.Hierarchy: capacity %I out of range", (lua_Integer)cap);
     void *mem = lua_newuserdatauv(L, bytes, 1);
     luaL_setmetatable(L, HIER_MT);
-    return lmb_hier_place(mem, cap);
+    return lmb_hier_place(mem, cap, bound);
 }
 
-/** core.hierarchy(capacity): storage for `capacity` scene nodes. */
+/** core.hierarchy(capacity [, stale_bound]): storage for nodes 1 .. capacity. */
 static int l_hier_new(lua_State *L) {
     lua_Integer cap = luaL_checkinteger(L, 1);
     luaL_argcheck(L, cap >= 1 && cap <= (1 << 26), 1, "capacity out of range [1, 67108864]");
-    push_hier(L, (uint32_t)cap);
-    lua_newtable(L);
+    lua_Integer bound = luaL_optinteger(L, 2, 256);
+    luaL_argcheck(L, bound >= 0 && bound <= (lua_Integer)UINT32_MAX, 2, "stale bound out of range");
+    push_hier(L, (uint32_t)cap, (uint32_t)bound);
+    lua_newtable(L); /* anchors: id -> the object a node's slot pointer reads */
     lua_setiuservalue(L, -2, 1);
     return 1;
 }
@@ -58,7 +104,7 @@ static int l_hier_grow(lua_State *L) {
     lua_Integer cap = luaL_checkinteger(L, 2);
     luaL_argcheck(L, cap >= (lua_Integer)h->capacity && cap <= (1 << 26), 2,
                   "capacity must not shrink and must be at most 67108864");
-    lmb_hier *d = push_hier(L, (uint32_t)cap);
+    lmb_hier *d = push_hier(L, (uint32_t)cap, h->stale_bound);
     lmb_hier_copy(d, h);
     lua_getiuservalue(L, 1, 1);
     lua_setiuservalue(L, -2, 1);
@@ -70,29 +116,33 @@ static int l_hier_capacity(lua_State *L) {
     return 1;
 }
 
-/** h:reset(id): forgets node id (no parent, identity SRT and matrices). */
-static int l_hier_reset(lua_State *L) {
+/** h:create(id): makes free id a live root leaf (identity SRT, changed). */
+static int l_hier_create(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
-    uint32_t n = check_node(L, h, 2);
-    lua_getiuservalue(L, 1, 1);
-    lua_pushnil(L);
-    lua_rawseti(L, -2, (lua_Integer)n + 1);
-    lmb_hier_reset(h, n);
+    uint32_t id = check_slot_id(L, h, 2);
+    if (h->node[id].flags & LMB_HIER_ALIVE) return luaL_error(L, "limber.Hierarchy: node %I is in use", (lua_Integer)id);
+    lmb_hier_create(h, id);
     return 0;
+}
+
+/** h:alive(id): true for a live node. */
+static int l_hier_alive(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    lua_Integer id = luaL_checkinteger(L, 2);
+    lua_pushboolean(L, id >= 1 && id <= (lua_Integer)h->capacity &&
+                           (h->node[id].flags & LMB_HIER_ALIVE));
+    return 1;
 }
 
 static void read_vec(lua_State *L, int arg, const char *what, float *out, int n) {
     if (!lua_istable(L, arg))
-        luaL_argerror(L, arg, lua_pushfstring(L, "%s must be a table of %d numbers", what, n));
+        scene_error(L, "%s must be a table of %d numbers (got %s)", what, n, luaL_typename(L, arg));
     for (int k = 0; k < n; k++) {
-        int isnum;
         lua_geti(L, arg, k + 1);
-        lua_Number v = lua_tonumberx(L, -1, &isnum);
+        lua_Number v = lua_tonumber(L, -1);
+        if (lua_type(L, -1) != LUA_TNUMBER || !isfinite(v) || fabs(v) > 3.4e38)
+            scene_error(L, "%s[%d] must be a finite number (got %s)", what, k + 1, describe(L, -1));
         lua_pop(L, 1);
-        if (!isnum)
-            luaL_argerror(L, arg, lua_pushfstring(L, "%s[%d] is not a number", what, k + 1));
-        if (!isfinite(v) || fabs(v) > 3.4e38)
-            luaL_argerror(L, arg, lua_pushfstring(L, "%s[%d] is not finite (%f)", what, k + 1, v));
         out[k] = (float)v;
     }
 }
@@ -101,49 +151,44 @@ static void read_vec(lua_State *L, int arg, const char *what, float *out, int n)
  * a component. The rotation is normalised; a zero quaternion is refused. */
 static int l_hier_set_srt(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
-    uint32_t n = check_node(L, h, 2);
+    uint32_t id = check_live(L, h, 2, "node");
     float t[3], r[4], s[3];
     int ht = !lua_isnoneornil(L, 3), hr = !lua_isnoneornil(L, 4), hs = !lua_isnoneornil(L, 5);
     if (ht) read_vec(L, 3, "translation", t, 3);
     if (hr) read_vec(L, 4, "rotation", r, 4);
     if (hs) read_vec(L, 5, "scale", s, 3);
-    if (lmb_hier_set_srt(h, n, ht ? t : NULL, hr ? r : NULL, hs ? s : NULL) != LMB_OK)
-        return luaL_argerror(L, 4, "rotation is a zero quaternion");
+    if (lmb_hier_set_srt(h, id, ht ? t : NULL, hr ? r : NULL, hs ? s : NULL) != LMB_OK)
+        return scene_error(L, "rotation is a zero quaternion");
     return 0;
-}
-
-/* Reads `n` finite numbers from arguments first .. first + n - 1. */
-static void read_args(lua_State *L, int first, const char *what, float *out, int n) {
-    for (int k = 0; k < n; k++) out[k] = lcore_check_finite(L, first + k, what);
 }
 
 /** h:set_t(id, x, y, z) / h:set_r(id, x, y, z, w) / h:set_s(id, x, y, z):
  * one component from plain numbers (no table needed). */
 static int l_hier_set_t(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
-    uint32_t n = check_node(L, h, 2);
-    float v[3];
-    read_args(L, 3, "translation", v, 3);
-    lmb_hier_set_srt(h, n, v, NULL, NULL);
+    uint32_t id = check_live(L, h, 2, "node");
+    float v[3] = {check_coord(L, 3, "x"), check_coord(L, 4, "y"), check_coord(L, 5, "z")};
+    lmb_hier_set_srt(h, id, v, NULL, NULL);
     return 0;
 }
 
 static int l_hier_set_r(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
-    uint32_t n = check_node(L, h, 2);
-    float v[4];
-    read_args(L, 3, "rotation", v, 4);
-    if (lmb_hier_set_srt(h, n, NULL, v, NULL) != LMB_OK)
-        return luaL_error(L, "bad argument to 'set_rotation' (rotation is a zero quaternion)");
+    uint32_t id = check_live(L, h, 2, "node");
+    float v[4] = {check_coord(L, 3, "x"), check_coord(L, 4, "y"), check_coord(L, 5, "z"),
+                  check_coord(L, 6, "w")};
+    if (lmb_hier_set_srt(h, id, NULL, v, NULL) != LMB_OK)
+        return scene_error(L, "rotation is a zero quaternion");
     return 0;
 }
 
 static int l_hier_set_s(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
-    uint32_t n = check_node(L, h, 2);
-    float v[3];
-    read_args(L, 3, "scale", v, 3);
-    lmb_hier_set_srt(h, n, NULL, NULL, v);
+    uint32_t id = check_live(L, h, 2, "node");
+    float x = check_coord(L, 3, "x");
+    float v[3] = {x, lua_isnoneornil(L, 4) ? x : check_coord(L, 4, "y"),
+                  lua_isnoneornil(L, 5) ? x : check_coord(L, 5, "z")};
+    lmb_hier_set_srt(h, id, NULL, NULL, v);
     return 0;
 }
 
@@ -169,8 +214,8 @@ static int opt_out(lua_State *L, int arg) {
 /** h:srt(id): translation, rotation, scale tables. */
 static int l_hier_srt(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
-    uint32_t n = check_node(L, h, 2);
-    const float *d = h->srt + (size_t)n * LMB_TRS_FLOATS;
+    uint32_t id = check_live(L, h, 2, "node");
+    const float *d = h->srt + (size_t)id * LMB_TRS_FLOATS;
     push_floats(L, d, 3, 0);
     push_floats(L, d + 3, 4, 0);
     push_floats(L, d + 7, 3, 0);
@@ -182,15 +227,19 @@ static const char *const follow_names[] = {"full", "rigid", "translation", NULL}
 /** h:link(id, parent, follow [, owner, a [, b]]): hangs node id below
  * parent (0: none) on the slot given by owner: a Slots object and slot
  * index a, or a Pose and instance a, joint b (the slot follows the joint's
- * model matrix). follow is "full", "rigid" or "translation". */
+ * model matrix). follow is "full", "rigid" or "translation". Refuses
+ * cycles. */
 static int l_hier_link(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
-    uint32_t n = check_node(L, h, 2);
-    lua_Integer pid = luaL_checkinteger(L, 3);
-    if (pid < 0 || pid > (lua_Integer)h->capacity)
-        return luaL_argerror(L, 3, lua_pushfstring(L, "parent %I out of range [0, %I]", pid,
-                                                   (lua_Integer)h->capacity));
-    if (pid == (lua_Integer)n + 1) return luaL_argerror(L, 3, "a node cannot be its own parent");
+    uint32_t id = check_live(L, h, 2, "node");
+    uint32_t parent = 0;
+    if (!(lua_type(L, 3) == LUA_TNUMBER && lua_tointeger(L, 3) == 0 && lua_isinteger(L, 3)))
+        parent = check_live(L, h, 3, "parent");
+    if (parent && lmb_hier_is_below(h, parent, id)) {
+        if (parent == id) return scene_error(L, "node %I cannot be its own parent", (lua_Integer)id);
+        return scene_error(L, "node %I cannot hang below its descendant %I (cycle refused)",
+                           (lua_Integer)id, (lua_Integer)parent);
+    }
     int mode = luaL_checkoption(L, 4, "full", follow_names);
     const float *slot = NULL;
     int animated = 0;
@@ -211,21 +260,164 @@ static int l_hier_link(lua_State *L) {
     }
     lua_getiuservalue(L, 1, 1);
     lua_pushvalue(L, 5);
-    lua_rawseti(L, -2, (lua_Integer)n + 1); /* the node reads the owner's memory */
-    lmb_hier_link(h, n, pid == 0 ? LMB_HIER_NONE : (uint32_t)(pid - 1), slot, mode, animated);
+    lua_rawseti(L, -2, (lua_Integer)id); /* the node reads the owner's memory */
+    lmb_hier_link(h, id, parent, slot, mode, animated);
     return 0;
 }
 
-/** h:update(ids, count, pass): the world pass over ids[1..count] (parents
- * first). Every id is checked before any matrix is computed. */
+/** h:touch(id): marks a node changed. */
+static int l_hier_touch(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    lmb_hier_touch(h, check_live(L, h, 2, "node"));
+    return 0;
+}
+
+/** h:destroy(id): destroys node id and its subtree; returns a table of the
+ * destroyed ids. */
+static int l_hier_destroy(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t id = check_live(L, h, 2, "node");
+    uint32_t n = lmb_hier_destroy(h, id, h->scratch);
+    lua_getiuservalue(L, 1, 1);
+    lua_createtable(L, (int)n, 0);
+    for (uint32_t k = 0; k < n; k++) {
+        lua_pushinteger(L, (lua_Integer)h->scratch[k]);
+        lua_rawseti(L, -2, (lua_Integer)k + 1);
+        lua_pushnil(L);
+        lua_rawseti(L, -3, (lua_Integer)h->scratch[k]);
+    }
+    return 1;
+}
+
+/** h:update([followers, count]): marks followers[1..count] changed (nodes
+ * on pose joints), then runs the update. Returns the pass size. */
 static int l_hier_update(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_Integer count = luaL_checkinteger(L, 3);
+        for (lua_Integer k = 1; k <= count; k++) {
+            lua_rawgeti(L, 2, k);
+            lua_Integer id = lua_tointeger(L, -1);
+            lua_pop(L, 1);
+            if (id < 1 || id > (lua_Integer)h->capacity || !(h->node[id].flags & LMB_HIER_ALIVE))
+                return luaL_error(L, "limber.Hierarchy: followers[%I] = %I is not a live node", k, id);
+        }
+        for (lua_Integer k = 1; k <= count; k++) {
+            lua_rawgeti(L, 2, k);
+            lmb_hier_touch(h, (uint32_t)lua_tointeger(L, -1));
+            lua_pop(L, 1);
+        }
+    }
+    lua_pushinteger(L, lmb_hier_update(h));
+    return 1;
+}
+
+/** h:world(id [, out]): the world matrix (16 numbers), leaves on demand. */
+static int l_hier_world(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t id = check_live(L, h, 2, "node");
+    int out = opt_out(L, 3);
+    lmb_hier_refresh(h, id);
+    push_floats(L, h->world + (size_t)id * 16, 16, out);
+    return 1;
+}
+
+/** h:refresh(id): makes the stored world of id current (leaves on demand). */
+static int l_hier_refresh(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    lmb_hier_refresh(h, check_live(L, h, 2, "node"));
+    return 0;
+}
+
+/** h:base(id [, out]): the stored base matrix. */
+static int l_hier_base(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t id = check_live(L, h, 2, "node");
+    push_floats(L, h->base + (size_t)id * 16, 16, opt_out(L, 3));
+    return 1;
+}
+
+/** h:slot_world(id, slots, index [, out]): world(id) x slots[index]. */
+static int l_hier_slot_world(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t id = check_live(L, h, 2, "node");
+    lslots *s = check_slots(L, 3);
+    uint32_t i = lcore_check_index(L, 4, s->count, "slot");
+    int out = opt_out(L, 5);
+    float m[16];
+    lmb_hier_refresh(h, id);
+    lmb_mat4_mul(h->world + (size_t)id * 16, s->m + (size_t)i * 16, m);
+    push_floats(L, m, 16, out);
+    return 1;
+}
+
+/** h:has_changed(id): true when the world of id changed in the last update. */
+static int l_hier_has_changed(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    lua_pushboolean(L, lmb_hier_has_changed(h, check_live(L, h, 2, "node")));
+    return 1;
+}
+
+/** h:child_count(id): number of direct children. */
+static int l_hier_child_count(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    lua_pushinteger(L, h->node[check_live(L, h, 2, "node")].nchild);
+    return 1;
+}
+
+/** h:changed([out]): a table of the ids whose world changed in the last
+ * update (recomputed non-leaves and leaves that changed themselves), and
+ * the count; entries after the count are left as they were. */
+static int l_hier_changed(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    int out = opt_out(L, 2);
+    if (out)
+        lua_pushvalue(L, out);
+    else
+        lua_createtable(L, (int)h->changed_count, 0);
+    for (uint32_t k = 0; k < h->changed_count; k++) {
+        lua_pushinteger(L, (lua_Integer)h->changed[k]);
+        lua_rawseti(L, -2, (lua_Integer)k + 1);
+    }
+    lua_pushinteger(L, (lua_Integer)h->changed_count);
+    return 2;
+}
+
+/** h:stats(): pass size, whether the cached order was reused, cache size,
+ * update number, changed count, pending changes. */
+static int l_hier_stats(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    lua_pushinteger(L, h->order_count);
+    lua_pushboolean(L, (int)h->last_cached);
+    lua_pushinteger(L, h->cache_count);
+    lua_pushinteger(L, h->pass);
+    lua_pushinteger(L, h->changed_count);
+    lua_pushinteger(L, h->dirty_count);
+    return 6;
+}
+
+/** h:compute(id, pass): base and world of one node from its parent's world
+ * (raw; used by the naive baselines of the benchmark). */
+static int l_hier_compute(lua_State *L) {
+    lmb_hier *h = check_hier(L, 1);
+    uint32_t id = check_slot_id(L, h, 2);
+    lua_Integer pass = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, pass >= 0 && pass <= (lua_Integer)UINT32_MAX, 3, "pass out of range");
+    lmb_hier_compute(h, id, (uint32_t)pass);
+    return 0;
+}
+
+/** h:pass(ids, count, pass): the raw world pass over ids[1..count] (parents
+ * first; used by the full-recomputation baseline). Ids are checked first. */
+static int l_hier_pass(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_Integer count = luaL_checkinteger(L, 3);
     luaL_argcheck(L, count >= 0 && count <= (lua_Integer)h->capacity, 3, "count out of range");
     lua_Integer pass = luaL_checkinteger(L, 4);
     luaL_argcheck(L, pass >= 1 && pass <= (lua_Integer)UINT32_MAX, 4, "pass out of range");
-    uint32_t *ids = h->order;
+    uint32_t *ids = h->scratch;
     for (lua_Integer k = 0; k < count; k++) {
         lua_rawgeti(L, 2, k + 1);
         lua_Integer id = lua_tointeger(L, -1);
@@ -233,55 +425,17 @@ static int l_hier_update(lua_State *L) {
         if (id < 1 || id > (lua_Integer)h->capacity)
             return luaL_error(L, "limber.Hierarchy: ids[%I] = %I out of range [1, %I]", k + 1, id,
                               (lua_Integer)h->capacity);
-        ids[k] = (uint32_t)(id - 1);
+        ids[k] = (uint32_t)id;
     }
-    lmb_hier_update(h, ids, (uint32_t)count, (uint32_t)pass);
+    lmb_hier_pass(h, ids, (uint32_t)count, (uint32_t)pass);
     return 0;
 }
 
-/** h:compute(id, pass): base and world of one node from its parent's world. */
-static int l_hier_compute(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    uint32_t n = check_node(L, h, 2);
-    lua_Integer pass = luaL_checkinteger(L, 3);
-    luaL_argcheck(L, pass >= 0 && pass <= (lua_Integer)UINT32_MAX, 3, "pass out of range");
-    lmb_hier_compute(h, n, (uint32_t)pass);
-    return 0;
-}
-
-/** h:world(id [, out]): the stored world matrix (16 numbers), in `out` if given. */
-static int l_hier_world(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    uint32_t n = check_node(L, h, 2);
-    push_floats(L, h->world + (size_t)n * 16, 16, opt_out(L, 3));
-    return 1;
-}
-
-/** h:base(id [, out]): the stored base matrix. */
-static int l_hier_base(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    uint32_t n = check_node(L, h, 2);
-    push_floats(L, h->base + (size_t)n * 16, 16, opt_out(L, 3));
-    return 1;
-}
-
-/** h:slot_world(id, slots, index [, out]): world(id) x slots[index]. */
-static int l_hier_slot_world(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    uint32_t n = check_node(L, h, 2);
-    lslots *s = check_slots(L, 3);
-    uint32_t i = lcore_check_index(L, 4, s->count, "slot");
-    int out = opt_out(L, 5);
-    float m[16];
-    lmb_mat4_mul(h->world + (size_t)n * 16, s->m + (size_t)i * 16, m);
-    push_floats(L, m, 16, out);
-    return 1;
-}
-
-/** h:worlds(): a read-only Buffer view of every world matrix (element id). */
+/** h:worlds(): a read-only Buffer view of the world matrices; element id + 1
+ * is node id (element 1 is the identity of "no parent"). */
 static int l_hier_worlds(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
-    lbuf_push_view(L, 1, h->world, LBUF_F32, 16, h->capacity, 1);
+    lbuf_push_view(L, 1, h->world, LBUF_F32, 16, (size_t)h->capacity + 1, 1);
     return 1;
 }
 
@@ -424,14 +578,19 @@ static int l_follow_filter(lua_State *L) {
 
 void lcore_open_scene(lua_State *L) {
     static const luaL_Reg hier_methods[] = {
-        {"grow", l_hier_grow},       {"capacity", l_hier_capacity},
-        {"reset", l_hier_reset},     {"set_srt", l_hier_set_srt},
-        {"set_t", l_hier_set_t},     {"set_r", l_hier_set_r},
-        {"set_s", l_hier_set_s},     {"srt", l_hier_srt},
-        {"link", l_hier_link},       {"update", l_hier_update},
-        {"compute", l_hier_compute}, {"world", l_hier_world},
-        {"base", l_hier_base},       {"slot_world", l_hier_slot_world},
-        {"worlds", l_hier_worlds},   {NULL, NULL}};
+        {"grow", l_hier_grow},         {"capacity", l_hier_capacity},
+        {"create", l_hier_create},     {"alive", l_hier_alive},
+        {"set_srt", l_hier_set_srt},   {"set_t", l_hier_set_t},
+        {"set_r", l_hier_set_r},       {"set_s", l_hier_set_s},
+        {"srt", l_hier_srt},           {"link", l_hier_link},
+        {"touch", l_hier_touch},       {"destroy", l_hier_destroy},
+        {"update", l_hier_update},     {"world", l_hier_world},
+        {"refresh", l_hier_refresh},   {"base", l_hier_base},
+        {"slot_world", l_hier_slot_world}, {"has_changed", l_hier_has_changed},
+        {"child_count", l_hier_child_count}, {"changed", l_hier_changed},
+        {"stats", l_hier_stats},       {"compute", l_hier_compute},
+        {"pass", l_hier_pass},         {"worlds", l_hier_worlds},
+        {NULL, NULL}};
     static const luaL_Reg hier_meta[] = {{"__tostring", l_hier_tostring}, {NULL, NULL}};
     static const luaL_Reg slots_methods[] = {{"count", l_slots_count},
                                              {"find", l_slots_find},

@@ -6,11 +6,16 @@
 -- base = parent world x slot matrix, world = base x T*R*S, kept in a C
 -- buffer indexed by id (`limber.core` Hierarchy).
 --
--- `scene:update()` recomputes exactly the nodes whose world can have changed,
--- parents first, in one C call over an ordered id array; leaves are left out
--- and computed on demand by `scene:world(id)`. See docs/notes-scene.md for the
--- algorithm and the decisions (destroy takes the subtree, ids are recycled
--- first-in first-out, ...).
+-- Lua owns the tree: ids, validation, slot names and what they resolve to
+-- (slot tables, prefabs, pose joints), the objects kept alive, attachments to
+-- animated joints, destruction. The C kernel (csrc/hierarchy.h) keeps the
+-- numbers per node in flat arrays and a derived index (the non-leaf nodes in
+-- depth-first preorder), and `scene:update()` is one C call that builds the
+-- parent-first order of exactly the nodes whose world can have changed and
+-- computes them; leaves are left out and computed on demand by
+-- `scene:world(id)`. See docs/notes-scene.md for the algorithm, the figures
+-- and the decisions (destroy takes the subtree, ids are recycled first in,
+-- first out, ...).
 -- @module limber.scene
 local core = require "limber.core"
 
@@ -41,7 +46,8 @@ local function check_id(self, id, what, level)
     fail(fmt("%s must be an integer node id (got %s)", what, describe(id)), level + 1)
   end
   if not self.alive[id] then
-    fail(fmt("%s: node %d does not exist (unknown or destroyed)", what, id), level + 1)
+    fail(fmt("%snode %d does not exist (unknown or destroyed)", what == "node" and "" or what .. ": ",
+      id), level + 1)
   end
 end
 
@@ -111,63 +117,6 @@ local function resolve_slot(self, parent, name, level)
   return prov, i, nil, false
 end
 
--- ---- the non-leaf order --------------------------------------------------
--- Non-leaf nodes form a doubly linked list in depth-first preorder (nxt/prv,
--- sentinel 0) with their depth (depth[0] = -1): the descendants of a node are
--- the run of nodes after it with a greater depth. This is derived data, an
--- index over the parent ids, kept only for nodes that have children.
-
-local function run_last(self, x)
-  local nxt, depth = self.nxt, self.depth
-  local d, last, cur = depth[x], x, self.nxt[x]
-  while depth[cur] > d do
-    last = cur
-    cur = nxt[cur]
-  end
-  return last
-end
-
--- Brings the stored world of leaf `id` up to date (on demand): only when
--- the leaf changed, or its parent's world changed, since it was computed.
-local function refresh_leaf(self, id)
-  local c = self.computed[id]
-  if self.ldirty[id] > c or self.stamp[self.parents[id]] > c then
-    self.store:compute(id, self.frame)
-    self.computed[id] = self.frame
-  end
-end
-
--- Leaf q gets its first child: its world must be current before children
--- read it; it joins the order right after its parent.
-local function make_nonleaf(self, q)
-  refresh_leaf(self, q)
-  local p = self.parents[q]
-  local nxt, prv = self.nxt, self.prv
-  self.depth[q] = p == NONE and 0 or self.depth[p] + 1
-  local b = nxt[p]
-  nxt[p], prv[q], nxt[q], prv[b] = q, p, b, q
-  self.struct = self.struct + 1
-end
-
--- Non-leaf x lost its last child (its run is just x): it leaves the order.
--- Its world is current as of the last update.
-local function make_leaf(self, x)
-  local nxt, prv = self.nxt, self.prv
-  local a, b = prv[x], nxt[x]
-  nxt[a], prv[b] = b, a
-  self.computed[x] = self.frame
-  self.struct = self.struct + 1
-end
-
-local function mark_dirty(self, id)
-  if not self.isdirty[id] then
-    self.isdirty[id] = true
-    local n = self.ndirty + 1
-    self.dirty[n] = id
-    self.ndirty = n
-  end
-end
-
 local function set_follower(self, id, on)
   local pos = self.follower_pos
   if on and not pos[id] then
@@ -181,44 +130,11 @@ local function set_follower(self, id, on)
   end
 end
 
--- Moves `id` below `newp` (already checked: alive, not a descendant).
+-- Moves `id` below `newp` (already checked: alive, no cycle, slot resolved).
 local function relink(self, id, newp, slot, follow, owner, a, b, animated)
-  local parent, nchild, depth = self.parents, self.nchild, self.depth
-  local oldp = parent[id]
-  if newp ~= oldp then
-    if newp ~= NONE then
-      if nchild[newp] == 0 then make_nonleaf(self, newp) end
-      nchild[newp] = nchild[newp] + 1
-    end
-    parent[id] = newp
-    if nchild[id] > 0 then
-      -- cut the run of id out of the order and splice it after newp
-      local nxt, prv = self.nxt, self.prv
-      local last = run_last(self, id)
-      local before, after = prv[id], nxt[last]
-      nxt[before], prv[after] = after, before
-      local delta = (newp == NONE and 0 or depth[newp] + 1) - depth[id]
-      if delta ~= 0 then
-        local cur = id
-        while true do
-          depth[cur] = depth[cur] + delta
-          if cur == last then break end
-          cur = nxt[cur]
-        end
-      end
-      local c = nxt[newp]
-      nxt[newp], prv[id], nxt[last], prv[c] = id, newp, c, last
-      self.struct = self.struct + 1
-    end
-    if oldp ~= NONE then
-      nchild[oldp] = nchild[oldp] - 1
-      if nchild[oldp] == 0 then make_leaf(self, oldp) end
-    end
-  end
-  self.slot[id], self.follow[id] = slot or false, follow
   self.store:link(id, newp, follow, owner, a, b)
+  self.parents[id], self.slot[id], self.follow[id] = newp, slot or false, follow
   set_follower(self, id, animated)
-  mark_dirty(self, id)
 end
 
 -- ---- construction ----------------------------------------------------------
@@ -232,25 +148,18 @@ function M.new(opts)
   opts = opts or {}
   if type(opts) ~= "table" then fail("new: opts must be a table or nil", 2) end
   local cap = opts.capacity or 1024
-  if math_type(cap) ~= "integer" or cap < 1 then fail("new: capacity must be a positive integer", 2) end
+  if math_type(cap) ~= "integer" or cap < 1 or cap > 1 << 26 then
+    fail("new: capacity must be an integer in [1, 67108864]", 2)
+  end
   local bound = opts.stale_bound or 256
-  if math_type(bound) ~= "integer" or bound < 0 then
+  if math_type(bound) ~= "integer" or bound < 0 or bound > 0xFFFFFFFF then
     fail("new: stale_bound must be a non-negative integer", 2)
   end
   return setmetatable({
-    store = core.hierarchy(cap), cap = cap, top = 0, count = 0,
+    store = core.hierarchy(cap, bound), cap = cap, top = 0, count = 0,
     free = {}, free_head = 1, free_tail = 0,
-    alive = {}, parents = { [0] = NONE }, slot = {}, follow = {}, nchild = {}, provider = {},
-    nxt = { [0] = 0 }, prv = { [0] = 0 }, depth = { [0] = -1 },
-    frame = 0, struct = 0,
-    dirty = {}, ndirty = 0, isdirty = {},
-    stamp = { [0] = 0 }, computed = {}, ldirty = {}, upd = {},
-    nonleaf = {}, order = {}, norder = 0,
-    cache = {}, ncache = 0, incache = {}, cache_gen = 0, cache_struct = -1,
-    stale_bound = bound, last_cached = false,
-    changed_list = {}, nchanged = 0,
+    alive = {}, parents = {}, slot = {}, follow = {}, provider = {},
     followers = {}, nfollowers = 0, follower_pos = {},
-    doom = {}, doomed = {},
   }, Scene)
 end
 
@@ -263,7 +172,8 @@ local function alloc(self)
   else
     id = self.top + 1
     if id > self.cap then
-      local cap = self.cap * 2
+      local cap = math.min(self.cap * 2, 1 << 26)
+      if id > cap then fail("create: the scene is full (67108864 nodes)", 3) end
       self.store = self.store:grow(cap)
       self.cap = cap
     end
@@ -309,13 +219,11 @@ function Scene:create(opts)
   end
   local id = alloc(self)
   local store = self.store
-  store:reset(id)
+  store:create(id)
   if opts.translation or opts.rotation or opts.scale then
     store:set_srt(id, opts.translation, opts.rotation, opts.scale)
   end
-  self.alive[id], self.parents[id], self.nchild[id], self.provider[id] = true, NONE, 0, prov
-  self.computed[id], self.ldirty[id], self.stamp[id] = -1, 0, 0
-  self.incache[id], self.upd[id] = nil, nil
+  self.alive[id], self.parents[id], self.provider[id] = true, NONE, prov
   relink(self, id, p, opts.slot, follow, owner, a, b, animated)
   return id
 end
@@ -371,8 +279,7 @@ end
 
 --- Number of direct children of a node (0 for a leaf).
 function Scene:child_count(id)
-  check_id(self, id, "node", 2)
-  return self.nchild[id]
+  return self.store:child_count(id)
 end
 
 --- Number of live nodes.
@@ -382,55 +289,26 @@ end
 
 --- Destroys node `id` and its whole subtree; returns how many nodes were
 -- destroyed. Destroying a leaf costs O(1); destroying a node with children
--- scans the parent ids once (there are no child lists). Destroyed ids raise
--- errors until they are recycled by later `create` calls (first in, first out).
+-- scans the parent ids once in C (there are no child lists). Destroyed ids
+-- raise errors until they are recycled by later `create` calls (first in,
+-- first out).
 -- @tparam integer id
 -- @treturn integer
 function Scene:destroy(id)
   check_id(self, id, "node", 2)
-  local doomed, doom, n = self.doomed, self.doom, 0
-  local nchild, parent = self.nchild, self.parents
-  if nchild[id] > 0 then
-    local nxt, prv = self.nxt, self.prv
-    local last = run_last(self, id)
-    local cur = id
-    while true do
-      n = n + 1
-      doomed[n], doom[cur] = cur, true
-      if cur == last then break end
-      cur = nxt[cur]
-    end
-    local a, b = prv[id], nxt[last]
-    nxt[a], prv[b] = b, a
-    local alive = self.alive
-    for x = 1, self.top do
-      if alive[x] and nchild[x] == 0 and doom[parent[x]] then
-        n = n + 1
-        doomed[n] = x
-      end
-    end
-    self.struct = self.struct + 1
-  else
-    n = 1
-    doomed[1] = id
-  end
-  local p = parent[id]
-  if p ~= NONE then
-    nchild[p] = nchild[p] - 1
-    if nchild[p] == 0 then make_leaf(self, p) end
-  end
-  local store, alive = self.store, self.alive
-  for k = 1, n do
-    local x = doomed[k]
-    doomed[k], doom[x] = nil, nil
+  local gone = self.store:destroy(id)
+  local alive, parents, slot, prov, free = self.alive, self.parents, self.slot, self.provider, self.free
+  local t = self.free_tail
+  for k = 1, #gone do
+    local x = gone[k]
     set_follower(self, x, false)
-    alive[x], parent[x], nchild[x], self.slot[x], self.provider[x] = false, NONE, 0, false, nil
-    store:reset(x)
-    local t = self.free_tail + 1
-    self.free[t], self.free_tail = x, t
+    alive[x], parents[x], slot[x], prov[x] = false, NONE, false, nil
+    t = t + 1
+    free[t] = x
   end
-  self.count = self.count - n
-  return n
+  self.free_tail = t
+  self.count = self.count - #gone
+  return #gone
 end
 
 -- ---- transforms ------------------------------------------------------------------
@@ -438,47 +316,26 @@ end
 --- Sets translation {x,y,z}, rotation {x,y,z,w} (normalised) and scale
 -- {x,y,z} relative to the base; nil keeps a component.
 function Scene:set_srt(id, t, r, s)
-  check_id(self, id, "node", 2)
-  check_vec(t, 3, "translation", 2)
-  check_vec(r, 4, "rotation", 2)
-  check_vec(s, 3, "scale", 2)
   self.store:set_srt(id, t, r, s)
-  mark_dirty(self, id)
 end
 
 --- Sets the translation from three numbers.
 function Scene:set_translation(id, x, y, z)
-  if not self.alive[id] then check_id(self, id, "node", 2) end
-  if not (finite(x) and finite(y) and finite(z)) then
-    check_num(x, "x", 2) check_num(y, "y", 2) check_num(z, "z", 2)
-  end
   self.store:set_t(id, x, y, z)
-  mark_dirty(self, id)
 end
 
 --- Sets the rotation from a quaternion x, y, z, w (normalised).
 function Scene:set_rotation(id, x, y, z, w)
-  if not self.alive[id] then check_id(self, id, "node", 2) end
-  if not (finite(x) and finite(y) and finite(z) and finite(w)) then
-    check_num(x, "x", 2) check_num(y, "y", 2) check_num(z, "z", 2) check_num(w, "w", 2)
-  end
-  if x * x + y * y + z * z + w * w <= 1e-24 then fail("rotation is a zero quaternion", 2) end
   self.store:set_r(id, x, y, z, w)
-  mark_dirty(self, id)
 end
 
 --- Sets the scale (y and z default to x).
 function Scene:set_scale(id, x, y, z)
-  check_id(self, id, "node", 2)
-  y, z = y or x, z or x
-  check_num(x, "x", 2) check_num(y, "y", 2) check_num(z, "z", 2)
   self.store:set_s(id, x, y, z)
-  mark_dirty(self, id)
 end
 
 --- Translation, rotation and scale tables of a node.
 function Scene:srt(id)
-  check_id(self, id, "node", 2)
   return self.store:srt(id)
 end
 
@@ -490,135 +347,50 @@ end
 -- call. Leaves are not computed here but on demand by `world`. Call it after
 -- the animation of the frame (sample, local_to_model) so joint attachments
 -- see this frame's pose.
+-- @treturn integer how many nodes the pass computed
 function Scene:update()
-  local frame = self.frame + 1
-  self.frame = frame
-  local followers = self.followers
-  for i = 1, self.nfollowers do mark_dirty(self, followers[i]) end
-  local dirty, isdirty, alive, nchild = self.dirty, self.isdirty, self.alive, self.nchild
-  local stamp, upd, ldirty, incache = self.stamp, self.upd, self.ldirty, self.incache
-  local changed, nch = self.changed_list, 0
-  local nonleaf, nn = self.nonleaf, 0
-  local gen = self.cache_gen
-  local miss = self.cache_struct ~= self.struct
-  for i = 1, self.ndirty do
-    local id = dirty[i]
-    isdirty[id] = nil
-    if alive[id] then
-      stamp[id] = frame
-      if nchild[id] == 0 then
-        ldirty[id] = frame
-        nch = nch + 1
-        changed[nch] = id
-      else
-        upd[id] = frame
-        nn = nn + 1
-        nonleaf[nn] = id
-        if incache[id] ~= gen then miss = true end
-      end
-    end
-  end
-  self.ndirty = 0
-  local n = 0
-  if nn > 0 then
-    local order, parent = self.order, self.parents
-    local cache = self.cache
-    if not miss then
-      -- every changed node is in last frame's order: walk it, keeping the
-      -- nodes that changed or whose parent changed (order stays topological)
-      local ncache = self.ncache
-      for i = 1, ncache do
-        local x = cache[i]
-        if upd[x] == frame or stamp[parent[x]] == frame then
-          stamp[x] = frame
-          n = n + 1
-          order[n] = x
-        end
-      end
-      if ncache - n > self.stale_bound and ncache - n > n then
-        gen = gen + 1
-        for i = 1, n do
-          local x = order[i]
-          cache[i], incache[x] = x, gen
-        end
-        self.ncache, self.cache_gen = n, gen
-      end
-      self.last_cached = true
-    else
-      -- changed non-leaves with no changed ancestor head a run of the
-      -- preorder: the run is exactly their non-leaf descendants
-      local nxt, depth = self.nxt, self.depth
-      for i = 1, nn do
-        local x = nonleaf[i]
-        local q = parent[x]
-        while q ~= NONE and upd[q] ~= frame do q = parent[q] end
-        if q == NONE then
-          local d, cur = depth[x], x
-          repeat
-            stamp[cur] = frame
-            n = n + 1
-            order[n] = cur
-            cur = nxt[cur]
-          until depth[cur] <= d
-        end
-      end
-      gen = gen + 1
-      for i = 1, n do
-        local x = order[i]
-        cache[i], incache[x] = x, gen
-      end
-      self.ncache, self.cache_gen, self.cache_struct = n, gen, self.struct
-      self.last_cached = false
-    end
-    self.store:update(order, n, frame)
-    for i = 1, n do changed[nch + i] = order[i] end
-    nch = nch + n
-  end
-  self.norder, self.nchanged = n, nch
+  return self.store:update(self.followers, self.nfollowers)
 end
 
 --- Nodes whose world matrix changed in the last update: the recomputed
 -- non-leaf nodes and the leaves that changed themselves (a leaf that moved
 -- only because its parent moved is not listed; `has_changed` tells).
--- @treturn table ids in entries 1 .. count (reused by the next update)
+-- @tparam[opt] table out filled from index 1 (entries after the count are left)
+-- @treturn table ids
 -- @treturn integer count
-function Scene:changed()
-  return self.changed_list, self.nchanged
+function Scene:changed(out)
+  return self.store:changed(out)
 end
 
 --- True when the world matrix of `id` changed in the last update (for a
 -- leaf: it changed itself or its parent's world changed).
 function Scene:has_changed(id)
-  check_id(self, id, "node", 2)
-  local f, stamp = self.frame, self.stamp
-  if stamp[id] == f and (self.nchild[id] > 0 or self.ldirty[id] == f) then return true end
-  return self.nchild[id] == 0 and stamp[self.parents[id]] == f and f > 0
+  return self.store:has_changed(id)
 end
 
---- Statistics of the last update: nodes in the C pass, whether the cached
--- order was reused, the size of the cache, the frame number.
+--- Statistics of the last update: `pass` (nodes computed by the C pass),
+-- `cached` (the cached order was reused), `cache` (its size), `frame`
+-- (updates so far), `changed`, `pending` (changes waiting for the next update).
 function Scene:stats()
-  return { pass = self.norder, cached = self.last_cached, cache = self.ncache,
-           frame = self.frame, changed = self.nchanged }
+  local pass, cached, cache, frame, changed, pending = self.store:stats()
+  return { pass = pass, cached = cached, cache = cache, frame = frame, changed = changed,
+           pending = pending }
 end
 
 --- World matrix of a node as of the last update (16 numbers, column-major),
--- in `out` if given. A leaf is recomputed here only if it or its parent's
--- world changed since it was last computed.
+-- in `out` if given. A leaf is recomputed here only if it changed at an
+-- update or its parent's world changed since it was last computed.
 -- @tparam integer id
 -- @tparam[opt] table out
 -- @treturn table
 function Scene:world(id, out)
-  if not self.alive[id] then check_id(self, id, "node", 2) end
-  if self.nchild[id] == 0 then refresh_leaf(self, id) end
   return self.store:world(id, out)
 end
 
 --- Makes the stored world matrix of `id` current (leaves on demand), for
 -- readers of `worlds()`.
 function Scene:refresh(id)
-  if not self.alive[id] then check_id(self, id, "node", 2) end
-  if self.nchild[id] == 0 then refresh_leaf(self, id) end
+  self.store:refresh(id)
 end
 
 --- World matrix of slot `name` of node `id` (a node with a slot table or a
@@ -629,13 +401,13 @@ function Scene:slot_world(id, name, out)
   if type(prov) ~= "userdata" then fail(fmt("node %d has no slot table", id), 2) end
   local i = prov:find(name)
   if not i then fail(fmt("node %d has no slot named %s", id, describe(name)), 2) end
-  self:refresh(id)
   return self.store:slot_world(id, prov, i, out)
 end
 
---- A read-only limber.Buffer view of every world matrix (element `id`).
--- Leaves are current only after `refresh(id)` or `world(id)`; the view is
--- valid until the scene grows (creating nodes beyond its capacity).
+--- A read-only limber.Buffer view of every world matrix: element `id + 1`
+-- is node `id` (element 1 is the identity). Leaves are current only after
+-- `refresh(id)` or `world(id)`; the view is valid until the scene grows
+-- (creating nodes beyond its capacity).
 function Scene:worlds()
   return self.store:worlds()
 end
