@@ -17,19 +17,16 @@
 static const float IDENTITY[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
 static const float IDENTITY_SRT[LMB_TRS_FLOATS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
 
-enum { S_HEAD, S_NODE, S_SLOT, S_SRT, S_MAT, S_DIRTY, S_IDS, S_COUNT };
+enum { S_HEAD, S_NODE, S_MAT, S_DIRTY, S_IDS, S_COUNT };
 
 static size_t sizes(uint32_t cap, size_t s[S_COUNT]) {
     size_t n = (size_t)cap + 1;
     s[S_HEAD] = lmb_align_up(sizeof(lmb_hier), ALIGN);
     s[S_NODE] = lmb_align_up(n * sizeof(lmb_hnode), ALIGN);
-    s[S_SLOT] = lmb_align_up(n * sizeof(const float *), ALIGN);
-    s[S_SRT] = lmb_align_up(n * LMB_TRS_FLOATS * sizeof(float), ALIGN);
-    s[S_MAT] = lmb_align_up(n * 16 * sizeof(float), ALIGN);      /* base, world */
+    s[S_MAT] = lmb_align_up(n * 32 * sizeof(float), ALIGN); /* world + base */
     s[S_DIRTY] = lmb_align_up(2 * n * sizeof(uint32_t), ALIGN);
     s[S_IDS] = lmb_align_up(n * sizeof(uint32_t), ALIGN);        /* order, cache, scratch, changed */
-    return s[S_HEAD] + s[S_NODE] + s[S_SLOT] + s[S_SRT] + 2 * s[S_MAT] + s[S_DIRTY] +
-           4 * s[S_IDS] + ALIGN;
+    return s[S_HEAD] + s[S_NODE] + s[S_MAT] + s[S_DIRTY] + 4 * s[S_IDS] + ALIGN;
 }
 
 size_t lmb_hier_bytes(uint32_t capacity) {
@@ -40,10 +37,9 @@ size_t lmb_hier_bytes(uint32_t capacity) {
 
 static void reset_record(lmb_hier *h, uint32_t id) {
     memset(&h->node[id], 0, sizeof h->node[id]);
-    h->slot[id] = NULL;
-    memcpy(h->srt + (size_t)id * LMB_TRS_FLOATS, IDENTITY_SRT, sizeof IDENTITY_SRT);
-    memcpy(h->base + (size_t)id * 16, IDENTITY, sizeof IDENTITY);
-    memcpy(h->world + (size_t)id * 16, IDENTITY, sizeof IDENTITY);
+    memcpy(h->node[id].srt, IDENTITY_SRT, sizeof IDENTITY_SRT);
+    memcpy(lmb_hier_world(h, id), IDENTITY, sizeof IDENTITY);
+    memcpy(lmb_hier_base(h, id), IDENTITY, sizeof IDENTITY);
 }
 
 lmb_hier *lmb_hier_place(void *mem, uint32_t capacity, uint32_t stale_bound) {
@@ -58,10 +54,7 @@ lmb_hier *lmb_hier_place(void *mem, uint32_t capacity, uint32_t stale_bound) {
     h->dirty_cap = 2 * (capacity + 1);
     h->cache_structure = UINT32_MAX;
     h->node = (lmb_hnode *)(void *)p, p += s[S_NODE];
-    h->slot = (const float **)(void *)p, p += s[S_SLOT];
-    h->srt = (float *)(void *)p, p += s[S_SRT];
-    h->base = (float *)(void *)p, p += s[S_MAT];
-    h->world = (float *)(void *)p, p += s[S_MAT];
+    h->mats = (float *)(void *)p, p += s[S_MAT];
     h->dirty = (uint32_t *)(void *)p, p += s[S_DIRTY];
     h->order = (uint32_t *)(void *)p, p += s[S_IDS];
     h->cache = (uint32_t *)(void *)p, p += s[S_IDS];
@@ -75,10 +68,7 @@ lmb_hier *lmb_hier_place(void *mem, uint32_t capacity, uint32_t stale_bound) {
 void lmb_hier_copy(lmb_hier *dst, const lmb_hier *src) {
     size_t n = (size_t)src->capacity + 1;
     memcpy(dst->node, src->node, n * sizeof *src->node);
-    memcpy((void *)dst->slot, (const void *)src->slot, n * sizeof *src->slot);
-    memcpy(dst->srt, src->srt, n * LMB_TRS_FLOATS * sizeof(float));
-    memcpy(dst->base, src->base, n * 16 * sizeof(float));
-    memcpy(dst->world, src->world, n * 16 * sizeof(float));
+    memcpy(dst->mats, src->mats, n * 32 * sizeof(float));
     memcpy(dst->dirty, src->dirty, src->dirty_count * sizeof(uint32_t));
     memcpy(dst->order, src->order, n * sizeof(uint32_t));
     memcpy(dst->cache, src->cache, n * sizeof(uint32_t));
@@ -122,7 +112,7 @@ void lmb_hier_touch(lmb_hier *h, uint32_t id) {
 
 lmb_status lmb_hier_set_srt(lmb_hier *h, uint32_t id, const float *t, const float *r,
                             const float *s) {
-    float *d = h->srt + (size_t)id * LMB_TRS_FLOATS;
+    float *d = h->node[id].srt;
     float q[4];
     if (r) {
         double r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
@@ -191,9 +181,9 @@ void lmb_follow_filter(const float m[16], int mode, float out[16]) {
 
 /* base = world[parent] x filter(slot); world[0] is the identity. */
 static inline void compute_base(lmb_hier *h, uint32_t id) {
-    float *base = h->base + (size_t)id * 16;
-    const float *pw = h->world + (size_t)h->node[id].parent * 16;
-    const float *slot = h->slot[id];
+    float *base = lmb_hier_base(h, id);
+    const float *pw = lmb_hier_world(h, h->node[id].parent);
+    const float *slot = h->node[id].slot;
     if (!slot) {
         memcpy(base, pw, 16 * sizeof(float));
         return;
@@ -210,14 +200,14 @@ static inline void compute_base(lmb_hier *h, uint32_t id) {
 
 /* world = base x TRS(srt). */
 static inline void compute_world(lmb_hier *h, uint32_t id) {
-    const float *base = h->base + (size_t)id * 16;
-    float *world = h->world + (size_t)id * 16;
+    const float *base = lmb_hier_base(h, id);
+    float *world = lmb_hier_world(h, id);
     if (!(h->node[id].flags & LMB_HIER_HAS_SRT)) {
         memcpy(world, base, 16 * sizeof(float));
         return;
     }
     float local[16];
-    lmb_trs_to_mat4(h->srt + (size_t)id * LMB_TRS_FLOATS, local);
+    lmb_trs_to_mat4(h->node[id].srt, local);
     mul_affine(base, local, world);
 }
 
@@ -342,7 +332,7 @@ void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t newp, const float *slot, i
         }
         if (oldp && --node[oldp].nchild == 0) make_leaf(h, oldp);
     }
-    h->slot[id] = slot;
+    node[id].slot = slot;
     uint32_t f = node[id].flags & ~(LMB_HIER_MODE_MASK | LMB_HIER_ANIMATED);
     f |= ((uint32_t)mode & LMB_HIER_MODE_MASK) | LMB_HIER_BASE_DIRTY;
     if (animated) f |= LMB_HIER_ANIMATED;

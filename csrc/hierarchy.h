@@ -50,6 +50,8 @@ enum {
 #define LMB_HIER_STALE 0x0040u      /* leaf changed at an update, not recomputed yet */
 #define LMB_HIER_ALIVE 0x0080u
 
+/* One record per node, 128 bytes (two cache lines): the scheduling fields
+ * and the slot pointer in the first line, the SRT in the second. */
 typedef struct lmb_hnode {
     uint32_t parent;  /* 0 = none */
     uint32_t next;    /* preorder list of non-leaf nodes, 0 = end (sentinel) */
@@ -61,6 +63,10 @@ typedef struct lmb_hnode {
     uint32_t cache;   /* cache generation it was stored in */
     int32_t depth;    /* depth in the preorder list (roots 0, sentinel -1) */
     uint32_t flags;   /* LMB_HIER_* */
+    const float *slot; /* slot matrix on the parent (borrowed), NULL = identity */
+    uint32_t pad[4];
+    float srt[LMB_TRS_FLOATS]; /* t xyz, q xyzw (unit), s xyz */
+    uint32_t pad2[6];
 } lmb_hnode;
 
 typedef struct lmb_hier {
@@ -73,11 +79,8 @@ typedef struct lmb_hier {
     uint32_t order_count;    /* nodes in the last pass */
     uint32_t changed_count;  /* entries of `changed` for the last update */
     uint32_t last_cached;    /* 1 when the last update reused the cached order */
-    lmb_hnode *node;         /* capacity + 1 records */
-    const float **slot;      /* capacity + 1 */
-    float *srt;              /* (capacity + 1) * 10 */
-    float *base;             /* (capacity + 1) * 16 */
-    float *world;            /* (capacity + 1) * 16 */
+    lmb_hnode *node;         /* capacity + 1 records, 64-byte aligned */
+    float *mats;             /* (capacity + 1) * 32: world (16) then base (16) per node */
     uint32_t *dirty;         /* dirty_cap = 2 * (capacity + 1) */
     uint32_t *order;         /* capacity + 1: the last pass, parents first */
     uint32_t *cache;         /* capacity + 1: the cached order */
@@ -87,6 +90,13 @@ typedef struct lmb_hier {
 
 /* Bytes for a hierarchy of `capacity` nodes; 0 when it would overflow. */
 size_t lmb_hier_bytes(uint32_t capacity);
+
+static inline float *lmb_hier_world(const lmb_hier *h, uint32_t id) {
+    return h->mats + (size_t)id * 32;
+}
+static inline float *lmb_hier_base(const lmb_hier *h, uint32_t id) {
+    return h->mats + (size_t)id * 32 + 16;
+}
 
 /* Lays out an empty hierarchy in `mem` (any alignment). */
 lmb_hier *lmb_hier_place(void *mem, uint32_t capacity, uint32_t stale_bound);

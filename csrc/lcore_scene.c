@@ -24,6 +24,20 @@ static lmb_hier *check_hier(lua_State *L, int arg) {
     return (lmb_hier *)lmb_align_ptr(luaL_checkudata(L, arg, HIER_MT), 64);
 }
 
+/* The hierarchy at argument 1: a Hierarchy, or a limber.scene table holding
+ * one in field "store" (so the scene's hot methods are these C functions,
+ * with no Lua wrapper in between). */
+static lmb_hier *self_hier(lua_State *L) {
+    if (lua_type(L, 1) == LUA_TTABLE) {
+        lua_getfield(L, 1, "store");
+        void *u = luaL_testudata(L, -1, HIER_MT);
+        lua_pop(L, 1); /* the scene table keeps the store alive */
+        if (!u) luaL_argerror(L, 1, "limber.Scene or limber.Hierarchy expected");
+        return (lmb_hier *)lmb_align_ptr(u, 64);
+    }
+    return check_hier(L, 1);
+}
+
 static lslots *check_slots(lua_State *L, int arg) {
     return (lslots *)lmb_align_ptr(luaL_checkudata(L, arg, SLOTS_MT), 64);
 }
@@ -36,12 +50,12 @@ static const char *describe(lua_State *L, int arg) {
     return luaL_typename(L, arg);
 }
 
-/* Raises "limber.scene: <msg>" at the user's line (level 2: the user calls a
- * limber.scene method, which calls this C function). */
+/* Raises "limber.scene: <msg>" at the caller's line (the hot scene methods
+ * are these C functions, called directly by the user). */
 static int scene_error(lua_State *L, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    luaL_where(L, 2);
+    luaL_where(L, 1);
     lua_pushstring(L, "limber.scene: ");
     lua_pushvfstring(L, fmt, ap);
     va_end(ap);
@@ -150,7 +164,7 @@ static void read_vec(lua_State *L, int arg, const char *what, float *out, int n)
 /** h:set_srt(id, t, r, s): tables {x,y,z}, {x,y,z,w}, {x,y,z}; nil keeps
  * a component. The rotation is normalised; a zero quaternion is refused. */
 static int l_hier_set_srt(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
+    lmb_hier *h = self_hier(L);
     uint32_t id = check_live(L, h, 2, "node");
     float t[3], r[4], s[3];
     int ht = !lua_isnoneornil(L, 3), hr = !lua_isnoneornil(L, 4), hs = !lua_isnoneornil(L, 5);
@@ -165,7 +179,7 @@ static int l_hier_set_srt(lua_State *L) {
 /** h:set_t(id, x, y, z) / h:set_r(id, x, y, z, w) / h:set_s(id, x, y, z):
  * one component from plain numbers (no table needed). */
 static int l_hier_set_t(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
+    lmb_hier *h = self_hier(L);
     uint32_t id = check_live(L, h, 2, "node");
     float v[3] = {check_coord(L, 3, "x"), check_coord(L, 4, "y"), check_coord(L, 5, "z")};
     lmb_hier_set_srt(h, id, v, NULL, NULL);
@@ -173,7 +187,7 @@ static int l_hier_set_t(lua_State *L) {
 }
 
 static int l_hier_set_r(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
+    lmb_hier *h = self_hier(L);
     uint32_t id = check_live(L, h, 2, "node");
     float v[4] = {check_coord(L, 3, "x"), check_coord(L, 4, "y"), check_coord(L, 5, "z"),
                   check_coord(L, 6, "w")};
@@ -183,7 +197,7 @@ static int l_hier_set_r(lua_State *L) {
 }
 
 static int l_hier_set_s(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
+    lmb_hier *h = self_hier(L);
     uint32_t id = check_live(L, h, 2, "node");
     float x = check_coord(L, 3, "x");
     float v[3] = {x, lua_isnoneornil(L, 4) ? x : check_coord(L, 4, "y"),
@@ -213,9 +227,9 @@ static int opt_out(lua_State *L, int arg) {
 
 /** h:srt(id): translation, rotation, scale tables. */
 static int l_hier_srt(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
+    lmb_hier *h = self_hier(L);
     uint32_t id = check_live(L, h, 2, "node");
-    const float *d = h->srt + (size_t)id * LMB_TRS_FLOATS;
+    const float *d = h->node[id].srt;
     push_floats(L, d, 3, 0);
     push_floats(L, d + 3, 4, 0);
     push_floats(L, d + 7, 3, 0);
@@ -315,17 +329,17 @@ static int l_hier_update(lua_State *L) {
 
 /** h:world(id [, out]): the world matrix (16 numbers), leaves on demand. */
 static int l_hier_world(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
+    lmb_hier *h = self_hier(L);
     uint32_t id = check_live(L, h, 2, "node");
     int out = opt_out(L, 3);
     lmb_hier_refresh(h, id);
-    push_floats(L, h->world + (size_t)id * 16, 16, out);
+    push_floats(L, lmb_hier_world(h, id), 16, out);
     return 1;
 }
 
 /** h:refresh(id): makes the stored world of id current (leaves on demand). */
 static int l_hier_refresh(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
+    lmb_hier *h = self_hier(L);
     lmb_hier_refresh(h, check_live(L, h, 2, "node"));
     return 0;
 }
@@ -334,7 +348,7 @@ static int l_hier_refresh(lua_State *L) {
 static int l_hier_base(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
     uint32_t id = check_live(L, h, 2, "node");
-    push_floats(L, h->base + (size_t)id * 16, 16, opt_out(L, 3));
+    push_floats(L, lmb_hier_base(h, id), 16, opt_out(L, 3));
     return 1;
 }
 
@@ -347,21 +361,21 @@ static int l_hier_slot_world(lua_State *L) {
     int out = opt_out(L, 5);
     float m[16];
     lmb_hier_refresh(h, id);
-    lmb_mat4_mul(h->world + (size_t)id * 16, s->m + (size_t)i * 16, m);
+    lmb_mat4_mul(lmb_hier_world(h, id), s->m + (size_t)i * 16, m);
     push_floats(L, m, 16, out);
     return 1;
 }
 
 /** h:has_changed(id): true when the world of id changed in the last update. */
 static int l_hier_has_changed(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
+    lmb_hier *h = self_hier(L);
     lua_pushboolean(L, lmb_hier_has_changed(h, check_live(L, h, 2, "node")));
     return 1;
 }
 
 /** h:child_count(id): number of direct children. */
 static int l_hier_child_count(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
+    lmb_hier *h = self_hier(L);
     lua_pushinteger(L, h->node[check_live(L, h, 2, "node")].nchild);
     return 1;
 }
@@ -370,7 +384,7 @@ static int l_hier_child_count(lua_State *L) {
  * update (recomputed non-leaves and leaves that changed themselves), and
  * the count; entries after the count are left as they were. */
 static int l_hier_changed(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
+    lmb_hier *h = self_hier(L);
     int out = opt_out(L, 2);
     if (out)
         lua_pushvalue(L, out);
@@ -431,11 +445,12 @@ static int l_hier_pass(lua_State *L) {
     return 0;
 }
 
-/** h:worlds(): a read-only Buffer view of the world matrices; element id + 1
- * is node id (element 1 is the identity of "no parent"). */
+/** h:worlds(): a read-only Buffer view of the matrices: element id + 1 is
+ * node id, 32 floats: its world matrix (1..16) then its base (17..32);
+ * element 1 is "no parent" (identity). Stride 128 bytes for GPU upload. */
 static int l_hier_worlds(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
-    lbuf_push_view(L, 1, h->world, LBUF_F32, 16, (size_t)h->capacity + 1, 1);
+    lbuf_push_view(L, 1, h->mats, LBUF_F32, 32, (size_t)h->capacity + 1, 1);
     return 1;
 }
 

@@ -29,6 +29,9 @@ local NONE <const> = 0
 local HUGE <const> = 3.4e38
 local FOLLOW <const> = { full = true, rigid = true, translation = true }
 local math_type, type, fmt = math.type, type, string.format
+-- The hot methods are the C functions themselves (they accept the scene table
+-- and find its store), so a call costs no Lua wrapper frame.
+local C = getmetatable(core.hierarchy(1)).__index
 
 local function fail(msg, level)
   error("limber.scene: " .. msg, level + 1)
@@ -277,10 +280,9 @@ function Scene:exists(id)
   return self.alive[id] == true
 end
 
---- Number of direct children of a node (0 for a leaf).
-function Scene:child_count(id)
-  return self.store:child_count(id)
-end
+--- Number of direct children of a node (0 for a leaf): `scene:child_count(id)`.
+-- @function Scene:child_count
+Scene.child_count = C.child_count
 
 --- Number of live nodes.
 function Scene:size()
@@ -315,29 +317,24 @@ end
 
 --- Sets translation {x,y,z}, rotation {x,y,z,w} (normalised) and scale
 -- {x,y,z} relative to the base; nil keeps a component.
-function Scene:set_srt(id, t, r, s)
-  self.store:set_srt(id, t, r, s)
-end
+-- @function Scene:set_srt
+Scene.set_srt = C.set_srt
 
---- Sets the translation from three numbers.
-function Scene:set_translation(id, x, y, z)
-  self.store:set_t(id, x, y, z)
-end
+--- Sets the translation from three numbers: `scene:set_translation(id, x, y, z)`.
+-- @function Scene:set_translation
+Scene.set_translation = C.set_t
 
---- Sets the rotation from a quaternion x, y, z, w (normalised).
-function Scene:set_rotation(id, x, y, z, w)
-  self.store:set_r(id, x, y, z, w)
-end
+--- Sets the rotation from a quaternion: `scene:set_rotation(id, x, y, z, w)` (normalised).
+-- @function Scene:set_rotation
+Scene.set_rotation = C.set_r
 
---- Sets the scale (y and z default to x).
-function Scene:set_scale(id, x, y, z)
-  self.store:set_s(id, x, y, z)
-end
+--- Sets the scale: `scene:set_scale(id, x [, y, z])` (y and z default to x).
+-- @function Scene:set_scale
+Scene.set_scale = C.set_s
 
 --- Translation, rotation and scale tables of a node.
-function Scene:srt(id)
-  return self.store:srt(id)
-end
+-- @function Scene:srt
+Scene.srt = C.srt
 
 -- ---- the per-frame update ----------------------------------------------------
 
@@ -358,15 +355,13 @@ end
 -- @tparam[opt] table out filled from index 1 (entries after the count are left)
 -- @treturn table ids
 -- @treturn integer count
-function Scene:changed(out)
-  return self.store:changed(out)
-end
+-- @function Scene:changed
+Scene.changed = C.changed
 
 --- True when the world matrix of `id` changed in the last update (for a
 -- leaf: it changed itself or its parent's world changed).
-function Scene:has_changed(id)
-  return self.store:has_changed(id)
-end
+-- @function Scene:has_changed
+Scene.has_changed = C.has_changed
 
 --- Statistics of the last update: `pass` (nodes computed by the C pass),
 -- `cached` (the cached order was reused), `cache` (its size), `frame`
@@ -380,18 +375,14 @@ end
 --- World matrix of a node as of the last update (16 numbers, column-major),
 -- in `out` if given. A leaf is recomputed here only if it changed at an
 -- update or its parent's world changed since it was last computed.
--- @tparam integer id
--- @tparam[opt] table out
--- @treturn table
-function Scene:world(id, out)
-  return self.store:world(id, out)
-end
+-- `scene:world(id [, out])`.
+-- @function Scene:world
+Scene.world = C.world
 
 --- Makes the stored world matrix of `id` current (leaves on demand), for
 -- readers of `worlds()`.
-function Scene:refresh(id)
-  self.store:refresh(id)
-end
+-- @function Scene:refresh
+Scene.refresh = C.refresh
 
 --- World matrix of slot `name` of node `id` (a node with a slot table or a
 -- prefab): world(id) x slot matrix. For a prefab, the world of an inner node.
@@ -404,8 +395,9 @@ function Scene:slot_world(id, name, out)
   return self.store:slot_world(id, prov, i, out)
 end
 
---- A read-only limber.Buffer view of every world matrix: element `id + 1`
--- is node `id` (element 1 is the identity). Leaves are current only after
+--- A read-only limber.Buffer view of the matrices: element `id + 1` is node
+-- `id`, 32 floats: world (1..16) then base (17..32); element 1 is the
+-- identity of "no parent" (stride 128 bytes). Leaves are current only after
 -- `refresh(id)` or `world(id)`; the view is valid until the scene grows
 -- (creating nodes beyond its capacity).
 function Scene:worlds()
