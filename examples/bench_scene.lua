@@ -150,6 +150,30 @@ local function bench_limber(k, cached)
   return median(times)
 end
 
+-- Where a limber frame goes at k (fresh sets): translations, update, reads.
+local function bench_split(k)
+  local frames = 40
+  local sets = random_sets(k, frames + 1)
+  local ts, tu, tr = {}, {}, {}
+  for f = 1, frames + 1 do
+    local set = sets[f]
+    local a = clock()
+    for j = 1, #set do sc:set_translation(set[j], f * 1e-3, 0.5, -0.5) end
+    local b = clock()
+    sc:update()
+    local c = clock()
+    for j = 1, #set do
+      local id = set[j]
+      if is_leaf[id] then sc:world(id, out) end
+    end
+    local d = clock()
+    if f > 1 then
+      ts[#ts + 1], tu[#tu + 1], tr[#tr + 1] = (b - a) * 1e3, (c - b) * 1e3, (d - c) * 1e3
+    end
+  end
+  return median(ts), median(tu), median(tr), sc:stats().pass
+end
+
 -- ---- naive full recomputation --------------------------------------------------
 -- (a) Lua loop over every node calling the same C math (Hierarchy:compute:
 --     base = parent world x slot, world = base x T*R*S); ids are in parent-first
@@ -160,20 +184,23 @@ local all_ids = {}
 for i = 1, N do all_ids[i] = i end
 
 local function bench_full_lua_c(frames)
-  local times = {}
+  local times, loop = {}, {}
   for f = 1, frames do
     local set = random_sets(1000, 1)[1]
     local s = clock()
     for j = 1, #set do store:set_t(set[j], f * 1e-3, 0.5, -0.5) end
     local pass = 1000000 + f
+    local a = clock()
     for id = 1, N do store:compute(id, pass) end
+    local b = clock()
     for j = 1, #set do
       local id = set[j]
       if is_leaf[id] then store:world(id, out) end
     end
     times[#times + 1] = (clock() - s) * 1e3
+    loop[#loop + 1] = (b - a) * 1e3
   end
-  return median(times)
+  return median(times), median(loop)
 end
 
 local function bench_full_one_c_call(frames)
@@ -206,7 +233,7 @@ local function bench_full_plain_lua(frames)
     loc[i] = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, srt[i][1], srt[i][2], srt[i][3], 1 }
   end
   local times = {}
-  for f = 1, frames do
+  for _ = 1, frames do
     local s = clock()
     for i = 1, N do
       local p = parent[i]
@@ -305,7 +332,8 @@ for _, k in ipairs(ks) do
   res.cached[k] = bench_limber(k, true)
   res.dirty[k] = bench_dirty_flag(k)
 end
-local full_lua_c = bench_full_lua_c(5)
+local split_set, split_update, split_read, split_pass = bench_split(1000)
+local full_lua_c, full_loop = bench_full_lua_c(7)
 local full_one_c = bench_full_one_c_call(10)
 local full_plain = bench_full_plain_lua(3)
 
@@ -325,6 +353,11 @@ print(("naive full recomputation, plain Lua matrices:         %s ms (%.1fx)")
   :format(f3(full_plain), full_plain / res.fresh[1000]))
 print(("full recomputation, one C call over all %d ids:   %s ms (for reference)")
   :format(N, f3(full_one_c)))
+print(("limber k=1000 new, split: %s ms translations + %s ms update (%d nodes in the pass) + %s ms"
+  .. " reads (leaves computed on demand)"):format(f3(split_set), f3(split_update), split_pass,
+  f3(split_read)))
+print(("  update + on-demand leaves %s ms vs the naive full loop alone %s ms: %.1fx")
+  :format(f3(split_update + split_read), f3(full_loop), full_loop / (split_update + split_read)))
 local slope_new = (res.fresh[10000] - res.fresh[100]) / 9900 * 1e3
 local slope_cached = (res.cached[10000] - res.cached[100]) / 9900 * 1e3
 print(("slope per changed node (k=100 -> 10,000): new %.3f us, same %.3f us"):format(slope_new,
@@ -343,8 +376,9 @@ for _, t in ipairs(targets) do print(("target %-42s %s"):format(t[1], t[2] and "
 if args.json then
   print(("{\"nodes\": %d, \"full_ms\": %s, \"full_plain_lua_ms\": %s, \"full_one_c_call_ms\": %s, "
     .. "\"dirty_flag_ms_k1000\": %s, \"k0_ms\": %s, \"k10_ms\": %s, \"k100_ms\": %s, \"k1000_ms\": %s, "
-    .. "\"k10000_ms\": %s, \"k1000_cached_ms\": %s, \"slope_us_per_node\": %.4f}")
+    .. "\"k10000_ms\": %s, \"k1000_cached_ms\": %s, \"slope_us_per_node\": %.4f, "
+    .. "\"k1000_update_ms\": %s, \"k1000_reads_ms\": %s, \"full_loop_ms\": %s}")
     :format(N, f3(full_lua_c), f3(full_plain), f3(full_one_c), f3(res.dirty[1000]), f3(res.fresh[0]),
       f3(res.fresh[10]), f3(res.fresh[100]), f3(res.fresh[1000]), f3(res.fresh[10000]),
-      f3(res.cached[1000]), slope_new))
+      f3(res.cached[1000]), slope_new, f3(split_update), f3(split_read), f3(full_loop)))
 end

@@ -252,6 +252,12 @@ describe("limber.scene", function()
       end
     end)
 
+    it("matches on thousands of short sequences (small forests)", function()
+      for k = 1, 1000 do
+        run(seed * 1000 + 5000 + k, 40, { stale_bound = k % 3 == 0 and 0 or nil })
+      end
+    end)
+
     it("matches with a zero stale bound and when every node is read", function()
       for k = 1, 20 do
         run(seed * 1000 + 500 + k, 300, { stale_bound = 0, read_all = true })
