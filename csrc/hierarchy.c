@@ -11,22 +11,25 @@
 #include "skeleton.h"
 
 #define ALIGN 64
-#define DOOM 0x0100u /* temporary: node being destroyed */
-#define KEPT 0x0200u /* temporary: dirty list compaction */
+#define DOOM 0x10000u /* temporary: node being destroyed */
+#define KEPT 0x20000u /* temporary: dirty list compaction */
 
 static const float IDENTITY[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
 static const float IDENTITY_SRT[LMB_TRS_FLOATS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
 
-enum { S_HEAD, S_NODE, S_MAT, S_DIRTY, S_IDS, S_COUNT };
+enum { S_HEAD, S_NODE, S_LINK, S_SLOT, S_MAT, S_DIRTY, S_IDS, S_COUNT };
 
 static size_t sizes(uint32_t cap, size_t s[S_COUNT]) {
     size_t n = (size_t)cap + 1;
     s[S_HEAD] = lmb_align_up(sizeof(lmb_hier), ALIGN);
     s[S_NODE] = lmb_align_up(n * sizeof(lmb_hnode), ALIGN);
+    s[S_LINK] = lmb_align_up(n * sizeof(lmb_hlink), ALIGN);
+    s[S_SLOT] = lmb_align_up(n * sizeof(const float *), ALIGN);
     s[S_MAT] = lmb_align_up(n * 32 * sizeof(float), ALIGN); /* world + base */
     s[S_DIRTY] = lmb_align_up(2 * n * sizeof(uint32_t), ALIGN);
     s[S_IDS] = lmb_align_up(n * sizeof(uint32_t), ALIGN);        /* order, cache, scratch, changed */
-    return s[S_HEAD] + s[S_NODE] + s[S_MAT] + s[S_DIRTY] + 4 * s[S_IDS] + ALIGN;
+    return s[S_HEAD] + s[S_NODE] + s[S_LINK] + s[S_SLOT] + s[S_MAT] + s[S_DIRTY] +
+           4 * s[S_IDS] + ALIGN;
 }
 
 size_t lmb_hier_bytes(uint32_t capacity) {
@@ -37,6 +40,8 @@ size_t lmb_hier_bytes(uint32_t capacity) {
 
 static void reset_record(lmb_hier *h, uint32_t id) {
     memset(&h->node[id], 0, sizeof h->node[id]);
+    memset(&h->link[id], 0, sizeof h->link[id]);
+    h->slot[id] = NULL;
     memcpy(h->node[id].srt, IDENTITY_SRT, sizeof IDENTITY_SRT);
     memcpy(lmb_hier_world(h, id), IDENTITY, sizeof IDENTITY);
     memcpy(lmb_hier_base(h, id), IDENTITY, sizeof IDENTITY);
@@ -54,6 +59,8 @@ lmb_hier *lmb_hier_place(void *mem, uint32_t capacity, uint32_t stale_bound) {
     h->dirty_cap = 2 * (capacity + 1);
     h->cache_structure = UINT32_MAX;
     h->node = (lmb_hnode *)(void *)p, p += s[S_NODE];
+    h->link = (lmb_hlink *)(void *)p, p += s[S_LINK];
+    h->slot = (const float **)(void *)p, p += s[S_SLOT];
     h->mats = (float *)(void *)p, p += s[S_MAT];
     h->dirty = (uint32_t *)(void *)p, p += s[S_DIRTY];
     h->order = (uint32_t *)(void *)p, p += s[S_IDS];
@@ -61,13 +68,15 @@ lmb_hier *lmb_hier_place(void *mem, uint32_t capacity, uint32_t stale_bound) {
     h->scratch = (uint32_t *)(void *)p, p += s[S_IDS];
     h->changed = (uint32_t *)(void *)p;
     for (uint32_t i = 0; i <= capacity; i++) reset_record(h, i);
-    h->node[0].depth = -1; /* the sentinel of the preorder list */
+    h->link[0].depth = -1; /* the sentinel of the preorder list */
     return h;
 }
 
 void lmb_hier_copy(lmb_hier *dst, const lmb_hier *src) {
     size_t n = (size_t)src->capacity + 1;
     memcpy(dst->node, src->node, n * sizeof *src->node);
+    memcpy(dst->link, src->link, n * sizeof *src->link);
+    memcpy((void *)dst->slot, (const void *)src->slot, n * sizeof *src->slot);
     memcpy(dst->mats, src->mats, n * 32 * sizeof(float));
     memcpy(dst->dirty, src->dirty, src->dirty_count * sizeof(uint32_t));
     memcpy(dst->order, src->order, n * sizeof(uint32_t));
@@ -76,7 +85,6 @@ void lmb_hier_copy(lmb_hier *dst, const lmb_hier *src) {
     dst->pass = src->pass;
     dst->structure = src->structure;
     dst->cache_structure = src->cache_structure;
-    dst->cache_gen = src->cache_gen;
     dst->cache_count = src->cache_count;
     dst->stale_bound = src->stale_bound;
     dst->dirty_count = src->dirty_count;
@@ -183,11 +191,11 @@ void lmb_follow_filter(const float m[16], int mode, float out[16]) {
 static inline void compute_base(lmb_hier *h, uint32_t id) {
     float *base = lmb_hier_base(h, id);
     const float *pw = lmb_hier_world(h, h->node[id].parent);
-    const float *slot = h->node[id].slot;
-    if (!slot) {
+    if (!(h->node[id].flags & LMB_HIER_HAS_SLOT)) {
         memcpy(base, pw, 16 * sizeof(float));
         return;
     }
+    const float *slot = h->slot[id];
     int mode = (int)(h->node[id].flags & LMB_HIER_MODE_MASK);
     if (mode == LMB_FOLLOW_FULL) {
         mul_affine(pw, slot, base);
@@ -252,11 +260,12 @@ int lmb_hier_has_changed(const lmb_hier *h, uint32_t id) {
 
 /* Last node of the preorder run of non-leaf x (x and its non-leaf descendants). */
 static uint32_t run_last(const lmb_hier *h, uint32_t x) {
-    int32_t d = h->node[x].depth;
-    uint32_t last = x, cur = h->node[x].next;
-    while (h->node[cur].depth > d) {
+    const lmb_hlink *link = h->link;
+    int32_t d = link[x].depth;
+    uint32_t last = x, cur = link[x].next;
+    while (link[cur].depth > d) {
         last = cur;
-        cur = h->node[cur].next;
+        cur = link[cur].next;
     }
     return last;
 }
@@ -265,24 +274,24 @@ static uint32_t run_last(const lmb_hier *h, uint32_t x) {
  * read it; it joins the order right after its parent. */
 static void make_nonleaf(lmb_hier *h, uint32_t q) {
     lmb_hier_refresh(h, q);
-    lmb_hnode *n = &h->node[q];
-    uint32_t p = n->parent;
-    uint32_t b = h->node[p].next;
-    n->depth = p ? h->node[p].depth + 1 : 0;
-    h->node[p].next = q;
-    n->prev = p;
-    n->next = b;
-    h->node[b].prev = q;
+    lmb_hlink *link = h->link;
+    uint32_t p = h->node[q].parent;
+    uint32_t b = link[p].next;
+    link[q].depth = p ? link[p].depth + 1 : 0;
+    link[p].next = q;
+    link[q].prev = p;
+    link[q].next = b;
+    link[b].prev = q;
     h->structure++;
 }
 
 /* Non-leaf x lost its last child (its run is x alone): it leaves the order.
  * Its world and stamp stay those of its last computation. */
 static void make_leaf(lmb_hier *h, uint32_t x) {
-    lmb_hnode *n = &h->node[x];
-    h->node[n->prev].next = n->next;
-    h->node[n->next].prev = n->prev;
-    n->next = n->prev = 0;
+    lmb_hlink *l = &h->link[x];
+    h->link[l->prev].next = l->next;
+    h->link[l->next].prev = l->prev;
+    l->next = l->prev = 0;
     h->structure++;
 }
 
@@ -303,6 +312,7 @@ void lmb_hier_create(lmb_hier *h, uint32_t id) {
 void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t newp, const float *slot, int mode,
                    int animated) {
     lmb_hnode *node = h->node;
+    lmb_hlink *link = h->link;
     uint32_t oldp = node[id].parent;
     if (newp != oldp) {
         if (newp) {
@@ -313,28 +323,29 @@ void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t newp, const float *slot, i
         if (node[id].nchild > 0) {
             /* cut the run of id out of the order and splice it after newp */
             uint32_t last = run_last(h, id);
-            uint32_t before = node[id].prev, after = node[last].next;
-            node[before].next = after;
-            node[after].prev = before;
-            int32_t delta = (newp ? node[newp].depth + 1 : 0) - node[id].depth;
+            uint32_t before = link[id].prev, after = link[last].next;
+            link[before].next = after;
+            link[after].prev = before;
+            int32_t delta = (newp ? link[newp].depth + 1 : 0) - link[id].depth;
             if (delta != 0) {
-                for (uint32_t cur = id;; cur = node[cur].next) {
-                    node[cur].depth += delta;
+                for (uint32_t cur = id;; cur = link[cur].next) {
+                    link[cur].depth += delta;
                     if (cur == last) break;
                 }
             }
-            uint32_t c = node[newp].next;
-            node[newp].next = id;
-            node[id].prev = newp;
-            node[last].next = c;
-            node[c].prev = last;
+            uint32_t c = link[newp].next;
+            link[newp].next = id;
+            link[id].prev = newp;
+            link[last].next = c;
+            link[c].prev = last;
             h->structure++;
         }
         if (oldp && --node[oldp].nchild == 0) make_leaf(h, oldp);
     }
-    node[id].slot = slot;
-    uint32_t f = node[id].flags & ~(LMB_HIER_MODE_MASK | LMB_HIER_ANIMATED);
+    h->slot[id] = slot;
+    uint32_t f = node[id].flags & ~(LMB_HIER_MODE_MASK | LMB_HIER_ANIMATED | LMB_HIER_HAS_SLOT);
     f |= ((uint32_t)mode & LMB_HIER_MODE_MASK) | LMB_HIER_BASE_DIRTY;
+    if (slot) f |= LMB_HIER_HAS_SLOT;
     if (animated) f |= LMB_HIER_ANIMATED;
     node[id].flags = f;
     lmb_hier_touch(h, id);
@@ -344,15 +355,16 @@ uint32_t lmb_hier_destroy(lmb_hier *h, uint32_t id, uint32_t *out) {
     lmb_hnode *node = h->node;
     uint32_t n = 0;
     if (node[id].nchild > 0) {
+        lmb_hlink *link = h->link;
         uint32_t last = run_last(h, id);
-        for (uint32_t cur = id;; cur = node[cur].next) {
+        for (uint32_t cur = id;; cur = link[cur].next) {
             out[n++] = cur;
             node[cur].flags |= DOOM;
             if (cur == last) break;
         }
-        uint32_t before = node[id].prev, after = node[last].next;
-        node[before].next = after;
-        node[after].prev = before;
+        uint32_t before = link[id].prev, after = link[last].next;
+        link[before].next = after;
+        link[after].prev = before;
         /* leaves are in no list: one scan finds those below doomed nodes */
         for (uint32_t x = 1; x <= h->capacity; x++) {
             if ((node[x].flags & LMB_HIER_ALIVE) && node[x].nchild == 0 &&
@@ -371,12 +383,22 @@ uint32_t lmb_hier_destroy(lmb_hier *h, uint32_t id, uint32_t *out) {
 
 /* ---- the per-frame update ------------------------------------------------------- */
 
+/* Replaces the cached order by order[0 .. n). */
+static void set_cache(lmb_hier *h, const uint32_t *order, uint32_t n) {
+    for (uint32_t i = 0; i < h->cache_count; i++) h->node[h->cache[i]].flags &= ~LMB_HIER_CACHED;
+    for (uint32_t i = 0; i < n; i++) {
+        h->cache[i] = order[i];
+        h->node[order[i]].flags |= LMB_HIER_CACHED;
+    }
+    h->cache_count = n;
+}
+
 uint32_t lmb_hier_update(lmb_hier *h) {
     lmb_hnode *node = h->node;
+    const lmb_hlink *link = h->link;
     uint32_t pass = ++h->pass;
     uint32_t nc = 0, nn = 0, n = 0;
     int miss = h->cache_structure != h->structure;
-    uint32_t gen = h->cache_gen;
     for (uint32_t i = 0; i < h->dirty_count; i++) {
         uint32_t id = h->dirty[i];
         lmb_hnode *d = &node[id];
@@ -387,9 +409,9 @@ uint32_t lmb_hier_update(lmb_hier *h) {
             d->flags |= LMB_HIER_STALE;
             h->changed[nc++] = id;
         } else {
-            d->mark = pass;
+            d->flags |= LMB_HIER_MARK;
             h->scratch[nn++] = id;
-            if (d->cache != gen) miss = 1;
+            if (!(d->flags & LMB_HIER_CACHED)) miss = 1;
         }
     }
     h->dirty_count = 0;
@@ -400,21 +422,13 @@ uint32_t lmb_hier_update(lmb_hier *h) {
              * or whose parent changed; a subsequence stays topological */
             for (uint32_t i = 0; i < h->cache_count; i++) {
                 uint32_t x = h->cache[i];
-                if (node[x].mark == pass || node[node[x].parent].changed == pass) {
+                if ((node[x].flags & LMB_HIER_MARK) || node[node[x].parent].changed == pass) {
                     node[x].changed = pass;
                     order[n++] = x;
                 }
             }
             uint32_t stale = h->cache_count - n;
-            if (stale > h->stale_bound && stale > n) {
-                gen++;
-                for (uint32_t i = 0; i < n; i++) {
-                    h->cache[i] = order[i];
-                    node[order[i]].cache = gen;
-                }
-                h->cache_count = n;
-                h->cache_gen = gen;
-            }
+            if (stale > h->stale_bound && stale > n) set_cache(h, order, n);
             h->last_cached = 1;
         } else {
             /* a changed non-leaf with no changed ancestor heads a preorder
@@ -422,26 +436,21 @@ uint32_t lmb_hier_update(lmb_hier *h) {
             for (uint32_t i = 0; i < nn; i++) {
                 uint32_t x = h->scratch[i];
                 uint32_t q = node[x].parent;
-                while (q != 0 && node[q].mark != pass) q = node[q].parent;
+                while (q != 0 && !(node[q].flags & LMB_HIER_MARK)) q = node[q].parent;
                 if (q != 0) continue;
-                int32_t d = node[x].depth;
+                int32_t d = link[x].depth;
                 uint32_t cur = x;
                 do {
                     node[cur].changed = pass;
                     order[n++] = cur;
-                    cur = node[cur].next;
-                } while (node[cur].depth > d);
+                    cur = link[cur].next;
+                } while (link[cur].depth > d);
             }
-            gen++;
-            for (uint32_t i = 0; i < n; i++) {
-                h->cache[i] = order[i];
-                node[order[i]].cache = gen;
-            }
-            h->cache_count = n;
-            h->cache_gen = gen;
+            set_cache(h, order, n);
             h->cache_structure = h->structure;
             h->last_cached = 0;
         }
+        for (uint32_t i = 0; i < nn; i++) node[h->scratch[i]].flags &= ~LMB_HIER_MARK;
         lmb_hier_pass(h, order, n, pass);
         memcpy(h->changed + nc, order, n * sizeof(uint32_t));
     }

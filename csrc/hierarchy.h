@@ -49,37 +49,41 @@ enum {
 #define LMB_HIER_DIRTY 0x0020u      /* changed since the last update (in the dirty list) */
 #define LMB_HIER_STALE 0x0040u      /* leaf changed at an update, not recomputed yet */
 #define LMB_HIER_ALIVE 0x0080u
+#define LMB_HIER_HAS_SLOT 0x0100u   /* slot[id] is not NULL */
+#define LMB_HIER_MARK 0x0200u       /* a changed non-leaf during an update */
+#define LMB_HIER_CACHED 0x0400u     /* in the cached order */
 
-/* One record per node, 128 bytes (two cache lines): the scheduling fields
- * and the slot pointer in the first line, the SRT in the second. */
+/* One record per node, 64 bytes (one cache line): everything a leaf read,
+ * a setter or the pass needs about the node itself. */
 typedef struct lmb_hnode {
     uint32_t parent;  /* 0 = none */
-    uint32_t next;    /* preorder list of non-leaf nodes, 0 = end (sentinel) */
-    uint32_t prev;
     uint32_t nchild;  /* direct children */
     uint32_t stamp;   /* update that last computed world (0 = never) */
     uint32_t changed; /* update in which world last changed */
-    uint32_t mark;    /* update in which it was a changed non-leaf */
-    uint32_t cache;   /* cache generation it was stored in */
-    int32_t depth;    /* depth in the preorder list (roots 0, sentinel -1) */
     uint32_t flags;   /* LMB_HIER_* */
-    const float *slot; /* slot matrix on the parent (borrowed), NULL = identity */
-    uint32_t pad[4];
     float srt[LMB_TRS_FLOATS]; /* t xyz, q xyzw (unit), s xyz */
-    uint32_t pad2[6];
+    uint32_t pad;
 } lmb_hnode;
+
+/* The derived preorder list of non-leaf nodes (0 = the sentinel). */
+typedef struct lmb_hlink {
+    uint32_t next, prev;
+    int32_t depth;    /* roots 0, sentinel -1 */
+} lmb_hlink;
 
 typedef struct lmb_hier {
     uint32_t capacity;       /* ids 1 .. capacity */
     uint32_t pass;           /* number of the last update */
     uint32_t structure;      /* bumped whenever the non-leaf order changes */
-    uint32_t cache_structure, cache_gen, cache_count;
+    uint32_t cache_structure, cache_count;
     uint32_t stale_bound;    /* unchanged nodes the cached order may keep */
     uint32_t dirty_count, dirty_cap;
     uint32_t order_count;    /* nodes in the last pass */
     uint32_t changed_count;  /* entries of `changed` for the last update */
     uint32_t last_cached;    /* 1 when the last update reused the cached order */
     lmb_hnode *node;         /* capacity + 1 records, 64-byte aligned */
+    lmb_hlink *link;         /* capacity + 1 */
+    const float **slot;      /* capacity + 1: slot matrices (borrowed), NULL = identity */
     float *mats;             /* (capacity + 1) * 32: world (16) then base (16) per node */
     uint32_t *dirty;         /* dirty_cap = 2 * (capacity + 1) */
     uint32_t *order;         /* capacity + 1: the last pass, parents first */
