@@ -243,10 +243,17 @@ void lmb_hier_compute(lmb_hier *h, uint32_t id, uint32_t pass) {
 void lmb_hier_refresh(lmb_hier *h, uint32_t id) {
     lmb_hnode *n = &h->node[id];
     if (n->nchild) return;
-    if ((n->flags & LMB_HIER_STALE) || h->node[n->parent].stamp > n->stamp) {
-        lmb_hier_compute(h, id, h->pass);
-        n->flags &= ~LMB_HIER_STALE;
+    int parent_moved = h->node[n->parent].stamp > n->stamp;
+    if (!parent_moved && !(n->flags & LMB_HIER_STALE)) return;
+    /* as in the pass: the stored base stays valid unless the parent's world,
+     * the parent or the slot changed (a leaf that only moved itself) */
+    if (parent_moved || (n->flags & (LMB_HIER_BASE_DIRTY | LMB_HIER_ANIMATED))) {
+        compute_base(h, id);
+        n->flags &= ~LMB_HIER_BASE_DIRTY;
     }
+    compute_world(h, id);
+    n->stamp = h->pass;
+    n->flags &= ~LMB_HIER_STALE;
 }
 
 int lmb_hier_has_changed(const lmb_hier *h, uint32_t id) {
