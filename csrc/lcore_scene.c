@@ -65,10 +65,9 @@ static int scene_error(lua_State *L, const char *fmt, ...) {
 
 /* A live node id (1-based, as in Lua). */
 static uint32_t check_live(lua_State *L, lmb_hier *h, int arg, const char *what) {
-    int isint;
-    lua_Integer id = lua_tointegerx(L, arg, &isint);
-    if (!isint || lua_type(L, arg) != LUA_TNUMBER)
+    if (!lua_isinteger(L, arg))
         scene_error(L, "%s must be an integer node id (got %s)", what, describe(L, arg));
+    lua_Integer id = lua_tointeger(L, arg);
     if (id < 1 || id > (lua_Integer)h->capacity || !(h->node[id].flags & LMB_HIER_ALIVE))
         scene_error(L, "%s%snode %I does not exist (unknown or destroyed)",
                     strcmp(what, "node") ? what : "", strcmp(what, "node") ? ": " : "", id);

@@ -609,6 +609,8 @@ describe("limber.scene", function()
         { function() sc:create({ pose = {} }) end, "pose must be a limber.Pose" },
         { function() sc:create(5) end, "opts must be a table" },
         { function() sc:world(42) end, "node 42 does not exist" },
+        { function() sc:world(2.0) end, "node must be an integer node id (got number 2.0)" },
+        { function() sc:set_translation({}, 1, 2, 3) end, "node must be an integer node id (got table)" },
         { function() sc:destroy(e) end, "node 5 does not exist" },
         { function() sc:set_slot(d, "a") end, "node 3 has no slots" },
         { function() sc:set_parent(d, r, 7) end, "slot must be a string name (got number 7)" },
