@@ -336,6 +336,41 @@ static int l_hier_world(lua_State *L) {
     return 1;
 }
 
+/** h:gather(ids, count, buffer [, first]): for k = 1 .. count, the world
+ * matrix of node ids[k] (leaves on demand) into element first + k - 1 of an
+ * f32 Buffer of width 16 (default first 1): one call for a whole batch, e.g.
+ * a renderer's instance buffer. Every id is checked before anything is written. */
+static int l_hier_gather(lua_State *L) {
+    lmb_hier *h = self_hier(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer count = luaL_checkinteger(L, 3);
+    lbuffer *b = lbuf_check(L, 4);
+    lua_Integer first = luaL_optinteger(L, 5, 1);
+    if (b->type != LBUF_F32 || b->width != 16 || b->readonly)
+        return luaL_argerror(L, 4, "a writable f32 buffer of width 16 expected");
+    if (count < 0 || count > (lua_Integer)h->capacity)
+        return luaL_argerror(L, 3, lua_pushfstring(L, "count %I out of range [0, %I]", count,
+                                                   (lua_Integer)h->capacity));
+    if (first < 1 || (size_t)(first - 1) + (size_t)count > b->count)
+        return luaL_argerror(L, 5, lua_pushfstring(L, "elements %I .. %I do not fit a buffer of %I",
+                                                   first, first + count - 1, (lua_Integer)b->count));
+    uint32_t *ids = h->scratch;
+    for (lua_Integer k = 0; k < count; k++) {
+        lua_rawgeti(L, 2, k + 1);
+        lua_Integer id = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+        lua_pop(L, 1);
+        if (id < 1 || id > (lua_Integer)h->capacity || !(h->node[id].flags & LMB_HIER_ALIVE))
+            return scene_error(L, "gather: ids[%I] is not a live node", k + 1);
+        ids[k] = (uint32_t)id;
+    }
+    float *out = (float *)b->data + (size_t)(first - 1) * 16;
+    for (lua_Integer k = 0; k < count; k++) {
+        lmb_hier_refresh(h, ids[k]);
+        memcpy(out + (size_t)k * 16, lmb_hier_world(h, ids[k]), 16 * sizeof(float));
+    }
+    return 0;
+}
+
 /** h:refresh(id): makes the stored world of id current (leaves on demand). */
 static int l_hier_refresh(lua_State *L) {
     lmb_hier *h = self_hier(L);
@@ -600,6 +635,7 @@ void lcore_open_scene(lua_State *L) {
         {"touch", l_hier_touch},       {"destroy", l_hier_destroy},
         {"update", l_hier_update},     {"world", l_hier_world},
         {"refresh", l_hier_refresh},   {"base", l_hier_base},
+        {"gather", l_hier_gather},
         {"slot_world", l_hier_slot_world}, {"has_changed", l_hier_has_changed},
         {"child_count", l_hier_child_count}, {"changed", l_hier_changed},
         {"stats", l_hier_stats},       {"compute", l_hier_compute},

@@ -174,6 +174,33 @@ local function bench_split(k)
   return median(ts), median(tu), median(tr), sc:stats().pass
 end
 
+-- The same frame with the reads batched: every changed leaf's world copied
+-- into an instance buffer with one gather call (as a renderer uploading
+-- instance matrices would). Returns limber's median and the naive full
+-- recomputation's median with the same batched reads.
+local gather_buf = core.buffer("f32", 16, 20000)
+local function leaves_of(set)
+  local l = {}
+  for j = 1, #set do if is_leaf[set[j]] then l[#l + 1] = set[j] end end
+  return l
+end
+
+local function bench_gather(k, frames)
+  local sets = random_sets(k, frames + 1)
+  local lists = {}
+  for f = 1, frames + 1 do lists[f] = leaves_of(sets[f]) end
+  local times = {}
+  for f = 1, frames + 1 do
+    local set, l = sets[f], lists[f]
+    local s = clock()
+    for j = 1, #set do sc:set_translation(set[j], f * 1e-3, 0.5, -0.5) end
+    sc:update()
+    sc:gather(l, #l, gather_buf)
+    if f > 1 then times[#times + 1] = (clock() - s) * 1e3 end
+  end
+  return median(times)
+end
+
 -- ---- naive full recomputation --------------------------------------------------
 -- (a) Lua loop over every node calling the same C math (Hierarchy:compute:
 --     base = parent world x slot, world = base x T*R*S); ids are in parent-first
@@ -201,6 +228,21 @@ local function bench_full_lua_c(frames)
     loop[#loop + 1] = (b - a) * 1e3
   end
   return median(times), median(loop)
+end
+
+local function bench_full_lua_c_gather(frames)
+  local times = {}
+  for f = 1, frames do
+    local set = random_sets(1000, 1)[1]
+    local l = leaves_of(set)
+    local s = clock()
+    for j = 1, #set do store:set_t(set[j], f * 1e-3, 0.5, -0.5) end
+    local pass = 3000000 + f
+    for id = 1, N do store:compute(id, pass) end
+    store:gather(l, #l, gather_buf)
+    times[#times + 1] = (clock() - s) * 1e3
+  end
+  return median(times)
 end
 
 local function bench_full_one_c_call(frames)
@@ -333,7 +375,9 @@ for _, k in ipairs(ks) do
   res.dirty[k] = bench_dirty_flag(k)
 end
 local split_set, split_update, split_read, split_pass = bench_split(1000)
+local gather_ms = bench_gather(1000, 40)
 local full_lua_c, full_loop = bench_full_lua_c(7)
+local full_gather = bench_full_lua_c_gather(7)
 local full_one_c = bench_full_one_c_call(10)
 local full_plain = bench_full_plain_lua(3)
 
@@ -358,6 +402,8 @@ print(("limber k=1000 new, split: %s ms translations + %s ms update (%d nodes in
   f3(split_read)))
 print(("  update + on-demand leaves %s ms vs the naive full loop alone %s ms: %.1fx")
   :format(f3(split_update + split_read), f3(full_loop), full_loop / (split_update + split_read)))
+print(("k=1000 new with the reads batched (scene:gather into an instance buffer): limber %s ms,"
+  .. " naive full %s ms: %.1fx"):format(f3(gather_ms), f3(full_gather), full_gather / gather_ms))
 local slope_new = (res.fresh[10000] - res.fresh[100]) / 9900 * 1e3
 local slope_cached = (res.cached[10000] - res.cached[100]) / 9900 * 1e3
 print(("slope per changed node (k=100 -> 10,000): new %.3f us, same %.3f us"):format(slope_new,
@@ -377,8 +423,10 @@ if args.json then
   print(("{\"nodes\": %d, \"full_ms\": %s, \"full_plain_lua_ms\": %s, \"full_one_c_call_ms\": %s, "
     .. "\"dirty_flag_ms_k1000\": %s, \"k0_ms\": %s, \"k10_ms\": %s, \"k100_ms\": %s, \"k1000_ms\": %s, "
     .. "\"k10000_ms\": %s, \"k1000_cached_ms\": %s, \"slope_us_per_node\": %.4f, "
-    .. "\"k1000_update_ms\": %s, \"k1000_reads_ms\": %s, \"full_loop_ms\": %s}")
+    .. "\"k1000_update_ms\": %s, \"k1000_reads_ms\": %s, \"full_loop_ms\": %s, "
+    .. "\"k1000_gather_ms\": %s, \"full_gather_ms\": %s}")
     :format(N, f3(full_lua_c), f3(full_plain), f3(full_one_c), f3(res.dirty[1000]), f3(res.fresh[0]),
       f3(res.fresh[10]), f3(res.fresh[100]), f3(res.fresh[1000]), f3(res.fresh[10000]),
-      f3(res.cached[1000]), slope_new, f3(split_update), f3(split_read), f3(full_loop)))
+      f3(res.cached[1000]), slope_new, f3(split_update), f3(split_read), f3(full_loop),
+      f3(gather_ms), f3(full_gather)))
 end

@@ -384,6 +384,13 @@ Scene.world = C.world
 -- @function Scene:refresh
 Scene.refresh = C.refresh
 
+--- Copies the world matrices of `ids[1 .. count]` (leaves on demand) into
+-- elements `first ..` of an f32 limber.Buffer of width 16 (default first 1),
+-- in one call: `scene:gather(ids, count, buffer [, first])`, e.g. for a
+-- renderer's instance buffer. Every id is checked before anything is written.
+-- @function Scene:gather
+Scene.gather = C.gather
+
 --- World matrix of slot `name` of node `id` (a node with a slot table or a
 -- prefab): world(id) x slot matrix. For a prefab, the world of an inner node.
 function Scene:slot_world(id, name, out)
