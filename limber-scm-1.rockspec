@@ -36,6 +36,7 @@ build = {
       ["limber.gltf"] = "lua/limber/gltf.lua",
       ["limber.anim"] = "lua/limber/anim.lua",
       ["limber.skinning"] = "lua/limber/skinning.lua",
+      ["limber.scene"] = "lua/limber/scene.lua",
     },
   },
 }

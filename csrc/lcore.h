@@ -92,5 +92,6 @@ void lcore_open_skinning(lua_State *L);
  * lcore_skinning.c. Valid while the module's registry entry lives. */
 struct lmb_pool;
 struct lmb_pool *lcore_pool(lua_State *L);
+void lcore_open_scene(lua_State *L);
 
 #endif

@@ -1,0 +1,702 @@
+-- limber.scene against a from-scratch recursive computation in plain Lua on
+-- random operation sequences, plus slots, follow modes, pose attachments,
+-- prefabs, errors and garbage.
+local H = require "spec.helper"
+local limber = require "limber"
+local scene = require "limber.scene"
+local core = limber.core
+
+-- ---- plain Lua reference ---------------------------------------------------
+
+local function normalize3(v)
+  local l = math.sqrt(v[1] * v[1] + v[2] * v[2] + v[3] * v[3])
+  if l > 1e-20 then return { v[1] / l, v[2] / l, v[3] / l } end
+  return v
+end
+
+--- The part of a slot matrix a child takes (double precision reference).
+local function follow_ref(m, mode)
+  if mode == "full" then return m end
+  local o = H.identity()
+  o[13], o[14], o[15] = m[13], m[14], m[15]
+  if mode == "translation" then return o end
+  local x = normalize3({ m[1], m[2], m[3] })
+  local y = { m[5], m[6], m[7] }
+  local d = x[1] * y[1] + x[2] * y[2] + x[3] * y[3]
+  y = normalize3({ y[1] - d * x[1], y[2] - d * x[2], y[3] - d * x[3] })
+  o[1], o[2], o[3] = x[1], x[2], x[3]
+  o[5], o[6], o[7] = y[1], y[2], y[3]
+  o[9], o[10], o[11] = x[2] * y[3] - x[3] * y[2], x[3] * y[1] - x[1] * y[3], x[1] * y[2] - x[2] * y[1]
+  return o
+end
+
+-- A mirror of the scene in plain tables: nodes[id] = {parent, slot, follow,
+-- t, r, s, prov}; prov = {slots = S} or {pose = P, instance = i}.
+local function slot_matrix(nodes, n)
+  if not n.slot then return H.identity() end
+  local prov = nodes[n.parent].prov
+  local m
+  if prov.slots then
+    m = prov.slots:matrix(prov.slots:find(n.slot))
+  else
+    m = prov.pose:model(prov.instance, prov.pose:skeleton():find(n.slot))
+  end
+  return follow_ref(m, n.follow or "full")
+end
+
+local function reference_worlds(nodes)
+  local out = {}
+  local function world(id)
+    if out[id] then return out[id] end
+    local n = nodes[id]
+    local pw = n.parent == 0 and H.identity() or world(n.parent)
+    local w = H.mul(H.mul(pw, slot_matrix(nodes, n)), H.trs(n.t, n.r, n.s))
+    out[id] = w
+    return w
+  end
+  for id in pairs(nodes) do world(id) end
+  return out
+end
+
+local function close(e, a)
+  local m = 1
+  for i = 1, 16 do m = math.max(m, math.abs(e[i])) end
+  return H.maxdiff(e, a) <= 2e-5 * m * 4
+end
+
+local function is_descendant(nodes, a, b) -- is a below b (or b itself)?
+  while a ~= 0 do
+    if a == b then return true end
+    a = nodes[a].parent
+  end
+  return false
+end
+
+local ZERO3, UNITQ, ONE3 = { 0, 0, 0 }, { 0, 0, 0, 1 }, { 1, 1, 1 }
+
+describe("limber.scene", function()
+  local seed = H.seed("scene")
+
+  describe("differential test on random operation sequences", function()
+    local skel = limber.skeleton(H.rand_joints(6, 1))
+    local pose = limber.pose(skel, 3)
+    pose:local_to_model()
+    local table_slots = scene.slots({
+      plate = { translation = { 0, 1, 0 } },
+      left = { translation = { -1, 0.5, 0 }, rotation = H.rand_quat(), scale = { 1.2, 0.8, 1 } },
+      right = { translation = { 1, 0.5, 0 }, rotation = H.rand_quat() },
+    })
+    local slot_names = { "plate", "left", "right" }
+    local joint_names = {}
+    for j = 1, skel:count() do joint_names[j] = skel:name(j) end
+
+    local function run(seq_seed, ops, opts)
+      math.randomseed(seq_seed)
+      local sc = scene.new({ capacity = 8, stale_bound = opts.stale_bound })
+      local nodes, touched, log = {}, {}, {}
+      local function say(...) if os.getenv("SCENE_LOG") then local t = table.pack(...)
+          for i = 1, t.n do t[i] = tostring(t[i]) end
+          log[#log + 1] = table.concat(t, " ") end end
+      local function alive_list()
+        local l = {}
+        for id in pairs(nodes) do l[#l + 1] = id end
+        table.sort(l)
+        return l
+      end
+      local function pick()
+        local l = alive_list()
+        return l[math.random(#l)]
+      end
+      local function rand_slot(parent)
+        if parent == 0 or not nodes[parent].prov or math.random() < 0.3 then return nil end
+        local prov = nodes[parent].prov
+        if prov.slots then return slot_names[math.random(#slot_names)] end
+        return joint_names[math.random(#joint_names)]
+      end
+      local follows = { "full", "rigid", "translation" }
+      local function create()
+        local l = alive_list()
+        local parent = (#l == 0 or math.random() < 0.15) and 0 or l[math.random(#l)]
+        local t, r, s = H.rand_trs(true)
+        local o = { parent = parent, slot = rand_slot(parent) }
+        if o.slot then o.follow = follows[math.random(3)] end
+        if math.random() < 0.7 then o.translation, o.rotation, o.scale = t, r, s
+        else t, r, s = ZERO3, UNITQ, ONE3 end
+        local prov
+        local u = math.random()
+        if u < 0.1 then
+          o.slots, prov = table_slots, { slots = table_slots }
+        elseif u < 0.15 then
+          o.pose, o.instance = pose, math.random(3)
+          prov = { pose = pose, instance = o.instance }
+        end
+        local id = sc:create(o)
+        say("create", id, "parent", parent, o.slot, o.follow, o.slots and "slots" or "", o.pose and "pose" or "")
+        assert.is_nil(nodes[id])
+        nodes[id] = { parent = parent, slot = o.slot, follow = o.follow, t = t, r = r, s = s,
+                      prov = prov }
+        touched[id] = true
+      end
+      local function check_all(prev)
+        local ref = reference_worlds(nodes)
+        -- which nodes can have changed: touched ones, pose followers, descendants
+        local affected = {}
+        local function aff(id)
+          if affected[id] ~= nil then return affected[id] end
+          local n = nodes[id]
+          local prov = n.parent ~= 0 and nodes[n.parent].prov
+          local v = touched[id] or (n.slot ~= nil and prov and prov.pose ~= nil) or false
+          if not v and n.parent ~= 0 then v = aff(n.parent) end
+          affected[id] = v
+          return v
+        end
+        local list, count = sc:changed()
+        local in_list = {}
+        for i = 1, count do in_list[list[i]] = true end
+        local out = {}
+        for id in pairs(nodes) do
+          local full = math.random() < 0.6 or opts.read_all
+          if full then
+            local w = sc:world(id, out)
+            if not close(ref[id], w) then
+              error(("seed %d: world of node %d differs by %g\n%s"):format(seq_seed, id,
+                H.maxdiff(ref[id], w), os.getenv("SCENE_LOG") and table.concat(log, "\n") or ""))
+            end
+          end
+          local a = aff(id)
+          assert.equal(a, sc:has_changed(id), ("seed %d: has_changed(%d)"):format(seq_seed, id))
+          if a and (sc:child_count(id) > 0 or touched[id]) then
+            assert.is_true(in_list[id] == true, ("seed %d: %d missing from changed()"):format(seq_seed, id))
+          end
+          if prev[id] and not close(prev[id], ref[id]) then assert.is_true(a) end
+        end
+        for i = 1, count do assert.is_not_nil(nodes[list[i]]) end
+        touched = {}
+        return ref
+      end
+      local prev = {}
+      for _ = 1, 4 do create() end
+      for step = 1, ops do
+        local u = math.random()
+        local l = alive_list()
+        if #l == 0 then
+          create()
+        elseif u < 0.25 then
+          create()
+        elseif u < 0.45 then
+          local id = pick()
+          local t, r, s = H.rand_trs(true)
+          local n = nodes[id]
+          local v = math.random(4)
+          if v == 1 then sc:set_srt(id, t, r, s) n.t, n.r, n.s = t, r, s
+          elseif v == 2 then sc:set_translation(id, t[1], t[2], t[3]) n.t = t
+          elseif v == 3 then sc:set_rotation(id, r[1], r[2], r[3], r[4]) n.r = r
+          else sc:set_srt(id, nil, nil, s) n.s = s end
+          touched[id] = true
+          say("srt", id, v)
+        elseif u < 0.58 then
+          local id, p = pick(), math.random() < 0.1 and 0 or pick()
+          local slot = rand_slot(p)
+          local follow = slot and follows[math.random(3)] or nil
+          if p ~= 0 and is_descendant(nodes, p, id) then
+            assert.error_matches(function() sc:set_parent(id, p, slot, follow) end,
+              p == id and "cannot be its own parent" or "cycle refused", 1, true)
+          else
+            sc:set_parent(id, p, slot, follow)
+            say("set_parent", id, p, slot, follow)
+            nodes[id].parent, nodes[id].slot, nodes[id].follow = p, slot, follow
+            touched[id] = true
+          end
+        elseif u < 0.63 then
+          local id = pick()
+          local slot = rand_slot(nodes[id].parent)
+          local follow = slot and follows[math.random(3)] or nil
+          sc:set_slot(id, slot, follow)
+          say("set_slot", id, slot, follow)
+          nodes[id].slot, nodes[id].follow = slot, follow
+          touched[id] = true
+        elseif u < 0.68 then
+          local id = pick()
+          local gone = {}
+          for x in pairs(nodes) do
+            if is_descendant(nodes, x, id) then gone[#gone + 1] = x end
+          end
+          assert.equal(#gone, sc:destroy(id))
+          say("destroy", id, table.concat(gone, ","))
+          for _, x in ipairs(gone) do nodes[x], touched[x] = nil, nil end
+          for _, x in ipairs(gone) do assert.is_false(sc:exists(x)) end
+        elseif u < 0.72 then
+          -- animate the pose: this frame's pose must be seen by attachments
+          for _ = 1, 3 do
+            local t, r, s = H.rand_trs(true)
+            pose:set_local(math.random(3), math.random(skel:count()), t, r, s)
+          end
+          pose:local_to_model()
+          say("animate")
+        else
+          say("update")
+          sc:update()
+          prev = check_all(prev)
+        end
+        if step % 97 == 0 then assert.equal(#alive_list(), sc:size()) end
+      end
+      sc:update()
+      check_all(prev)
+      return sc
+    end
+
+    it("matches the recursive reference after every update (many seeds)", function()
+      for k = 1, 60 do
+        local s = seed * 1000 + k
+        run(s, 400, {})
+      end
+    end)
+
+    it("matches on thousands of short sequences (small forests)", function()
+      for k = 1, 1000 do
+        run(seed * 1000 + 5000 + k, 40, { stale_bound = k % 3 == 0 and 0 or nil })
+      end
+    end)
+
+    it("matches with a zero stale bound and when every node is read", function()
+      for k = 1, 20 do
+        run(seed * 1000 + 500 + k, 300, { stale_bound = 0, read_all = true })
+      end
+    end)
+
+    it("matches on long sequences #slow", function()
+      for k = 1, 100 do
+        run(seed * 1000 + 2000 + k, 1500, {})
+      end
+    end)
+  end)
+
+  describe("incremental update", function()
+    local function chain(sc, n, parent)
+      local ids = {}
+      for i = 1, n do
+        ids[i] = sc:create({ parent = i == 1 and (parent or 0) or ids[i - 1],
+                             translation = { 1, 0, 0 } })
+      end
+      return ids
+    end
+
+    it("recomputes nothing when nothing changed", function()
+      local sc = scene.new()
+      chain(sc, 10)
+      sc:update()
+      sc:update()
+      local st = sc:stats()
+      assert.equal(0, st.pass)
+      assert.equal(0, select(2, sc:changed()))
+    end)
+
+    it("reuses the cached order when the same nodes change, and only them", function()
+      local sc = scene.new({ stale_bound = 0 })
+      local a = chain(sc, 5)
+      local b = chain(sc, 5)
+      sc:update()
+      assert.is_false(sc:stats().cached)
+      assert.equal(8, sc:stats().pass) -- every non-leaf; the two leaves wait for world()
+      sc:set_translation(a[2], 2, 0, 0)
+      sc:update()
+      assert.is_true(sc:stats().cached)
+      assert.equal(3, sc:stats().pass) -- a[2], a[3], a[4]
+      assert.equal(3, sc:stats().cache) -- 5 stale nodes > bound 0: the cache was rebuilt
+      sc:set_translation(a[3], 3, 0, 0)
+      sc:update()
+      assert.is_true(sc:stats().cached)
+      assert.equal(2, sc:stats().pass)
+      assert.equal(3, sc:stats().cache) -- 1 stale node <= 2 kept: no rebuild
+      sc:set_translation(b[1], 3, 0, 0)
+      sc:update()
+      assert.is_false(sc:stats().cached)
+      assert.equal(4, sc:stats().pass)
+      assert.near({ 7, 0, 0 }, { table.unpack(sc:world(b[5]), 13, 15) })
+      assert.near({ 8, 0, 0 }, { table.unpack(sc:world(a[5]), 13, 15) })
+      local list, n = sc:changed()
+      assert.same({ b[1], b[2], b[3], b[4] }, { table.unpack(list, 1, n) })
+    end)
+
+    it("computes a leaf on demand after its parent moved several frames ago", function()
+      local sc = scene.new()
+      local a = chain(sc, 3)
+      sc:update()
+      assert.near({ 3, 0, 0 }, { table.unpack(sc:world(a[3]), 13, 15) })
+      sc:set_translation(a[1], 10, 0, 0)
+      sc:update()
+      for _ = 1, 5 do sc:update() end
+      assert.is_false(sc:has_changed(a[3]))
+      assert.near({ 12, 0, 0 }, { table.unpack(sc:world(a[3]), 13, 15) })
+      -- the stored matrix (worlds() view) is refreshed too
+      sc:set_translation(a[2], 5, 0, 0)
+      sc:update()
+      sc:update()
+      sc:refresh(a[3])
+      assert.near({ 16, 0, 0 }, { table.unpack(sc:worlds():get(a[3] + 1), 13, 15) })
+    end)
+
+    it("gathers world matrices of many nodes into a buffer in one call", function()
+      local sc = scene.new()
+      local a = chain(sc, 4)
+      sc:update()
+      sc:set_translation(a[1], 2, 0, 0)
+      sc:set_translation(a[4], 0, 3, 0)
+      sc:update()
+      local buf = limber.buffer("f32", 16, 6)
+      sc:gather({ a[4], a[2], a[1] }, 3, buf, 2)
+      assert.near(sc:world(a[4]), buf:get(2))
+      assert.near(sc:world(a[2]), buf:get(3))
+      assert.near(sc:world(a[1]), buf:get(4))
+      assert.near({ 4, 3, 0 }, { table.unpack(buf:get(2), 13, 15) })
+      assert.error_matches(function() sc:gather({ a[1], 99 }, 2, buf) end, "ids[2] is not a live node", 1, true)
+      assert.error_matches(function() sc:gather({ a[1] }, 1, buf, 7) end, "do not fit", 1, true)
+      assert.error_matches(function() sc:gather({ a[1] }, 1, limber.buffer("f32", 4, 4)) end,
+        "width 16 expected", 1, true)
+      assert.same({ 0, 0, 0, 0 }, { table.unpack(buf:get(1), 1, 4) })
+    end)
+
+    it("keeps worlds right when a leaf that was never read gets children", function()
+      local sc = scene.new()
+      local a = chain(sc, 2)
+      sc:update()
+      sc:set_translation(a[1], 7, 0, 0)
+      sc:update()
+      local c = sc:create({ parent = a[2], translation = { 0, 1, 0 } })
+      sc:update()
+      assert.near({ 8, 1, 0 }, { table.unpack(sc:world(c), 13, 15) })
+    end)
+
+    it("re-parents a subtree below a younger node", function()
+      local sc = scene.new()
+      local a = chain(sc, 3)
+      local young = sc:create({ translation = { 0, 5, 0 } })
+      sc:set_parent(a[1], young)
+      sc:update()
+      assert.near({ 3, 5, 0 }, { table.unpack(sc:world(a[3]), 13, 15) })
+      assert.equal(young, (sc:parent(a[1])))
+    end)
+
+    it("destroys subtrees and recycles ids first in, first out", function()
+      local sc = scene.new()
+      local a = chain(sc, 4)
+      local other = sc:create()
+      assert.equal(3, sc:destroy(a[2]))
+      assert.equal(0, sc:child_count(a[1]))
+      assert.equal(2, sc:size())
+      assert.error_matches(function() sc:world(a[3]) end, "node 3 does not exist", 1, true)
+      local n1 = sc:create()
+      assert.equal(a[2], n1)
+      sc:update()
+      assert.is_true(sc:exists(other))
+    end)
+
+    it("grows its storage past the initial capacity", function()
+      local sc = scene.new({ capacity = 2 })
+      local a = chain(sc, 50)
+      sc:update()
+      assert.near({ 50, 0, 0 }, { table.unpack(sc:world(a[50]), 13, 15) })
+    end)
+  end)
+
+  describe("slots", function()
+    it("hangs children on named slots of a shared slot table", function()
+      local tbl = scene.slots({ plate = { translation = { 0, 1, 0 } } })
+      local sc = scene.new()
+      local t1 = sc:create({ slots = tbl, translation = { 5, 0, 0 } })
+      local t2 = sc:create({ slots = tbl, translation = { -5, 0, 0 } })
+      local p1 = sc:create({ parent = t1, slot = "plate" })
+      local p2 = sc:create({ parent = t2, slot = "plate", translation = { 0, 0.5, 0 } })
+      sc:update()
+      assert.near({ 5, 1, 0 }, { table.unpack(sc:world(p1), 13, 15) })
+      assert.near({ -5, 1.5, 0 }, { table.unpack(sc:world(p2), 13, 15) })
+      assert.equal("plate", select(2, sc:parent(p1)))
+    end)
+
+    it("refuses missing slot names at attach time and changes nothing", function()
+      local tbl = scene.slots({ plate = H.identity() })
+      local sc = scene.new()
+      local t = sc:create({ slots = tbl })
+      local plain = sc:create()
+      local c = sc:create({ parent = t, slot = "plate" })
+      assert.error_matches(function() sc:create({ parent = t, slot = "cup" }) end,
+        "limber.scene: slot 'cup': node 1 has no slot of that name", 1, true)
+      assert.error_matches(function() sc:set_slot(c, "cup") end, "no slot of that name", 1, true)
+      assert.error_matches(function() sc:set_parent(c, plain, "plate") end,
+        "node 2 has no slots", 1, true)
+      assert.error_matches(function() sc:create({ slot = "plate" }) end, "a root node has no slots", 1, true)
+      assert.equal(3, sc:size())
+      assert.same({ t, "plate", "full" }, { sc:parent(c) })
+    end)
+
+    it("applies the follow modes to the slot matrix", function()
+      local m = H.trs({ 1, 2, 3 }, H.rand_quat(), { 2, 0.5, 1.5 })
+      m[5] = m[5] + 0.3 -- some shear
+      local tbl = scene.slots({ s = m })
+      local sc = scene.new()
+      local p = sc:create({ slots = tbl })
+      local kids = {}
+      for _, mode in ipairs({ "full", "rigid", "translation" }) do
+        kids[mode] = sc:create({ parent = p, slot = "s", follow = mode, translation = { 0, 1, 0 } })
+      end
+      sc:update()
+      local sm = tbl:matrix(1)
+      for mode, id in pairs(kids) do
+        local ref = H.mul(follow_ref(sm, mode), H.trs({ 0, 1, 0 }, { 0, 0, 0, 1 }, { 1, 1, 1 }))
+        assert.near(ref, sc:world(id), 1e-5)
+        assert.near(follow_ref(sm, mode), core.follow_filter(sm, mode), 1e-6)
+      end
+      -- rigid is a proper rotation: orthonormal columns, determinant 1
+      local r = core.follow_filter(sm, "rigid")
+      local det = r[1] * (r[6] * r[11] - r[10] * r[7]) - r[5] * (r[2] * r[11] - r[10] * r[3])
+        + r[9] * (r[2] * r[7] - r[6] * r[3])
+      assert.near(1, det, 1e-5)
+      assert.error_matches(function() sc:set_slot(kids.full, "s", "loose") end,
+        "follow must be 'full', 'rigid' or 'translation'", 1, true)
+    end)
+
+    it("refuses malformed slot tables", function()
+      assert.error_matches(function() scene.slots({}) end, "no slots", 1, true)
+      assert.error_matches(function() scene.slots({ a = { 1, 2 } }) end, "slot 'a' must be 16 numbers", 1, true)
+      local bad = H.identity()
+      bad[4] = 1
+      assert.error_matches(function() scene.slots({ a = bad }) end, "is not affine", 1, true)
+      local nan = H.identity()
+      nan[13] = 0 / 0
+      assert.error_matches(function() scene.slots({ a = nan }) end, "not a finite float", 1, true)
+    end)
+  end)
+
+  describe("attachment to an animated joint", function()
+    for _, simd in ipairs({ true, false }) do
+      it("follows this frame's pose (" .. (simd and "best" or "portable") .. " kernel)", function()
+        local old = core.simd()
+        core.simd(simd)
+        local joints = H.rand_joints(8, 1)
+        joints[8].name = "hand_r"
+        local skel = limber.skeleton(joints)
+        local pose = limber.pose(skel, 9)
+        local sc = scene.new()
+        local char = sc:create({ pose = pose, instance = 7, translation = { 3, 0, 0 } })
+        local swords = {}
+        for _, mode in ipairs({ "full", "rigid", "translation" }) do
+          swords[mode] = sc:create({ parent = char, slot = "hand_r", follow = mode,
+                                     translation = { 0, 0.2, 0 } })
+        end
+        local gem = sc:create({ parent = swords.full, translation = { 0, 0, 0.1 } })
+        local hand = skel:find("hand_r")
+        for _ = 1, 10 do
+          -- frame order: sample / set locals, local_to_model, then scene:update
+          for j = 1, 8 do
+            local t, r, s = H.rand_trs(true)
+            pose:set_local(7, j, t, r, s)
+          end
+          pose:local_to_model()
+          sc:update()
+          local cw = sc:world(char)
+          local model = pose:model(7, hand)
+          for mode, id in pairs(swords) do
+            local ref = H.mul(H.mul(cw, follow_ref(model, mode)),
+              H.trs({ 0, 0.2, 0 }, { 0, 0, 0, 1 }, { 1, 1, 1 }))
+            assert.is_true(close(ref, sc:world(id)), mode)
+          end
+          local gref = H.mul(H.mul(H.mul(cw, model), H.trs({ 0, 0.2, 0 }, { 0, 0, 0, 1 }, { 1, 1, 1 })),
+            H.trs({ 0, 0, 0.1 }, { 0, 0, 0, 1 }, { 1, 1, 1 }))
+          assert.is_true(close(gref, sc:world(gem)))
+          assert.is_true(sc:has_changed(swords.rigid))
+        end
+        core.simd(old)
+      end)
+    end
+
+    it("keeps the pose alive while a node reads it", function()
+      local skel = limber.skeleton({ { name = "root" }, { name = "hand", parent = "root",
+        translation = { 0, 1, 0 } } })
+      local sc = scene.new()
+      local pose = limber.pose(skel, 1)
+      pose:local_to_model()
+      local char = sc:create({ pose = pose })
+      local sword = sc:create({ parent = char, slot = "hand" })
+      skel, pose = nil, nil -- luacheck: ignore
+      collectgarbage()
+      collectgarbage()
+      sc:update()
+      assert.near({ 0, 1, 0 }, { table.unpack(sc:world(sword), 13, 15) })
+      assert.error_matches(function() sc:create({ parent = char, slot = "foot" }) end,
+        "has no joint of that name", 1, true)
+    end)
+  end)
+
+  describe("prefabs", function()
+    local desc = {
+      { name = "base", translation = { 0, 1, 0 }, rotation = { 0, 0.3826834, 0, 0.9238795 } },
+      { name = "arm", parent = "base", translation = { 1, 0, 0 }, scale = { 1, 2, 1 } },
+      { name = "tip", parent = "arm", translation = { 0, 1, 0.5 }, rotation = H.rand_quat() },
+      { name = "side", parent = "base", translation = { 0, 0, -1 } },
+    }
+
+    it("equals the same hierarchy built from plain nodes", function()
+      local prefab = scene.prefab(desc)
+      assert.equal(4, #prefab)
+      local sc = scene.new()
+      local inst, plain, kids = {}, {}, {}
+      for i = 1, 3 do
+        local t, r, s = H.rand_trs(true)
+        inst[i] = sc:create({ slots = prefab, translation = t, rotation = r, scale = s })
+        local root = sc:create({ translation = t, rotation = r, scale = s })
+        local ids = {}
+        for k, d in ipairs(desc) do
+          local p = d.parent and ids[d.parent] or root
+          ids[d.name] = sc:create({ parent = p, translation = d.translation, rotation = d.rotation,
+                                    scale = d.scale })
+          ids[k] = ids[d.name]
+        end
+        plain[i] = ids
+        kids[i] = { sc:create({ parent = inst[i], slot = "tip", translation = { 0, 0, 1 } }),
+                    sc:create({ parent = ids.tip, translation = { 0, 0, 1 } }) }
+      end
+      sc:update()
+      for i = 1, 3 do
+        for _, d in ipairs(desc) do
+          assert.near(sc:world(plain[i][d.name]), sc:slot_world(inst[i], d.name), 1e-5)
+        end
+        assert.near(sc:world(kids[i][2]), sc:world(kids[i][1]), 1e-5)
+      end
+      assert.error_matches(function() sc:slot_world(inst[1], "nope") end, "no slot named", 1, true)
+    end)
+
+    it("shares its static data and stays alive while instances use it", function()
+      local sc = scene.new()
+      local a = sc:create({ slots = scene.prefab(desc) })
+      local c = sc:create({ parent = a, slot = "side" })
+      collectgarbage()
+      collectgarbage()
+      sc:update()
+      assert.near({ -math.sqrt(0.5), 1, -math.sqrt(0.5) }, { table.unpack(sc:world(c), 13, 15) }, 1e-6)
+      assert.error_matches(function() scene.prefab({ { name = "a" }, { name = "a" } }) end,
+        "share the name", 1, true)
+      assert.error_matches(function() scene.prefab({ { translation = { 1, 2, 3 } } }) end,
+        "string name", 1, true)
+    end)
+  end)
+
+  describe("errors leave the scene unchanged", function()
+    local function snapshot(sc)
+      sc:update()
+      local s = {}
+      for id = 1, 6 do
+        if sc:exists(id) then s[id] = { sc:world(id), { sc:parent(id) }, { sc:srt(id) } } end
+      end
+      return s
+    end
+
+    local function build()
+      local tbl = scene.slots({ a = { translation = { 1, 0, 0 } } })
+      local sc = scene.new()
+      local r = sc:create({ slots = tbl, translation = { 1, 2, 3 } })
+      local b = sc:create({ parent = r, slot = "a" })
+      local c = sc:create({ parent = b, translation = { 0, 1, 0 } })
+      local d = sc:create({ parent = c })
+      local e = sc:create()
+      sc:destroy(e)
+      return sc, r, b, c, d, e
+    end
+
+    it("refuses cycles, unknown and destroyed ids, bad numbers and bad types", function()
+      local sc, r, b, c, d, e = build()
+      local before = snapshot(sc)
+      local cases = {
+        { function() sc:set_parent(r, d) end, "node 1 cannot hang below its descendant 4 (cycle refused)" },
+        { function() sc:set_parent(b, b) end, "node 2 cannot be its own parent" },
+        { function() sc:set_parent(c, 99) end, "parent: node 99 does not exist" },
+        { function() sc:set_parent(c, e) end, "parent: node 5 does not exist (unknown or destroyed)" },
+        { function() sc:set_parent(c, "x") end, "parent must be an integer node id (got string x)" },
+        { function() sc:set_parent(1.5, r) end, "node must be an integer node id (got number 1.5)" },
+        { function() sc:set_translation(e, 1, 2, 3) end, "node 5 does not exist" },
+        { function() sc:set_translation(c, 0 / 0, 2, 3) end, "x must be a finite number" },
+        { function() sc:set_translation(c, 1, math.huge, 3) end, "y must be a finite number" },
+        { function() sc:set_translation(c, 1, 2, "3") end, "z must be a finite number (got string 3)" },
+        { function() sc:set_rotation(c, 0, 0, 0, 0) end, "rotation is a zero quaternion" },
+        { function() sc:set_rotation(c, 0, 0, 0 / 0, 1) end, "z must be a finite number" },
+        { function() sc:set_scale(c, -math.huge) end, "x must be a finite number" },
+        { function() sc:set_srt(c, { 1, 2 }) end, "translation[3] must be a finite number (got nil)" },
+        { function() sc:set_srt(c, nil, { 0, 0, 0, 0 }) end, "rotation is a zero quaternion" },
+        { function() sc:set_srt(c, nil, nil, 5) end, "scale must be a table of 3 numbers" },
+        { function() sc:set_srt(c, { 1, 2, 3 }, nil, { 1, 0 / 0, 1 }) end, "scale[2] must be a finite" },
+        { function() sc:create({ parent = e }) end, "node 5 does not exist" },
+        { function() sc:create({ translation = { 1, 2, math.huge } }) end, "translation[3]" },
+        { function() sc:create({ slots = {} }) end, "slots must be a limber.Slots" },
+        { function() sc:create({ pose = {} }) end, "pose must be a limber.Pose" },
+        { function() sc:create(5) end, "opts must be a table" },
+        { function() sc:world(42) end, "node 42 does not exist" },
+        { function() sc:world(2.0) end, "node must be an integer node id (got number 2.0)" },
+        { function() sc:set_translation({}, 1, 2, 3) end, "node must be an integer node id (got table)" },
+        { function() sc:destroy(e) end, "node 5 does not exist" },
+        { function() sc:set_slot(d, "a") end, "node 3 has no slots" },
+        { function() sc:set_parent(d, r, 7) end, "slot must be a string name (got number 7)" },
+      }
+      for _, case in ipairs(cases) do
+        assert.error_matches(case[1], "limber.scene: ", 1, true)
+        assert.error_matches(case[1], case[2], 1, true)
+      end
+      assert.same(before, snapshot(sc))
+      assert.equal(4, sc:size())
+    end)
+
+    it("checks arguments of the core objects too", function()
+      local h = core.hierarchy(4)
+      h:create(1)
+      assert.error_matches(function() h:set_t(5, 1, 2, 3) end, "node 5 does not exist", 1, true)
+      assert.error_matches(function() h:set_t(2, 1, 2, 3) end, "node 2 does not exist", 1, true)
+      assert.error_matches(function() h:set_t(1, 1, 0 / 0, 3) end, "y must be a finite number", 1, true)
+      assert.error_matches(function() h:link(1, 1, "full") end, "cannot be its own parent", 1, true)
+      assert.error_matches(function() h:link(1, 9, "full") end, "parent: node 9 does not exist", 1, true)
+      assert.error_matches(function() h:link(1, 0, "full", {}, 1) end, "limber.Slots or limber.Pose", 1, true)
+      assert.error_matches(function() h:link(1, 0, "loose") end, "invalid option 'loose'", 1, true)
+      assert.error_matches(function() h:create(1) end, "node 1 is in use", 1, true)
+      assert.error_matches(function() h:create(5) end, "node index 5 out of range [1, 4]", 1, true)
+      assert.error_matches(function() h:pass({ 1, 7 }, 2, 1) end, "ids[2] = 7 out of range", 1, true)
+      assert.error_matches(function() h:update({ 3 }, 1) end, "followers[1] = 3 is not a live node", 1, true)
+      assert.error_matches(function() h:grow(2) end, "must not shrink", 1, true)
+      h:create(2)
+      h:link(2, 1, "full")
+      assert.error_matches(function() h:link(1, 2, "full") end, "cycle refused", 1, true)
+      assert.equal(1, h:child_count(1))
+      assert.error_matches(function() core.slots({ "a", "a" }, H.mul(H.identity(), H.identity()))
+      end, "expected 32 numbers", 1, true)
+      local two = {}
+      for k = 1, 32 do two[k] = H.identity()[(k - 1) % 16 + 1] end
+      assert.error_matches(function() core.slots({ "a", "a" }, two) end, "duplicate slot name 'a'", 1, true)
+      assert.error_matches(function() core.slots({ "a", 3 }, two) end, "names[2] must be a string", 1, true)
+    end)
+  end)
+
+  describe("garbage", function()
+    it("allocates no Lua memory per frame in steady state", function()
+      local sc = scene.new({ capacity = 4096 })
+      local ids = {}
+      for i = 1, 2000 do
+        ids[i] = sc:create({ parent = i > 10 and ids[math.random(i - 1)] or 0,
+                             translation = { 1, 0, 0 } })
+      end
+      local out = {}
+      local function frame(k)
+        for j = 1, 50 do
+          local id = ids[(k * 7 + j * 13) % 2000 + 1]
+          sc:set_translation(id, j, k % 3, 1)
+        end
+        sc:update()
+        for j = 1, 50 do sc:world(ids[(k * 7 + j * 13) % 2000 + 1], out) end
+      end
+      for k = 1, 50 do frame(k) end
+      collectgarbage()
+      collectgarbage("stop")
+      local before = collectgarbage("count")
+      for k = 1, 200 do frame(k) end
+      local grown = collectgarbage("count") - before
+      collectgarbage("restart")
+      io.stderr:write(("[scene: Lua heap growth over 200 frames: %.2f KiB]\n"):format(grown))
+      assert.is_true(grown < 1, ("grew %.2f KiB"):format(grown))
+    end)
+  end)
+end)
