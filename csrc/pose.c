@@ -51,6 +51,9 @@ lmb_pose *lmb_pose_place(void *mem, const lmb_skeleton *s, uint32_t instances) {
         lmb_pose_reset(pose, i);
         lmb_pose_set_root(pose, i, NULL);
     }
+    /* model matrices start at the rest pose, never zero: attachments and
+     * palettes read valid matrices even before the first pass */
+    lmb_pose_local_to_model(pose, 0, pose->block_count, 1);
     return pose;
 }
 

@@ -201,6 +201,11 @@ describe("pose", function()
       local rt, rr, rs = skel:rest(j)
       assert.near(rt, t) assert.near(rr, r) assert.near(rs, s)
     end
+    -- model matrices are valid before the first pass: the rest pose
+    local parents, rest = skel:parents(), {}
+    for j = 1, 5 do rest[j] = { skel:rest(j) } end
+    local ref = H.reference_models(parents, rest)
+    for j = 1, 5 do assert.near(ref[j], pose:model(3, j), 1e-5) end
     pose:set_local(2, 3, { 9, 9, 9 })
     assert.near({ 9, 9, 9 }, (pose:get_local(2, 3)))
     pose:reset(2)

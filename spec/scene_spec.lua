@@ -509,6 +509,25 @@ describe("limber.scene", function()
       end)
     end
 
+    it("names unnamed joints by index, checking the range", function()
+      local skel = limber.skeleton({ {}, { parent = 1, translation = { 0, 1, 0 } } })
+      local pose = limber.pose(skel, 2)
+      pose:set_local(2, 2, { 0, 2, 0 })
+      pose:local_to_model()
+      local sc = scene.new()
+      local char = sc:create({ pose = pose, instance = 2 })
+      local hat = sc:create({ parent = char, slot = 2 })
+      sc:update()
+      assert.near(pose:model(2, 2), sc:world(hat), 1e-6)
+      assert.error_matches(function() sc:create({ parent = char, slot = 3 }) end,
+        "slot 3: joint index out of range [1, 2]", 1, true)
+      local plain = sc:create({ slots = scene.slots({ a = { translation = { 1, 0, 0 } } }) })
+      assert.error_matches(function() sc:create({ parent = plain, slot = 1 }) end,
+        "only joints of a pose can be named by index", 1, true)
+      assert.error_matches(function() sc:create({ parent = char, slot = 1.5 }) end,
+        "slot must be a string name or a joint index", 1, true)
+    end)
+
     it("keeps the pose alive while a node reads it", function()
       local skel = limber.skeleton({ { name = "root" }, { name = "hand", parent = "root",
         translation = { 0, 1, 0 } } })
@@ -633,7 +652,7 @@ describe("limber.scene", function()
         { function() sc:set_translation({}, 1, 2, 3) end, "node must be an integer node id (got table)" },
         { function() sc:destroy(e) end, "node 5 does not exist" },
         { function() sc:set_slot(d, "a") end, "node 3 has no slots" },
-        { function() sc:set_parent(d, r, 7) end, "slot must be a string name (got number 7)" },
+        { function() sc:set_parent(d, r, 7) end, "only joints of a pose can be named by index" },
       }
       for _, case in ipairs(cases) do
         assert.error_matches(case[1], "limber.scene: ", 1, true)

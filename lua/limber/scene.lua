@@ -98,8 +98,9 @@ end
 -- and whether the slot is animated (a pose joint).
 local function resolve_slot(self, parent, name, level)
   if name == nil then return nil end
-  if type(name) ~= "string" then
-    fail(fmt("slot must be a string name (got %s)", describe(name)), level + 1)
+  local by_index = math.type(name) == "integer"
+  if type(name) ~= "string" and not by_index then
+    fail(fmt("slot must be a string name or a joint index (got %s)", describe(name)), level + 1)
   end
   if parent == NONE then fail(fmt("slot '%s': a root node has no slots", name), level + 1) end
   local prov = self.provider[parent]
@@ -107,9 +108,16 @@ local function resolve_slot(self, parent, name, level)
     fail(fmt("slot '%s': node %d has no slots (create it with slots, a prefab or a pose)",
       name, parent), level + 1)
   end
+  if by_index and type(prov) ~= "table" then
+    fail(fmt("slot %d: only joints of a pose can be named by index", name), level + 1)
+  end
   if type(prov) == "table" then
-    local j = prov.skeleton:find(name)
-    if not j then
+    local j = by_index and name >= 1 and name <= prov.skeleton:count() and name
+        or not by_index and prov.skeleton:find(name)
+    if not j and by_index then
+      fail(fmt("slot %d: joint index out of range [1, %d] for node %d", name,
+        prov.skeleton:count(), parent), level + 1)
+    elseif not j then
       fail(fmt("slot '%s': the skeleton of node %d has no joint of that name", name, parent),
         level + 1)
     end
