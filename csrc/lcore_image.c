@@ -64,10 +64,11 @@ static void check_view(lua_State *L, int arg, float view[16]) {
     lcore_read_floats(L, arg, "view matrix", 1, view, 16);
 }
 
-/** img:triangles(points, indices, view, color [, light]): fills triangles
- * (flat shaded) with a depth test. points: f32 Buffer (width >= 3) or flat
- * table; indices: u32 Buffer of 0-based vertex indices (3 per triangle) or
- * nil for consecutive triples. */
+/** img:triangles(points, indices, view, color [, light [, base]]): fills
+ * triangles (flat shaded) with a depth test. points: f32 Buffer (width >= 3)
+ * or flat table; indices: u32 Buffer of 0-based vertex indices (3 per
+ * triangle) or nil for consecutive triples; base: a vertex offset added to
+ * every index (to draw one instance of a batched skinning output). */
 static int l_image_triangles(lua_State *L) {
     lmb_image *img = check_image(L, 1);
     table_to_points(L, 2);
@@ -75,6 +76,13 @@ static int l_image_triangles(lua_State *L) {
     const float *pos = check_points(L, 2, &count, &stride);
     const uint32_t *idx = NULL;
     uint32_t tris = count / 3;
+    lua_Integer base = luaL_optinteger(L, 7, 0);
+    if (base < 0 || base > (lua_Integer)count)
+        return luaL_argerror(L, 7, lua_pushfstring(L, "base %I out of range [0, %I]", base,
+                                                   (lua_Integer)count));
+    pos += (size_t)base * stride;
+    count -= (uint32_t)base;
+    if (lua_isnil(L, 3)) tris = count / 3;
     if (!lua_isnil(L, 3)) {
         lbuffer *ib = lbuf_check(L, 3);
         if (ib->type != LBUF_U32 || ib->width != 1)

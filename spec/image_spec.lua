@@ -76,6 +76,15 @@ describe("image", function()
     local pts = core.buffer("f32", 3, { 0, 0, 0, 1, 0, 0, 0, 1, 0 })
     assert.error_matches(function() img:triangles(pts, core.buffer("u32", 1, { 0, 1, 3 }), view, { 1, 1, 1 }) end,
       "index 3 = 3 is not below the vertex count 3", 1, true)
+    -- base: indices address the vertices after an offset
+    local img2 = core.image(10, 10)
+    local two = core.buffer("f32", 3, { 0, 0, 0, 0, 0, 0, 0, 0, 0,  0, 0, 0, 10, 0, 0, 0, 10, 0 })
+    img2:triangles(two, core.buffer("u32", 1, { 0, 1, 2 }), view, { 50, 60, 70 }, { 0, 0, 1 }, 3)
+    assert.same({ 50, 60, 70 }, { img2:pixel(2, 2) })
+    assert.error_matches(function() img2:triangles(two, core.buffer("u32", 1, { 0, 1, 3 }), view,
+      { 1, 1, 1 }, nil, 3) end, "is not below the vertex count 3", 1, true)
+    assert.error_matches(function() img2:triangles(two, nil, view, { 1, 1, 1 }, nil, 7) end,
+      "base 7 out of range [0, 6]", 1, true)
     assert.error_matches(function() img:pixel(11, 1) end, "x index 11 out of range [1, 10]", 1, true)
   end)
 end)

@@ -1,0 +1,371 @@
+-- limber's main demo: a crowd of animated, CPU-skinned characters on the
+-- bundled glTF models, every stage one batched call per frame.
+--
+--   lua5.4 examples/demo.lua [--frames 300] [--characters 1000] [--threads N]
+--                            [--out demo-out] [--no-pictures] [--help]
+--
+-- Loads Fox (Survey / Walk / Run) and CesiumMan through limber.gltf, places
+-- the characters on a grid under a few group nodes of a limber.scene, gives
+-- each its own clip, start time and rate, cross-fades Walk and Run on some
+-- foxes, hangs a hat on the head joint of every tenth character, moves some
+-- groups every frame, and runs: advance players, sample + blend, local to
+-- model, scene update, palettes, CPU skinning. Prints per-stage times and
+-- writes pictures drawn from the run's own skinned vertices and joints.
+local here = arg[0]:match("^(.*)/[^/]*$") or "."
+package.path = here .. "/?.lua;" .. package.path
+local C = require "common"
+local limber = require "limber"
+local core, gltf, anim, scene, sk = limber.core, limber.gltf, limber.anim, limber.scene,
+    limber.skinning
+
+local USAGE <const> = [[
+usage: lua5.4 examples/demo.lua [options]
+  --frames N       frames to run (default 300, at 1/60 s each)
+  --characters N   characters in the crowd (default 1000; 60% foxes, 40% CesiumMen)
+  --threads N      skinning threads (default: every core)
+  --out DIR        where the pictures go (default demo-out)
+  --no-pictures    skip the pictures
+  --help           this text]]
+
+local ok, opt = pcall(C.options, arg, { frames = 300, characters = 1000, threads = 0,
+                                         out = "demo-out", no_pictures = false, help = false })
+if not ok then
+  io.stderr:write("demo: ", opt, "\n", USAGE, "\n")
+  os.exit(2)
+end
+if opt.help then
+  print(USAGE)
+  os.exit(0)
+end
+local function check_count(name, v, lo, hi)
+  if math.type(v) ~= "integer" and v ~= math.floor(v) or v < lo or v > hi then
+    io.stderr:write(("demo: --%s must be an integer in [%d, %d]\n"):format(name, lo, hi))
+    os.exit(2)
+  end
+  return math.tointeger(v)
+end
+local FRAMES = check_count("frames", opt.frames, 1, 1000000)
+local N = check_count("characters", opt.characters, 2, 100000)
+local threads = check_count("threads", opt.threads, 0, 256)
+local DT <const> = 1 / 60
+math.randomseed(20261122)
+
+-- ---- models --------------------------------------------------------------
+
+local assets = C.root .. "/examples/assets/"
+local kinds = {
+  { name = "Fox", file = assets .. "Fox/Fox.glb", share = 0.6, scale = 0.012,
+    color = { 235, 125, 45 }, head = "b_Head_05", hat = { 0, 8, 0 }, sheet_clip = "Walk",
+    side = 3 },   -- the fox walks along model z: a side view shows z horizontally
+  { name = "CesiumMan", file = assets .. "CesiumMan/CesiumMan.gltf", share = 0.4, scale = 1.0,
+    color = { 80, 135, 225 }, hat = { 0, 0.12, 0 }, side = 1 },  -- walks along model x
+}
+kinds[1].count = math.max(1, math.floor(N * kinds[1].share + 0.5))
+kinds[2].count = N - kinds[1].count
+
+local joints_total, verts_total = 0, 0
+for _, k in ipairs(kinds) do
+  local asset = gltf.load(k.file)
+  k.asset = asset
+  k.skel = asset.skeletons[1].skeleton
+  k.pose = gltf.pose(asset, 1, k.count)
+  k.palette = gltf.palette(asset, 1, k.pose, "mat4")
+  local prim = asset.meshes[asset.skinned_nodes[1].mesh].primitives[1]
+  k.mesh = sk.mesh(prim)
+  -- triangles in the skinned (influence-sorted) vertex order; a primitive
+  -- without indices draws consecutive file vertices, which the inverse
+  -- permutation maps to sorted ones
+  k.indices = k.mesh:indices() or k.mesh:inverse_permutation()
+  k.vertices = prim.vertex_count
+  k.out = sk.target({ mesh = k.mesh, instances = k.count, positions = true,
+                      normals = prim.normals ~= nil })
+  k.clips = {}
+  for a, animation in ipairs(asset.animations) do
+    k.clips[a] = animation.clips[1]
+    k.clips[animation.name or ("clip" .. a)] = a
+  end
+  k.crowd = anim.crowd(k.pose, k.clips)
+  for i = 1, k.count do
+    local c = math.random(1, #k.clips)
+    k.crowd:player(i):play(c, { time = math.random() * k.clips[c]:duration(),
+                                rate = 0.8 + 0.4 * math.random(), loop = true })
+  end
+  -- instance 1 is the contact sheet's model: its clip from the start, at rate 1
+  k.sheet_clip = k.sheet_clip and k.clips[k.sheet_clip] or 1
+  k.crowd:player(1):play(k.sheet_clip, { time = 0, rate = 1, loop = true })
+  -- the head: named, or the highest joint at rest (CesiumMan's joints have no names)
+  if k.head then
+    k.head = k.skel:find(k.head)
+  else
+    local best, y = 1, -math.huge
+    for j = 1, k.skel:count() do
+      local m = k.pose:model(1, j)
+      if m[14] > y then best, y = j, m[14] end
+    end
+    k.head = best
+  end
+  joints_total = joints_total + k.count * k.skel:count()
+  verts_total = verts_total + k.count * k.vertices
+end
+
+local used_threads = select(1, sk.threads(threads > 0 and threads or nil))
+local batch = sk.batch({
+  { mesh = kinds[1].mesh, palette = kinds[1].palette, target = kinds[1].out },
+  { mesh = kinds[2].mesh, palette = kinds[2].palette, target = kinds[2].out },
+})
+
+-- ---- scene: groups on a grid, characters, hats ---------------------------
+
+local sc = scene.new({ capacity = N + 64 })
+local world_root = sc:create({})
+local side = math.ceil(math.sqrt(N))
+local SPACING <const> = 2.0
+local GROUPS <const> = 8
+local rows_per_group = math.ceil(side / GROUPS)
+local groups = {}
+local half, group_depth = (side - 1) * SPACING / 2, rows_per_group * SPACING
+for g = 1, GROUPS do
+  groups[g] = sc:create({ parent = world_root, translation = { half, 0, ((g - 1) + 0.5) * group_depth } })
+end
+local function yaw(a) return { 0, math.sin(a / 2), 0, math.cos(a / 2) } end
+local placed, hats = 0, {}
+for _, k in ipairs(kinds) do
+  k.nodes = {}
+  for i = 1, k.count do
+    local cell = placed
+    placed = placed + 1
+    local row, col = cell // side, cell % side
+    local g = math.min(GROUPS, row // rows_per_group + 1)
+    local s = k.scale
+    k.nodes[i] = sc:create({ parent = groups[g], pose = k.pose, instance = i,
+                             translation = { col * SPACING - half, 0,
+                                             (row - (g - 1) * rows_per_group + 0.5) * SPACING - group_depth / 2 },
+                             rotation = yaw(math.random() * 2 * math.pi), scale = { s, s, s } })
+    if i % 10 == 1 then
+      hats[#hats + 1] = sc:create({ parent = k.nodes[i], slot = k.head, follow = "rigid",
+                                    translation = k.hat, scale = { 1 / s, 1 / s, 1 / s } })
+    end
+  end
+end
+sc:update()
+
+-- ---- the frame loop --------------------------------------------------------
+
+local STAGES <const> = { "advance players", "sample + blend", "local to model", "scene update",
+                         "palettes", "skinning" }
+local times = {}
+for s = 1, #STAGES do times[s] = {} end
+local clock = core.clock
+local sheet = { {}, {} }    -- captured frames of instance 1 of each kind
+local switch_every = 45
+
+local function capture(k, slot, t)
+  local pos = { string.unpack("<" .. ("f"):rep(3 * k.vertices), k.out:positions():bytes(1, k.vertices)) }
+  pos[#pos] = nil
+  local joints = {}
+  for j = 1, k.skel:count() do joints[j] = k.pose:model(1, j) end
+  slot[#slot + 1] = { t = t, positions = pos, joints = joints }
+end
+
+local function bar(f)
+  local width = 40
+  local done = math.floor(width * f / FRAMES)
+  io.stderr:write(("\r[%s%s] frame %d/%d"):format(("#"):rep(done), ("."):rep(width - done), f, FRAMES))
+  if f == FRAMES then io.stderr:write("\n") end
+end
+
+local t_start = clock()
+for f = 1, FRAMES do
+  local t0 = clock()
+  -- 1. players: time, cross-fades, events
+  if f % switch_every == 0 then
+    local fox = kinds[1]
+    local walk, run = fox.clips.Walk, fox.clips.Run
+    for i = 2, fox.count, 7 do
+      local p = fox.crowd:player(i)
+      local cur = p:state()
+      if cur == fox.clips[walk] then
+        p:play(run, { fade = 0.3, rate = 1.0 })
+      elseif cur == fox.clips[run] then
+        p:play(walk, { fade = 0.3, rate = 1.0 })
+      end
+    end
+  end
+  for _, k in ipairs(kinds) do k.crowd:advance(DT) end
+  local t1 = clock()
+  -- 2. sample every layer slot and blend (one call each for all instances)
+  for _, k in ipairs(kinds) do k.crowd:evaluate() end
+  local t2 = clock()
+  -- 3. model matrices of every joint of every character
+  for _, k in ipairs(kinds) do k.pose:local_to_model() end
+  local t3 = clock()
+  -- 4. scene: two groups sway, one turns; hats follow this frame's heads
+  local a = f * DT
+  sc:set_translation(groups[2], half + math.sin(a * 2) * 3, 0, 1.5 * group_depth)
+  sc:set_translation(groups[5], half, math.abs(math.sin(a * 3)) * 1.5, 4.5 * group_depth)
+  local turn = 0.2 * math.sin(a)   -- group 7 turns back and forth by up to 0.4 rad
+  sc:set_rotation(groups[7], 0, math.sin(turn / 2), 0, math.cos(turn / 2))
+  sc:update()
+  local t4 = clock()
+  -- 5. skin palettes
+  for _, k in ipairs(kinds) do k.palette:update() end
+  local t5 = clock()
+  -- 6. CPU skinning of every character, all threads
+  batch:run()
+  local t6 = clock()
+  local st = { t0, t1, t2, t3, t4, t5, t6 }
+  for s = 1, #STAGES do times[s][f] = (st[s + 1] - st[s]) * 1e3 end
+
+  if not opt.no_pictures then
+    for n, k in ipairs(kinds) do
+      local d = k.clips[k.sheet_clip]:duration()
+      local slot = sheet[n]
+      local t = f * DT
+      if #slot < 8 and t >= #slot * d / 8 then capture(k, slot, t) end
+    end
+  end
+  if f % 5 == 0 or f == FRAMES then bar(f) end
+end
+local wall = clock() - t_start
+
+-- ---- report ----------------------------------------------------------------
+
+print(("\nlimber demo: %d characters (%d Fox, %d CesiumMan), %d joints, %d skinned vertices per frame")
+  :format(N, kinds[1].count, kinds[2].count, joints_total, verts_total))
+print(("%d frames, %d thread(s) for skinning, AVX2 %s"):format(FRAMES, used_threads,
+  select(1, core.simd()) and "on" or "off"))
+print(("%-18s %12s %12s"):format("stage", "median ms", "min ms"))
+local total_med, total_min = 0, 0
+for s, name in ipairs(STAGES) do
+  local med, min = C.stats(times[s])
+  total_med, total_min = total_med + med, total_min + min
+  print(("%-18s %12.3f %12.3f"):format(name, med, min))
+end
+print(("%-18s %12.3f %12.3f"):format("frame (sum)", total_med, total_min))
+local skin_med = C.stats(times[#STAGES])
+print(("skinning: %.1f M vertices/s; whole pipeline: %.1f frames/s (%.2f s wall, incl. pictures)")
+  :format(verts_total / skin_med / 1e3, 1e3 / total_med, wall))
+
+if opt.no_pictures then return end
+
+-- ---- pictures --------------------------------------------------------------
+
+os.execute(("mkdir -p '%s'"):format(opt.out:gsub("'", "")))
+
+local function shade(color, nx, ny, nz)
+  local l = math.abs(nx * 0.3 + ny * 0.8 + nz * 0.5) / math.sqrt(0.98)
+  local f = 0.35 + 0.65 * l
+  return ("#%02x%02x%02x"):format(math.floor(color[1] * f), math.floor(color[2] * f),
+    math.floor(color[3] * f))
+end
+
+-- (1) contact sheet: one Fox and one CesiumMan at 8 times, seen from the side
+-- (orthographic: horizontal = the model axis the character walks along,
+-- vertical = model y), triangles painted back to front, skeleton lines on top.
+local CELL <const>, PAD <const> = 180, 18
+local svg = { ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+  .. 'font-family="sans-serif" font-size="12">'):format(8 * CELL, 2 * CELL + 20),
+  '<rect width="100%" height="100%" fill="#f4f1ea"/>' }
+for n, k in ipairs(kinds) do
+  local frames = sheet[n]
+  local H, D = k.side, 4 - k.side   -- horizontal and depth axes (1 = x, 3 = z)
+  -- one scale for the row: the extent over every captured frame
+  local lo_h, hi_h, lo_v, hi_v = math.huge, -math.huge, math.huge, -math.huge
+  for _, fr in ipairs(frames) do
+    local p = fr.positions
+    for v = 0, k.vertices - 1 do
+      local h, vv = p[v * 3 + H], p[v * 3 + 2]
+      lo_h, hi_h = math.min(lo_h, h), math.max(hi_h, h)
+      lo_v, hi_v = math.min(lo_v, vv), math.max(hi_v, vv)
+    end
+  end
+  local scale = (CELL - 2 * PAD) / math.max(hi_h - lo_h, hi_v - lo_v)
+  local tris = {}
+  local idx = { string.unpack("<" .. ("I4"):rep(#k.indices), k.indices:bytes()) }
+  for c, fr in ipairs(frames) do
+    local ox, oy = (c - 1) * CELL, (n - 1) * CELL + 20
+    local function px(h) return ox + PAD + (h - lo_h) * scale end
+    local function py(v) return oy + CELL - PAD - (v - lo_v) * scale end
+    local function proj(q, o) return px(q[o + H]), py(q[o + 2]) end
+    svg[#svg + 1] = ('<text x="%d" y="%d">%s t=%.2fs</text>'):format(ox + 4, oy + 12, k.name, fr.t)
+    local p = fr.positions
+    local count = 0
+    for t = 1, #k.indices, 3 do
+      local a, b, d = idx[t] * 3, idx[t + 1] * 3, idx[t + 2] * 3
+      local e1 = { p[b + 1] - p[a + 1], p[b + 2] - p[a + 2], p[b + 3] - p[a + 3] }
+      local e2 = { p[d + 1] - p[a + 1], p[d + 2] - p[a + 2], p[d + 3] - p[a + 3] }
+      local nx, ny, nz = e1[2] * e2[3] - e1[3] * e2[2], e1[3] * e2[1] - e1[1] * e2[3],
+          e1[1] * e2[2] - e1[2] * e2[1]
+      local len = math.sqrt(nx * nx + ny * ny + nz * nz)
+      if len > 0 then
+        count = count + 1
+        local x1, y1 = proj(p, a)
+        local x2, y2 = proj(p, b)
+        local x3, y3 = proj(p, d)
+        tris[count] = { depth = p[a + D] + p[b + D] + p[d + D],
+          ("%.1f,%.1f %.1f,%.1f %.1f,%.1f"):format(x1, y1, x2, y2, x3, y3),
+          shade(k.color, nx / len, ny / len, nz / len) }
+      end
+    end
+    for t = count + 1, #tris do tris[t] = nil end
+    table.sort(tris, function(x, y) return x.depth < y.depth end)
+    for _, tri in ipairs(tris) do
+      svg[#svg + 1] = ('<polygon points="%s" fill="%s"/>'):format(tri[1], tri[2])
+    end
+    for j = 1, k.skel:count() do
+      local pj = k.skel:parent(j)
+      local m = fr.joints[j]
+      if pj then
+        local q = fr.joints[pj]
+        svg[#svg + 1] = ('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#202020" '
+          .. 'stroke-width="1.5"/>'):format(px(q[12 + H]), py(q[14]), px(m[12 + H]), py(m[14]))
+      end
+      svg[#svg + 1] = ('<circle cx="%.1f" cy="%.1f" r="2" fill="#c00000"/>'):format(px(m[12 + H]), py(m[14]))
+    end
+  end
+end
+svg[#svg + 1] = "</svg>"
+local sheet_path = opt.out .. "/contact-sheet.svg"
+local fh = assert(io.open(sheet_path, "w"))
+fh:write(table.concat(svg, "\n"))
+fh:close()
+
+-- (2) the crowd from above at the last frame: every character's skinned
+-- triangles placed by its scene node, and the hats at their scene worlds.
+local W <const> = 1024
+local img = core.image(W, W)
+img:clear({ 70, 92, 60 })
+local extent = (side + 1) * SPACING
+local pxs = (W - 20) / extent
+-- top view: x right, z down, depth = -y (higher is closer)
+local top = { pxs, 0, 0, 0, 0, 0, -1, 0, 0, pxs, 0, 0, 10 + pxs * SPACING / 2, 10 + pxs * SPACING / 2, 0, 1 }
+local function mul(a, b)
+  local o = {}
+  for c = 0, 3 do
+    for r = 0, 3 do
+      o[c * 4 + r + 1] = a[r + 1] * b[c * 4 + 1] + a[4 + r + 1] * b[c * 4 + 2] +
+          a[8 + r + 1] * b[c * 4 + 3] + a[12 + r + 1] * b[c * 4 + 4]
+    end
+  end
+  return o
+end
+local light = { 0.3, 0.9, 0.3 }
+local m = {}
+for _, k in ipairs(kinds) do
+  local positions = k.out:positions()
+  for i = 1, k.count do
+    sc:world(k.nodes[i], m)
+    img:triangles(positions, k.indices, mul(top, m), k.color, light, (i - 1) * k.vertices)
+  end
+end
+local hat = core.buffer("f32", 3, { -0.15, 0, -0.15, 0.15, 0, -0.15, 0.15, 0, 0.15, -0.15, 0, 0.15, 0, 0.35, 0 })
+local hat_idx = core.buffer("u32", 1, { 0, 1, 4, 1, 2, 4, 2, 3, 4, 3, 0, 4, 0, 2, 1, 0, 3, 2 })
+for _, id in ipairs(hats) do
+  sc:world(id, m)
+  img:triangles(hat, hat_idx, mul(top, m), { 240, 230, 60 }, light)
+end
+local png_path = opt.out .. "/crowd-top.png"
+fh = assert(io.open(png_path, "wb"))
+fh:write(img:png())
+fh:close()
+print(("pictures: %s (%d + %d frames), %s"):format(sheet_path, #sheet[1], #sheet[2], png_path))
