@@ -94,6 +94,7 @@ local ANIMATED <const> = {
   { "Animation_Skin_05", "asset-generator/Animation_Skin/Animation_Skin_05.gltf", 1 },
   { "Animation_Skin_06", "asset-generator/Animation_Skin/Animation_Skin_06.gltf", 1 },
   { "Animation_Skin_08", "asset-generator/Animation_Skin/Animation_Skin_08.gltf", 1 },
+  { "InterpolationTest", "InterpolationTest/InterpolationTest.gltf", 9 },   -- node tracks only
 }
 
 local function extent(asset)
