@@ -1,0 +1,25 @@
+-- The README's tour is real code: run it and check what it computes.
+local H = require "spec.helper"
+
+describe("README tour", function()
+  it("runs as written and its results are right", function()
+    local f = assert(io.open(H.root .. "README.md"))
+    local text = f:read("a")
+    f:close()
+    local tour = text:match("## A short tour.-```lua\n(.-)```")
+    assert.truthy(tour, "README has a Lua block in 'A short tour'")
+    tour = tour:gsub('"examples/assets/', '"' .. H.assets)
+    local printed = {}
+    local env = setmetatable({ print = function(...) printed[#printed + 1] = select("#", ...) end },
+      { __index = _G })
+    local chunk = assert(load(tour .. "\nreturn #bytes, size, sc:world(hat), pose:model(7, "
+      .. "pose:skeleton():find('b_Head_05')), #indices", "=README", "t", env))
+    local nbytes, size, hat, head, nidx = chunk()
+    assert.equal(100 * 1728 * 3 * 4, nbytes)
+    assert.equal(100 * 24 * 16 * 4, size)
+    assert.equal(1728, nidx)
+    -- the hero node only moves by (2, 0, 0): the hat sits on the head joint of instance 7
+    assert.near({ head[13] + 2, head[14], head[15] }, { hat[13], hat[14], hat[15] }, 1e-3)
+    assert.equal(2, #printed)
+  end)
+end)
