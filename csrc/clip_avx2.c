@@ -214,10 +214,11 @@ LMB_AVX2 static inline void dense_lane(const float *a, const float *b, float alp
     if (alpha != 0.0f) {
         __m256 far = _mm256_cmp_ps(x, _mm256_set1_ps(LMB_NLERP_DOT), _CMP_LE_OQ);
         if (_mm256_movemask_ps(far)) {
+            /* slerp weights without the common 1 / sin(theta): the result
+             * is normalised below, which removes any common scale */
             __m256 theta = acos_poly(x);
-            __m256 inv = _mm256_div_ps(one, sin_poly(theta));
-            __m256 sa = _mm256_mul_ps(sin_poly(_mm256_mul_ps(wa, theta)), inv);
-            __m256 sb = _mm256_mul_ps(sin_poly(_mm256_mul_ps(wb, theta)), inv);
+            __m256 sa = sin_poly(_mm256_mul_ps(wa, theta));
+            __m256 sb = sin_poly(_mm256_mul_ps(wb, theta));
             wa = _mm256_blendv_ps(wa, sa, far);
             wb = _mm256_blendv_ps(wb, sb, far);
         }
@@ -229,7 +230,10 @@ LMB_AVX2 static inline void dense_lane(const float *a, const float *b, float alp
     __m256 qw = _mm256_fmadd_ps(bw, wb, _mm256_mul_ps(aw, wa));
     __m256 len2 = _mm256_fmadd_ps(qx, qx, _mm256_fmadd_ps(qy, qy,
                                   _mm256_fmadd_ps(qz, qz, _mm256_mul_ps(qw, qw))));
-    __m256 inv = _mm256_div_ps(one, _mm256_sqrt_ps(len2));
+    /* 1 / sqrt(len2): rsqrt estimate and one Newton step (~2 ulp) */
+    __m256 r = _mm256_rsqrt_ps(len2);
+    __m256 inv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), r),
+                               _mm256_fnmadd_ps(_mm256_mul_ps(len2, r), r, _mm256_set1_ps(3.0f)));
     _mm256_store_ps(out + 3 * 64, _mm256_mul_ps(qx, inv));
     _mm256_store_ps(out + 4 * 64, _mm256_mul_ps(qy, inv));
     _mm256_store_ps(out + 5 * 64, _mm256_mul_ps(qz, inv));

@@ -719,6 +719,21 @@ describe("dense clips (uniform key grid)", function()
     end
   end)
 
+  it("keep their frames alive while a sampler uses the clip", function()
+    local skel = skeleton(3)
+    local desc = uniform_desc(3, 1, "LINEAR", 50, 0, 0.1)
+    local s = anim.sampler(limber.pose(skel, 9), { anim.clip(desc, skel) })
+    collectgarbage()
+    collectgarbage()
+    assert.is_true(s:clips()[1]:dense())
+    for i = 1, 9 do s:set(i, 1, 0.1 * i + 0.05) end
+    s:run()
+    for i = 1, 9 do
+      check_value("rotation", ref_sample(desc.tracks[2], f32(0.1 * i + 0.05)),
+        select(2, s:pose():get_local(i, 1)), 3e-5)
+    end
+  end)
+
   it("rejects a non-boolean dense flag", function()
     assert.error_matches(function() limber.core.clip({}, nil, 1) end, "boolean expected", 1, true)
   end)
