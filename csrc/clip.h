@@ -27,7 +27,10 @@
  * data; forward playback walks a few key records (O(1) amortised); any
  * other jump (seek, backward play, loop wrap) is a branch-free binary search
  * over the track's dense key times, shared by tracks with identical times.
- * No lookup is linear in the key count. */
+ * No lookup is linear in the key count. Clips whose joint tracks share one
+ * uniform key grid also get a dense frame-major form (lmb_dense, built by
+ * the binding after lmb_clip_finish) that the sampler uses instead: O(1)
+ * per instance, no cursors. */
 #ifndef LIMBER_CLIP_H
 #define LIMBER_CLIP_H
 
