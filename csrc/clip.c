@@ -153,15 +153,24 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
  * 1e-3 dt (plus a few float ulps of the time) of t0 + k dt, so the guess
  * floor((t - t0) / dt) is off by at most one key, which the lookup fixes
  * against the real times. */
+/* The first joint track with more than one key (it defines the grid), or NULL. */
+static const lmb_track *grid_track(const lmb_clip *c) {
+    for (uint32_t m = 0; m < c->joint_track_count; m++)
+        if (c->tracks[m].key_count > 1) return c->tracks + m;
+    return NULL;
+}
+
 static int dense_qualifies(const lmb_clip *c, double *dt) {
     uint32_t nt = c->joint_track_count;
-    if (nt == 0 || c->joint_span == 0) return 0;
-    const lmb_track *t0 = c->tracks;
+    const lmb_track *t0 = grid_track(c);
+    if (!t0) return 0;
     uint32_t n = t0->key_count;
-    if (n < 2 || n > DENSE_MAX_FRAMES) return 0;
+    if (n > DENSE_MAX_FRAMES) return 0;
     if (t0->interp != LMB_LINEAR && t0->interp != LMB_STEP) return 0;
-    for (uint32_t m = 1; m < nt; m++) {
+    for (uint32_t m = 0; m < nt; m++) {
         const lmb_track *tr = c->tracks + m;
+        /* single-key tracks are constant: any interpolation, copied to every frame */
+        if (tr->key_count == 1) continue;
         /* tracks with identical key times share one times array (finish) */
         if (tr->times != t0->times || tr->key_count != n || tr->interp != t0->interp) return 0;
     }
@@ -180,14 +189,14 @@ size_t lmb_clip_dense_bytes(const lmb_clip *c) {
     double dt;
     if (!dense_qualifies(c, &dt)) return 0;
     size_t chunks = (c->joint_span + 7u) / 8u;
-    return (size_t)c->tracks[0].key_count * chunks * 80u * sizeof(float) + ALIGN;
+    return (size_t)grid_track(c)->key_count * chunks * 80u * sizeof(float) + ALIGN;
 }
 
 void lmb_clip_dense_build(lmb_clip *c, void *mem) {
     double dt;
     if (!dense_qualifies(c, &dt)) return;
     lmb_dense *d = &c->dense;
-    const lmb_track *t0 = c->tracks;
+    const lmb_track *t0 = grid_track(c);
     d->data = (float *)lmb_align_ptr(mem, ALIGN);
     d->times = c->times + t0->times;
     d->frames = t0->key_count;
@@ -205,7 +214,11 @@ void lmb_clip_dense_build(lmb_clip *c, void *mem) {
                 for (uint32_t l = 0; l < 8; l++) f[q * 80 + comp * 8 + l] = fill[comp];
         for (uint32_t m = 0; m < c->joint_track_count; m++) {
             const lmb_track *tr = c->tracks + m;
-            const float *v = c->values + tr->values + (size_t)k * tr->stride + 1;
+            /* a single key (of any interpolation) holds its value everywhere */
+            const float *v = c->values + tr->values +
+                             (tr->key_count == 1
+                                  ? (tr->interp == LMB_CUBIC ? 1u + tr->width : 1u)
+                                  : (size_t)k * tr->stride + 1);
             uint32_t j = tr->target;
             float *dst = f + (j / 8) * 80 + first_comp[tr->path] * 8 + j % 8;
             for (uint32_t q = 0; q < tr->width; q++) dst[q * 8] = v[q];

@@ -59,7 +59,7 @@ typedef struct lmb_track {
 
 /* Dense form of a clip whose joint tracks all share one uniform key grid
  * (same key times, every time within a small tolerance of t0 + k dt, all
- * LINEAR or all STEP): frame-major, frame k holds every joint's values
+ * LINEAR or all STEP; single-key tracks are constant and always fit): frame-major, frame k holds every joint's values
  * laid out as blocks of 8 joints, component-major inside a block:
  *     data[k * frame_floats + (j / 8) * 80 + c * 8 + j % 8]
  * (c 0..9: t xyz, q xyzw, s xyz; components without a track hold 0, the

@@ -647,8 +647,18 @@ describe("dense clips (uniform key grid)", function()
     mixed.tracks[2].interpolation = "STEP"
     assert.is_false(anim.clip(mixed, skel):dense())
     assert.is_false(anim.clip(uniform_desc(2, 1, "CUBICSPLINE", 5, 0, 0.2), skel):dense())
-    -- a single key
+    -- only single keys: nothing to sample densely
     assert.is_false(anim.clip(uniform_desc(2, 1, "LINEAR", 1, 0, 0.2), skel):dense())
+    -- single-key tracks (constant, any interpolation, any time) fit any grid
+    local const = uniform_desc(3, 1, "LINEAR", 12, 0, 0.1)
+    const.tracks[2] = rand_track(1, "rotation", "CUBICSPLINE", 1)
+    const.tracks[2].times = { 0.35 }
+    const.tracks[6] = rand_track(2, "scale", "STEP", 1)
+    local cc = anim.clip(const, skel)
+    assert.is_true(cc:dense())
+    local cset = {}
+    for i = 1, 13 do cset[i] = { 1, f32(H.rand(-0.5, 1.6)), i % 2 == 0 } end
+    run_both(skel, { cc }, { const }, cset)
   end)
 
   it("mix with cursor clips, smaller clips and idle lanes in one pose block", function()
