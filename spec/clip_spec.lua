@@ -729,6 +729,41 @@ describe("dense clips (uniform key grid)", function()
     end
   end)
 
+  it("sample ranges of instances (run(first, count)) like one whole run", function()
+    local J, N = 12, 37
+    local skel = skeleton(J)
+    local descs = { uniform_desc(J, 0.9, "LINEAR", 20, 0, 0.1), rand_clip_desc(J, 0.5) }
+    local clips = { anim.clip(descs[1], skel), anim.clip(descs[2], skel) }
+    for _, simd in ipairs({ true, false }) do
+      core.simd(simd)
+      for _ = 1, 5 do
+        local pa, pb = limber.pose(skel, N), limber.pose(skel, N)
+        local sa, sb = anim.sampler(pa, clips), anim.sampler(pb, clips)
+        for i = 1, N do
+          local k, t = math.random(0, 2), f32(H.rand(-0.5, 2.5))
+          sa:set(i, k, t)
+          sb:set(i, k, t)
+        end
+        sa:run()
+        local first = 1
+        while first <= N do
+          local count = math.min(N - first + 1, math.random(1, 20))
+          sb:run(first, count)
+          first = first + count
+        end
+        for i = 1, N do
+          for j = 1, J do
+            local ta, ra, xa = pa:get_local(i, j)
+            local tb, rb, xb = pb:get_local(i, j)
+            assert.near(ta, tb, 2e-6)
+            assert.quat_near(ra, rb, 2e-6)
+            assert.near(xa, xb, 2e-6)
+          end
+        end
+      end
+    end
+  end)
+
   it("keep their frames alive while a sampler uses the clip", function()
     local skel = skeleton(3)
     local desc = uniform_desc(3, 1, "LINEAR", 50, 0, 0.1)
