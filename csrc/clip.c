@@ -448,6 +448,86 @@ static void finish_instance(lmb_sampler *s, uint32_t i, int32_t k, const lmb_cli
     lmb_pose_touch(p, i, 0);
 }
 
+/* GCC only if-converts (and so vectorises) the selects of the rotation loop
+ * below without -ftrapping-math; the code raises no trap either way. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+/* acos(x) for x in [0, 1] and sin(y) for y in [0, pi/2]: the polynomials of
+ * the AVX2 kernel in plain C (errors below 1e-7), so the loops below
+ * vectorise with any SIMD width the compiler targets. */
+static inline float acos01(float x) {
+    float p = -0.0012624911f;
+    p = p * x + 0.0066700901f;
+    p = p * x - 0.0170881256f;
+    p = p * x + 0.0308918810f;
+    p = p * x - 0.0501743046f;
+    p = p * x + 0.0889789874f;
+    p = p * x - 0.2145988016f;
+    p = p * x + 1.5707963050f;
+    float r = 1.0f - x;
+    return sqrtf(r > 0.0f ? r : 0.0f) * p;
+}
+
+static inline float sin_half_pi(float y) {
+    float y2 = y * y;
+    float p = 1.0f / 6227020800.0f;
+    p = p * y2 - 1.0f / 39916800.0f;
+    p = p * y2 + 1.0f / 362880.0f;
+    p = p * y2 - 1.0f / 5040.0f;
+    p = p * y2 + 1.0f / 120.0f;
+    p = p * y2 - 1.0f / 6.0f;
+    return y + y * y2 * p;
+}
+
+/* One chunk (8 joints) of a dense clip: out[c * 8 + j] for the 10
+ * components (glTF rule for rotations, as in lmb_sample_dense_avx2). */
+static void dense_chunk(const float *restrict a, const float *restrict b, float alpha,
+                        float *restrict out) {
+    for (int c = 0; c < 3; c++) {
+        for (int j = 0; j < 8; j++) {
+            out[c * 8 + j] = a[c * 8 + j] + (b[c * 8 + j] - a[c * 8 + j]) * alpha;
+            out[(7 + c) * 8 + j] =
+                a[(7 + c) * 8 + j] + (b[(7 + c) * 8 + j] - a[(7 + c) * 8 + j]) * alpha;
+        }
+    }
+    const float *qa = a + 24, *qb = b + 24;
+    float *q = out + 24;
+    float dot[8], wa[8], wb[8];
+    int far = 0;
+    for (int j = 0; j < 8; j++) {
+        dot[j] = qa[j] * qb[j] + qa[8 + j] * qb[8 + j] + qa[16 + j] * qb[16 + j] +
+                 qa[24 + j] * qb[24 + j];
+        far |= fabsf(dot[j]) <= LMB_NLERP_DOT;
+    }
+    if (far) {
+        /* branch-free, so the loop vectorises: slerp weights without the
+         * common 1 / sin(theta) (normalised below), or lerp weights */
+        for (int j = 0; j < 8; j++) {
+            float x = fabsf(dot[j]), theta = acos01(x);
+            float sa = sin_half_pi((1.0f - alpha) * theta), sb = sin_half_pi(alpha * theta);
+            float f = (float)(x <= LMB_NLERP_DOT);
+            wa[j] = f * sa + (1.0f - f) * (1.0f - alpha);
+            wb[j] = f * sb + (1.0f - f) * alpha;
+        }
+    } else {
+        for (int j = 0; j < 8; j++) wa[j] = 1.0f - alpha, wb[j] = alpha;
+    }
+    for (int j = 0; j < 8; j++) {
+        float w0 = wa[j], w1 = wb[j] * (1.0f - 2.0f * (float)(dot[j] < 0.0f));
+        float v0 = w0 * qa[j] + w1 * qb[j], v1 = w0 * qa[8 + j] + w1 * qb[8 + j];
+        float v2 = w0 * qa[16 + j] + w1 * qb[16 + j], v3 = w0 * qa[24 + j] + w1 * qb[24 + j];
+        float inv = 1.0f / sqrtf(v0 * v0 + v1 * v1 + v2 * v2 + v3 * v3);
+        q[j] = v0 * inv, q[8 + j] = v1 * inv, q[16 + j] = v2 * inv, q[24 + j] = v3 * inv;
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
 /* Portable dense sampling of instance i playing clip c at clip time t:
  * every component of joints < joint_span (finish_instance then writes the
  * rest pose over the untracked ones). */
@@ -461,21 +541,18 @@ static void sample_dense_instance(lmb_sampler *s, uint32_t i, const lmb_clip *c,
     const float *B = d->data + (size_t)fb * d->frame_floats;
     float *local = p->local + lmb_pose_local_index(p, i, 0);
     const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES, span = c->joint_span;
-    for (uint32_t j = 0; j < span; j++) {
-        size_t o = (size_t)(j / 8) * 80 + j % 8;
-        const float *a = A + o, *b = B + o;
-        float *out = local + (size_t)j * jstride;
-        if (alpha == 0.0f) {
-            for (int m = 0; m < 10; m++) out[m * LMB_LANES] = a[m * 8];
-            continue;
+    float buf[80];
+    for (uint32_t q = 0; q * 8 < span; q++) {
+        const float *src = A + (size_t)q * 80;
+        if (alpha != 0.0f) {
+            dense_chunk(src, B + (size_t)q * 80, alpha, buf);
+            src = buf;
         }
-        for (int m = 0; m < 3; m++) {
-            out[m * LMB_LANES] = a[m * 8] + (b[m * 8] - a[m * 8]) * alpha;
-            out[(7 + m) * LMB_LANES] = a[(7 + m) * 8] + (b[(7 + m) * 8] - a[(7 + m) * 8]) * alpha;
+        uint32_t jn = span - q * 8 < 8 ? span - q * 8 : 8;
+        for (uint32_t j = 0; j < jn; j++) {
+            float *out = local + (size_t)(q * 8 + j) * jstride;
+            for (int m = 0; m < 10; m++) out[m * LMB_LANES] = src[m * 8 + j];
         }
-        float qa[4] = {a[24], a[32], a[40], a[48]}, qb[4] = {b[24], b[32], b[40], b[48]}, q[4];
-        quat_interp(q, qa, qb, alpha);
-        for (int m = 0; m < 4; m++) out[(3 + m) * LMB_LANES] = q[m];
     }
 }
 
