@@ -4,6 +4,9 @@
 --   case 1: synthetic 10 s clip keyed at 30 Hz
 --   case 2: 60 s clip keyed at 120 Hz (7,201 keys per track)
 --   case 3: case 2 with a random seek for every instance every frame
+-- Both clips key every track on one uniform grid, so they take limber's
+-- dense form; the same clips built without it (per-track cursors + binary
+-- search) run side by side as "cursor path".
 -- Baselines (same data, same interpolation, only the key lookup differs),
 -- in C in examples/baselines/sampling.c (module limber.baseline_sampling): a naive
 -- backward linear search per track (the Hands-on book's starting point,
