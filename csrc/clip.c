@@ -2,6 +2,7 @@
  * the batched sampler. */
 #include "clip.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -139,6 +140,122 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
     c->joint_span = span;
     c->duration = duration;
     return LMB_CLIP_OK;
+}
+
+/* ---- dense form of uniformly keyed clips ------------------------------ */
+
+/* Largest key count of a dense clip: the key guess (t - t0) / dt is then
+ * computed in float with an error far below one key. */
+#define DENSE_MAX_FRAMES (1u << 22)
+
+/* Whether the joint tracks of a finished clip share one uniform key grid
+ * (see lmb_dense); *dt gets the interval. Each key time must lie within
+ * 1e-3 dt (plus a few float ulps of the time) of t0 + k dt, so the guess
+ * floor((t - t0) / dt) is off by at most one key, which the lookup fixes
+ * against the real times. */
+/* The first joint track with more than one key (it defines the grid), or NULL. */
+static const lmb_track *grid_track(const lmb_clip *c) {
+    for (uint32_t m = 0; m < c->joint_track_count; m++)
+        if (c->tracks[m].key_count > 1) return c->tracks + m;
+    return NULL;
+}
+
+static int dense_qualifies(const lmb_clip *c, double *dt) {
+    uint32_t nt = c->joint_track_count;
+    const lmb_track *t0 = grid_track(c);
+    if (!t0) return 0;
+    uint32_t n = t0->key_count;
+    if (n > DENSE_MAX_FRAMES) return 0;
+    if (t0->interp != LMB_LINEAR && t0->interp != LMB_STEP) return 0;
+    for (uint32_t m = 0; m < nt; m++) {
+        const lmb_track *tr = c->tracks + m;
+        /* single-key tracks are constant: any interpolation, copied to every frame */
+        if (tr->key_count == 1) continue;
+        /* tracks with identical key times share one times array (finish) */
+        if (tr->times != t0->times || tr->key_count != n || tr->interp != t0->interp) return 0;
+    }
+    const float *tm = c->times + t0->times;
+    double first = tm[0], d = ((double)tm[n - 1] - first) / (double)(n - 1);
+    if (!(d > 0.0)) return 0;
+    for (uint32_t k = 0; k < n; k++) {
+        double grid = first + d * (double)k, dev = fabs((double)tm[k] - grid);
+        if (dev > 1e-3 * d + 4.0 * (double)FLT_EPSILON * fabs(grid)) return 0;
+    }
+    *dt = d;
+    return 1;
+}
+
+size_t lmb_clip_dense_bytes(const lmb_clip *c) {
+    double dt;
+    if (!dense_qualifies(c, &dt)) return 0;
+    size_t chunks = (c->joint_span + 7u) / 8u;
+    return (size_t)grid_track(c)->key_count * chunks * 80u * sizeof(float) + ALIGN;
+}
+
+void lmb_clip_dense_build(lmb_clip *c, void *mem) {
+    double dt;
+    if (!dense_qualifies(c, &dt)) return;
+    lmb_dense *d = &c->dense;
+    const lmb_track *t0 = grid_track(c);
+    d->data = (float *)lmb_align_ptr(mem, ALIGN);
+    d->times = c->times + t0->times;
+    d->frames = t0->key_count;
+    d->chunks = (c->joint_span + 7u) / 8u;
+    d->frame_floats = d->chunks * 80u;
+    d->interp = t0->interp;
+    d->t0 = d->times[0];
+    d->inv_dt = (float)(1.0 / dt);
+    static const float fill[10] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
+    static const uint32_t first_comp[3] = {0, 3, 7};
+    for (uint32_t k = 0; k < d->frames; k++) {
+        float *f = d->data + (size_t)k * d->frame_floats;
+        for (uint32_t q = 0; q < d->chunks; q++)
+            for (uint32_t comp = 0; comp < 10; comp++)
+                for (uint32_t l = 0; l < 8; l++) f[q * 80 + comp * 8 + l] = fill[comp];
+        for (uint32_t m = 0; m < c->joint_track_count; m++) {
+            const lmb_track *tr = c->tracks + m;
+            /* a single key (of any interpolation) holds its value everywhere */
+            const float *v = c->values + tr->values +
+                             (tr->key_count == 1
+                                  ? (tr->interp == LMB_CUBIC ? 1u + tr->width : 1u)
+                                  : (size_t)k * tr->stride + 1);
+            uint32_t j = tr->target;
+            float *dst = f + (j / 8) * 80 + first_comp[tr->path] * 8 + j % 8;
+            for (uint32_t q = 0; q < tr->width; q++) dst[q * 8] = v[q];
+        }
+    }
+}
+
+/* The two frames and the factor for clip time t (wrapped or clamped):
+ * before the first key or after the last, both frames are the end key and
+ * alpha 0; STEP: alpha 0. alpha is computed from the real key times exactly
+ * as the cursor path does. */
+static inline void dense_frames(const lmb_dense *d, float t, uint32_t *fa, uint32_t *fb,
+                                float *alpha) {
+    const float *tm = d->times;
+    uint32_t n = d->frames;
+    if (!(t > tm[0])) {
+        *fa = *fb = 0, *alpha = 0.0f;
+        return;
+    }
+    if (t >= tm[n - 1]) {
+        *fa = *fb = n - 1, *alpha = 0.0f;
+        return;
+    }
+    float g = (t - d->t0) * d->inv_dt;
+    uint32_t k = g < 0.0f ? 0u : (uint32_t)g;
+    if (k > n - 2) k = n - 2;
+    /* at most one step for a qualifying grid; stops at 0 since t > tm[0]
+     * and at n - 2 since t < tm[n - 1] */
+    while (t < tm[k]) k--;
+    while (t >= tm[k + 1]) k++;
+    *fa = k;
+    if (d->interp == LMB_STEP) {
+        *fb = k, *alpha = 0.0f;
+        return;
+    }
+    *fb = k + 1;
+    *alpha = (t - tm[k]) / (tm[k + 1] - tm[k]);
 }
 
 float lmb_clip_time(const lmb_clip *c, float t, int loop) {
@@ -331,12 +448,125 @@ static void finish_instance(lmb_sampler *s, uint32_t i, int32_t k, const lmb_cli
     lmb_pose_touch(p, i, 0);
 }
 
+/* GCC only if-converts (and so vectorises) the selects of the rotation loop
+ * below without -ftrapping-math; the code raises no trap either way. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+/* acos(x) for x in [0, 1] and sin(y) for y in [0, pi/2]: the polynomials of
+ * the AVX2 kernel in plain C (errors below 1e-7), so the loops below
+ * vectorise with any SIMD width the compiler targets. */
+static inline float acos01(float x) {
+    float p = -0.0012624911f;
+    p = p * x + 0.0066700901f;
+    p = p * x - 0.0170881256f;
+    p = p * x + 0.0308918810f;
+    p = p * x - 0.0501743046f;
+    p = p * x + 0.0889789874f;
+    p = p * x - 0.2145988016f;
+    p = p * x + 1.5707963050f;
+    float r = 1.0f - x;
+    return sqrtf(r > 0.0f ? r : 0.0f) * p;
+}
+
+static inline float sin_half_pi(float y) {
+    float y2 = y * y;
+    float p = 1.0f / 6227020800.0f;
+    p = p * y2 - 1.0f / 39916800.0f;
+    p = p * y2 + 1.0f / 362880.0f;
+    p = p * y2 - 1.0f / 5040.0f;
+    p = p * y2 + 1.0f / 120.0f;
+    p = p * y2 - 1.0f / 6.0f;
+    return y + y * y2 * p;
+}
+
+/* One chunk (8 joints) of a dense clip: out[c * 8 + j] for the 10
+ * components (glTF rule for rotations, as in lmb_sample_dense_avx2). */
+static void dense_chunk(const float *restrict a, const float *restrict b, float alpha,
+                        float *restrict out) {
+    for (int c = 0; c < 3; c++) {
+        for (int j = 0; j < 8; j++) {
+            out[c * 8 + j] = a[c * 8 + j] + (b[c * 8 + j] - a[c * 8 + j]) * alpha;
+            out[(7 + c) * 8 + j] =
+                a[(7 + c) * 8 + j] + (b[(7 + c) * 8 + j] - a[(7 + c) * 8 + j]) * alpha;
+        }
+    }
+    const float *qa = a + 24, *qb = b + 24;
+    float *q = out + 24;
+    float dot[8], wa[8], wb[8];
+    int far = 0;
+    for (int j = 0; j < 8; j++) {
+        dot[j] = qa[j] * qb[j] + qa[8 + j] * qb[8 + j] + qa[16 + j] * qb[16 + j] +
+                 qa[24 + j] * qb[24 + j];
+        far |= fabsf(dot[j]) <= LMB_NLERP_DOT;
+    }
+    if (far) {
+        /* branch-free, so the loop vectorises: slerp weights without the
+         * common 1 / sin(theta) (normalised below), or lerp weights */
+        for (int j = 0; j < 8; j++) {
+            float x = fabsf(dot[j]), theta = acos01(x);
+            float sa = sin_half_pi((1.0f - alpha) * theta), sb = sin_half_pi(alpha * theta);
+            float f = (float)(x <= LMB_NLERP_DOT);
+            wa[j] = f * sa + (1.0f - f) * (1.0f - alpha);
+            wb[j] = f * sb + (1.0f - f) * alpha;
+        }
+    } else {
+        for (int j = 0; j < 8; j++) wa[j] = 1.0f - alpha, wb[j] = alpha;
+    }
+    for (int j = 0; j < 8; j++) {
+        float w0 = wa[j], w1 = wb[j] * (1.0f - 2.0f * (float)(dot[j] < 0.0f));
+        float v0 = w0 * qa[j] + w1 * qb[j], v1 = w0 * qa[8 + j] + w1 * qb[8 + j];
+        float v2 = w0 * qa[16 + j] + w1 * qb[16 + j], v3 = w0 * qa[24 + j] + w1 * qb[24 + j];
+        float inv = 1.0f / sqrtf(v0 * v0 + v1 * v1 + v2 * v2 + v3 * v3);
+        q[j] = v0 * inv, q[8 + j] = v1 * inv, q[16 + j] = v2 * inv, q[24 + j] = v3 * inv;
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+/* Portable dense sampling of instance i playing clip c at clip time t:
+ * every component of joints < joint_span (finish_instance then writes the
+ * rest pose over the untracked ones). */
+static void sample_dense_instance(lmb_sampler *s, uint32_t i, const lmb_clip *c, float t) {
+    lmb_pose *p = s->pose;
+    const lmb_dense *d = &c->dense;
+    uint32_t fa, fb;
+    float alpha;
+    dense_frames(d, t, &fa, &fb, &alpha);
+    const float *A = d->data + (size_t)fa * d->frame_floats;
+    const float *B = d->data + (size_t)fb * d->frame_floats;
+    float *local = p->local + lmb_pose_local_index(p, i, 0);
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES, span = c->joint_span;
+    float buf[80];
+    for (uint32_t q = 0; q * 8 < span; q++) {
+        const float *src = A + (size_t)q * 80;
+        if (alpha != 0.0f) {
+            dense_chunk(src, B + (size_t)q * 80, alpha, buf);
+            src = buf;
+        }
+        uint32_t jn = span - q * 8 < 8 ? span - q * 8 : 8;
+        for (uint32_t j = 0; j < jn; j++) {
+            float *out = local + (size_t)(q * 8 + j) * jstride;
+            for (int m = 0; m < 10; m++) out[m * LMB_LANES] = src[m * 8 + j];
+        }
+    }
+}
+
 static void sample_instance(lmb_sampler *s, uint32_t i) {
     lmb_pose *p = s->pose;
     int32_t k = s->clip[i];
     if (k < 0) return;
     const lmb_clip *c = s->clips[k];
     float t = lmb_clip_time(c, s->time[i], s->loop[i]);
+    if (c->dense.data) {
+        sample_dense_instance(s, i, c, t);
+        finish_instance(s, i, k, c);
+        return;
+    }
     float *local = p->local + lmb_pose_local_index(p, i, 0);
     const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
     lmb_cursor *cur = s->cursors + (size_t)i * s->cursor_stride;
@@ -360,18 +590,59 @@ static void sample_instance(lmb_sampler *s, uint32_t i) {
     finish_instance(s, i, k, c);
 }
 
+/* The dense lanes of block b (lanes < N playing a clip with a dense form). */
+static void dense_plan(const lmb_sampler *s, uint32_t b, lmb_dense_plan *pl) {
+    uint32_t N = s->pose->instance_count, base = b * LMB_LANES;
+    pl->lanes = 0, pl->max_chunks = 0;
+    for (uint32_t l = 0; l < LMB_LANES; l++) {
+        uint32_t i = base + l;
+        int32_t k = i < N ? s->clip[i] : -1;
+        const lmb_clip *c = k >= 0 ? s->clips[k] : NULL;
+        if (!c || !c->dense.data) {
+            pl->a[l] = pl->b[l] = NULL, pl->alpha[l] = 0.0f, pl->chunks[l] = 0;
+            continue;
+        }
+        const lmb_dense *d = &c->dense;
+        uint32_t fa, fb;
+        dense_frames(d, lmb_clip_time(c, s->time[i], s->loop[i]), &fa, &fb, &pl->alpha[l]);
+        pl->a[l] = d->data + (size_t)fa * d->frame_floats;
+        pl->b[l] = d->data + (size_t)fb * d->frame_floats;
+        pl->chunks[l] = d->chunks;
+        if (d->chunks > pl->max_chunks) pl->max_chunks = d->chunks;
+        pl->lanes |= 1u << l;
+    }
+}
+
 void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
     uint32_t end = first + count, N = s->pose->instance_count;
     int simd = lmb_simd_active();
     uint32_t i = first;
+    lmb_dense_plan plans[2];
+    int cur = 0, planned = 0;
     while (i < end) {
         uint32_t b = i / LMB_LANES, base = b * LMB_LANES;
         if (!simd || i != base || base + LMB_LANES > end) {
             sample_instance(s, i++);
             continue;
         }
-        /* a whole block: lanes sharing the first active lane's clip go together */
-        unsigned done = 0;
+        /* dense lanes: the next full block's frames are prefetched meanwhile */
+        if (!planned) dense_plan(s, b, plans + cur);
+        const lmb_dense_plan *pl = plans + cur, *next = NULL;
+        planned = 0;
+        if (base + 2 * LMB_LANES <= end) {
+            dense_plan(s, b + 1, plans + (cur ^ 1));
+            next = plans + (cur ^ 1);
+            planned = 1;
+        }
+        unsigned done = pl->lanes;
+        if (done) {
+            lmb_sample_dense_avx2(s->pose, b, pl, next);
+            for (int l = 0; l < LMB_LANES; l++)
+                if (done >> l & 1u) finish_instance(s, base + l, s->clip[base + l],
+                                                    s->clips[s->clip[base + l]]);
+        }
+        cur ^= 1;
+        /* the other lanes: lanes sharing the first active lane's clip go together */
         for (int l0 = 0; l0 < LMB_LANES; l0++) {
             if (done >> l0 & 1u) continue;
             int32_t k = base + l0 < N ? s->clip[base + l0] : -1;

@@ -27,7 +27,10 @@
  * data; forward playback walks a few key records (O(1) amortised); any
  * other jump (seek, backward play, loop wrap) is a branch-free binary search
  * over the track's dense key times, shared by tracks with identical times.
- * No lookup is linear in the key count. */
+ * No lookup is linear in the key count. Clips whose joint tracks share one
+ * uniform key grid also get a dense frame-major form (lmb_dense, built by
+ * the binding after lmb_clip_finish) that the sampler uses instead: O(1)
+ * per instance, no cursors. */
 #ifndef LIMBER_CLIP_H
 #define LIMBER_CLIP_H
 
@@ -54,6 +57,26 @@ typedef struct lmb_track {
     float first, last;   /* first and last key time (set by lmb_clip_finish) */
 } lmb_track;
 
+/* Dense form of a clip whose joint tracks all share one uniform key grid
+ * (same key times, every time within a small tolerance of t0 + k dt, all
+ * LINEAR or all STEP; single-key tracks are constant and always fit): frame-major, frame k holds every joint's values
+ * laid out as blocks of 8 joints, component-major inside a block:
+ *     data[k * frame_floats + (j / 8) * 80 + c * 8 + j % 8]
+ * (c 0..9: t xyz, q xyzw, s xyz; components without a track hold 0, the
+ * identity or 1; the sampler writes the rest pose over them). Sampling an
+ * instance is O(1): key k from (t - t0) / dt, checked against the real key
+ * times (so results equal the cursor path's), then one pass over two
+ * contiguous frames. data NULL: the clip uses the per-track cursor path. */
+typedef struct lmb_dense {
+    float *data;               /* frames * frame_floats, 64-byte aligned */
+    const float *times;        /* the shared key times (frames) */
+    uint32_t frames;           /* keys per track (>= 2) */
+    uint32_t chunks;           /* ceil(joint_span / 8) */
+    uint32_t frame_floats;     /* chunks * 80 */
+    uint32_t interp;           /* LMB_STEP or LMB_LINEAR */
+    float t0, inv_dt;          /* first key time, 1 / key interval */
+} lmb_dense;
+
 typedef struct lmb_clip {
     float duration;            /* largest key time (0 for a clip of single keys) */
     uint32_t track_count;
@@ -64,6 +87,7 @@ typedef struct lmb_clip {
     lmb_track *tracks;
     float *times;
     float *values;
+    lmb_dense dense;           /* dense.data NULL: no dense form */
 } lmb_clip;
 
 /* Bytes for a clip (header included, any alignment; 0 on overflow). */
@@ -91,6 +115,14 @@ typedef enum lmb_clip_error {
  * returns the problem and, in *track (input position) and *key (0-based
  * key or float index, or the other track's input position), where. */
 lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key);
+
+/* Bytes for the dense form of a finished clip (any alignment), or 0 when
+ * the clip does not qualify (see lmb_dense). */
+size_t lmb_clip_dense_bytes(const lmb_clip *c);
+
+/* Builds the dense form in `mem` (lmb_clip_dense_bytes(c) bytes, owned by
+ * the caller and kept alive as long as the clip). */
+void lmb_clip_dense_build(lmb_clip *c, void *mem);
 
 /* A track's lookup state for one instance: the key interval used last and
  * its times, so the common case (same interval) reads no key data at all.
@@ -186,6 +218,22 @@ static inline uint32_t lmb_find_key(const lmb_clip *c, const lmb_track *tr, floa
     cur->key = k, cur->lo = times[k], cur->hi = times[k + 1];
     return k;
 }
+
+/* Dense sampling plan for the lanes of one pose block: each lane's two
+ * frames and interpolation factor. chunks[l] = 0: lane not dense-sampled. */
+typedef struct lmb_dense_plan {
+    const float *a[LMB_LANES], *b[LMB_LANES];
+    float alpha[LMB_LANES];
+    uint32_t chunks[LMB_LANES];
+    uint32_t max_chunks;
+    unsigned lanes;            /* bit l: lane l is dense-sampled */
+} lmb_dense_plan;
+
+/* Samples the dense lanes of `plan` into block `block` of the pose (every
+ * component of joints < 8 chunks[l] of lane l); prefetches the frames of
+ * `next` (may be NULL). */
+void lmb_sample_dense_avx2(lmb_pose *p, uint32_t block, const lmb_dense_plan *plan,
+                           const lmb_dense_plan *next);
 
 /* Joint tracks of clip `k` for the lanes of `block` set in `lanes` (bit l =
  * lane l), all playing that clip; `t` holds their clip times (wrapped). */

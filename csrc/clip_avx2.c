@@ -184,11 +184,112 @@ LMB_AVX2 void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, u
     }
 }
 
+/* ---- dense clips --------------------------------------------------------
+ * Each lane's two frames hold 8 joints per chunk, component-major, so one
+ * lane is interpolated 8 joints at a time with no shuffles (the quaternion
+ * rule per joint as above). The lanes' results for a chunk go to a small
+ * buffer (component, lane, joint) and are transposed per component into
+ * the pose's (joint, component, lane) layout: 10 transposes per 8 joints
+ * of 8 instances. */
+
+/* Interpolates one lane's chunk: out[c * 8 + j] for components c, joints j. */
+LMB_AVX2 static inline void dense_lane(const float *a, const float *b, float alpha, float *out) {
+    const __m256 one = _mm256_set1_ps(1.0f), signbit = _mm256_set1_ps(-0.0f);
+    const __m256 al = _mm256_set1_ps(alpha);
+    for (int c = 0; c < 3; c++) {
+        __m256 ta = _mm256_load_ps(a + c * 8), tb = _mm256_load_ps(b + c * 8);
+        _mm256_store_ps(out + c * 64, _mm256_fmadd_ps(_mm256_sub_ps(tb, ta), al, ta));
+        __m256 sa = _mm256_load_ps(a + (7 + c) * 8), sb = _mm256_load_ps(b + (7 + c) * 8);
+        _mm256_store_ps(out + (7 + c) * 64, _mm256_fmadd_ps(_mm256_sub_ps(sb, sa), al, sa));
+    }
+    __m256 ax = _mm256_load_ps(a + 24), ay = _mm256_load_ps(a + 32);
+    __m256 az = _mm256_load_ps(a + 40), aw = _mm256_load_ps(a + 48);
+    __m256 bx = _mm256_load_ps(b + 24), by = _mm256_load_ps(b + 32);
+    __m256 bz = _mm256_load_ps(b + 40), bw = _mm256_load_ps(b + 48);
+    __m256 dot = _mm256_fmadd_ps(ax, bx, _mm256_fmadd_ps(ay, by,
+                                 _mm256_fmadd_ps(az, bz, _mm256_mul_ps(aw, bw))));
+    __m256 sgn = _mm256_and_ps(dot, signbit);
+    __m256 x = _mm256_andnot_ps(signbit, dot);
+    __m256 wa = _mm256_sub_ps(one, al), wb = al;
+    if (alpha != 0.0f) {
+        __m256 far = _mm256_cmp_ps(x, _mm256_set1_ps(LMB_NLERP_DOT), _CMP_LE_OQ);
+        if (_mm256_movemask_ps(far)) {
+            /* slerp weights without the common 1 / sin(theta): the result
+             * is normalised below, which removes any common scale */
+            __m256 theta = acos_poly(x);
+            __m256 sa = sin_poly(_mm256_mul_ps(wa, theta));
+            __m256 sb = sin_poly(_mm256_mul_ps(wb, theta));
+            wa = _mm256_blendv_ps(wa, sa, far);
+            wb = _mm256_blendv_ps(wb, sb, far);
+        }
+    }
+    wb = _mm256_xor_ps(wb, sgn);
+    __m256 qx = _mm256_fmadd_ps(bx, wb, _mm256_mul_ps(ax, wa));
+    __m256 qy = _mm256_fmadd_ps(by, wb, _mm256_mul_ps(ay, wa));
+    __m256 qz = _mm256_fmadd_ps(bz, wb, _mm256_mul_ps(az, wa));
+    __m256 qw = _mm256_fmadd_ps(bw, wb, _mm256_mul_ps(aw, wa));
+    __m256 len2 = _mm256_fmadd_ps(qx, qx, _mm256_fmadd_ps(qy, qy,
+                                  _mm256_fmadd_ps(qz, qz, _mm256_mul_ps(qw, qw))));
+    /* 1 / sqrt(len2): rsqrt estimate and one Newton step (~2 ulp) */
+    __m256 r = _mm256_rsqrt_ps(len2);
+    __m256 inv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), r),
+                               _mm256_fnmadd_ps(_mm256_mul_ps(len2, r), r, _mm256_set1_ps(3.0f)));
+    _mm256_store_ps(out + 3 * 64, _mm256_mul_ps(qx, inv));
+    _mm256_store_ps(out + 4 * 64, _mm256_mul_ps(qy, inv));
+    _mm256_store_ps(out + 5 * 64, _mm256_mul_ps(qz, inv));
+    _mm256_store_ps(out + 6 * 64, _mm256_mul_ps(qw, inv));
+}
+
+LMB_AVX2 void lmb_sample_dense_avx2(lmb_pose *p, uint32_t block, const lmb_dense_plan *plan,
+                                    const lmb_dense_plan *next) {
+    const uint32_t J = p->joint_count, jstride = LMB_TRS_FLOATS * LMB_LANES;
+    float *local = p->local + (size_t)block * J * jstride;
+    uint32_t jlimit = plan->max_chunks * 8 < J ? plan->max_chunks * 8 : J;
+    float buf[10 * 64] __attribute__((aligned(32)));
+    for (uint32_t q = 0; q * 8 < jlimit; q++) {
+        unsigned lanes = 0;
+        for (int l = 0; l < LMB_LANES; l++) {
+            if (q < plan->chunks[l]) {
+                lanes |= 1u << l;
+                dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, plan->alpha[l],
+                           buf + l * 8);
+            }
+            if (next && q < next->chunks[l]) {
+                /* the next block's chunk q: 5 lines per frame */
+                const char *na = (const char *)(next->a[l] + q * 80);
+                const char *nb = (const char *)(next->b[l] + q * 80);
+                for (int m = 0; m < 320; m += 64) {
+                    __builtin_prefetch(na + m);
+                    if (nb != na) __builtin_prefetch(nb + m);
+                }
+            }
+        }
+        int32_t bits[LMB_LANES];
+        for (int l = 0; l < LMB_LANES; l++) bits[l] = (lanes >> l & 1u) ? -1 : 0;
+        const __m256 mask = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(void *)bits));
+        const int full = lanes == 0xFFu;
+        uint32_t jn = jlimit - q * 8 < 8 ? jlimit - q * 8 : 8;
+        float *d = local + (size_t)q * 8 * jstride;
+        for (int c = 0; c < 10; c++) {
+            __m256 v[8];
+            for (int l = 0; l < LMB_LANES; l++) v[l] = _mm256_load_ps(buf + c * 64 + l * 8);
+            lmb_transpose8(v);
+            for (uint32_t j = 0; j < jn; j++)
+                store_lanes(d + (size_t)j * jstride + c * LMB_LANES, v[j], mask, full);
+        }
+    }
+}
+
 #else
 
 void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, unsigned lanes,
                            const float t[LMB_LANES]) {
     (void)s, (void)block, (void)k, (void)lanes, (void)t;
+}
+
+void lmb_sample_dense_avx2(lmb_pose *p, uint32_t block, const lmb_dense_plan *plan,
+                           const lmb_dense_plan *next) {
+    (void)p, (void)block, (void)plan, (void)next;
 }
 
 #endif

@@ -78,13 +78,17 @@ static void push_track_label(lua_State *L, const lmb_track *tr) {
                     (lua_Integer)tr->target + (tr->is_node ? 0 : 1), path_names[tr->path]);
 }
 
-/** core.clip(tracks [, name]): builds an immutable clip. tracks[k] =
+/** core.clip(tracks [, name [, dense]]): builds an immutable clip. tracks[k] =
  * { joint = j (1-based) | node = id, path = "translation" | "rotation" |
  * "scale", interpolation = "STEP" | "LINEAR" | "CUBICSPLINE" (default
- * LINEAR), times = table | f32 Buffer, values = table | f32 Buffer }. */
+ * LINEAR), times = table | f32 Buffer, values = table | f32 Buffer }.
+ * dense (default true): build the dense form when the joint tracks share
+ * a uniform key grid (false: always the cursor path). */
 static int l_clip_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     const char *name = luaL_optstring(L, 2, NULL);
+    if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TBOOLEAN);
+    int want_dense = lua_isnoneornil(L, 3) || lua_toboolean(L, 3);
     lua_settop(L, 2);
     lua_Integer n = (lua_Integer)luaL_len(L, 1);
     if (n > 1000000) return luaL_error(L, PREFIX ": %I tracks is too many", n);
@@ -217,7 +221,21 @@ static int l_clip_new(lua_State *L) {
         lua_rawseti(L, -2, ++nk);
     }
     lua_setfield(L, -2, "node_slots");
+    size_t dense = want_dense ? lmb_clip_dense_bytes(c) : 0;
+    if (dense > 0) {
+        /* the dense frames live in a plain userdata anchored by the info table */
+        void *mem = lua_newuserdatauv(L, dense, 0);
+        lmb_clip_dense_build(c, mem);
+        lua_setfield(L, -2, "dense_frames");
+    }
     lua_setiuservalue(L, 3, 1);
+    return 1;
+}
+
+/** clip:dense(): true when the clip has the dense form (uniform key grid
+ * shared by every joint track, LINEAR or STEP), sampled in O(1) per instance. */
+static int l_clip_dense(lua_State *L) {
+    lua_pushboolean(L, check_clip(L, 1)->dense.data != NULL);
     return 1;
 }
 
@@ -742,6 +760,7 @@ void lcore_open_clip(lua_State *L) {
                                             {"sample_joint", l_clip_sample_joint},
                                             {"joint_span", l_clip_joint_span},
                                             {"key_count", l_clip_key_count},
+                                            {"dense", l_clip_dense},
                                             {NULL, NULL}};
     static const luaL_Reg sampler_methods[] = {{"set", l_sampler_set},
                                                {"set_time", l_sampler_set_time},

@@ -4,6 +4,9 @@
 --   case 1: synthetic 10 s clip keyed at 30 Hz
 --   case 2: 60 s clip keyed at 120 Hz (7,201 keys per track)
 --   case 3: case 2 with a random seek for every instance every frame
+-- Both clips key every track on one uniform grid, so they take limber's
+-- dense form; the same clips built without it (per-track cursors + binary
+-- search) run side by side as "cursor path".
 -- Baselines (same data, same interpolation, only the key lookup differs),
 -- in C in examples/baselines/sampling.c (module limber.baseline_sampling): a naive
 -- backward linear search per track (the Hands-on book's starting point,
@@ -69,9 +72,10 @@ local function humanoid()
 end
 
 -- Synthetic clip: T, R and S tracks on every joint, keyed at `rate` Hz for
--- `seconds` seconds; smooth motion (keys a few degrees apart). Also returns
--- the raw arrays for the baselines.
-local function synthetic_clip(skel, seconds, rate)
+-- `seconds` seconds (one uniform key grid, as resampled mocap and DCC
+-- exports have, so the clip gets the dense form); smooth motion (keys a few
+-- degrees apart). Also returns the raw arrays for the baselines.
+local function synthetic_clip(skel, seconds, rate, cursor_only)
   local J = skel:count()
   local nk = math.floor(seconds * rate + 0.5) + 1
   local times = {}
@@ -107,7 +111,10 @@ local function synthetic_clip(skel, seconds, rate)
     rv:set_bytes(rbuf:bytes(), (j - 1) * nk + 1)
     sv:set_bytes(sbuf:bytes(), (j - 1) * nk + 1)
   end
-  local clip = anim.clip({ name = ("synthetic %ds@%dHz"):format(seconds, rate), tracks = tracks }, skel)
+  local name = ("synthetic %ds@%dHz"):format(seconds, rate)
+  -- cursor_only: the same clip without the dense form (the per-track cursor path)
+  local clip = cursor_only and limber.core.clip(tracks, name, false)
+    or anim.clip({ name = name, tracks = tracks }, skel)
   return clip, { times = all_times, tv = tv, rv = rv, sv = sv, keys = nk, rate = rate }
 end
 
@@ -198,6 +205,10 @@ math.randomseed(42)
 local clip1, data1 = synthetic_clip(skel, 10, 30)
 local clip2, data2 = synthetic_clip(skel, 60, 120)
 
+assert(clip1:dense() and clip2:dense())
+local clip1c = synthetic_clip(skel, 10, 30, true)
+local clip2c = synthetic_clip(skel, 60, 120, true)
+
 local r = {}
 r.sample_ms, r.sample_min = run_case(clip1, false)
 r.sample_long_ms, r.sample_long_min = run_case(clip2, false)
@@ -209,6 +220,12 @@ r.portable_ms, r.portable_min = run_case(clip1, false)
 r.portable_long_ms, r.portable_long_min = run_case(clip2, false)
 r.portable_seek_ms, r.portable_seek_min = run_case(clip2, true)
 limber.core.simd(simd_was)
+-- the same clips without the dense form (per-track cursors + binary search)
+r.cursor_ms, r.cursor_min = run_case(clip1c, false)
+r.cursor_long_ms, r.cursor_long_min = run_case(clip2c, false)
+r.cursor_seek_ms, r.cursor_seek_min = run_case(clip2c, true)
+clip1c, clip2c = nil, nil -- luacheck: ignore
+collectgarbage()
 -- baselines: naive linear search on 50 instances, scaled to 1000 instances
 local NAIVE_N = 50
 local nm, nmin = run_baseline(data1, "linear", NAIVE_N, clip1:duration())
@@ -258,6 +275,9 @@ line("case 3: case 2 + random seek every frame", r.sample_seek_ms, r.sample_seek
 line("portable kernel (no AVX2), case 1", r.portable_ms, r.portable_min)
 line("portable kernel (no AVX2), case 2", r.portable_long_ms, r.portable_long_min)
 line("portable kernel (no AVX2), case 3", r.portable_seek_ms, r.portable_seek_min, "  (sample call only)")
+line("cursor path (dense form off), case 1", r.cursor_ms, r.cursor_min)
+line("cursor path (dense form off), case 2", r.cursor_long_ms, r.cursor_long_min)
+line("cursor path (dense form off), case 3", r.cursor_seek_ms, r.cursor_seek_min, "  (sample call only)")
 line("naive linear search, case 1 (per 1000)", r.naive_ms, r.naive_min, ("  (ran %d instances)"):format(NAIVE_N))
 line("naive linear search, case 2 (per 1000)", r.naive_long_ms, r.naive_long_min,
   ("  (ran %d instances)"):format(NAIVE_N))

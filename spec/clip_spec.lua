@@ -448,9 +448,10 @@ describe("key lookup (cursors)", function()
       local a = k * 0.003
       rv[#rv + 1], rv[#rv + 2], rv[#rv + 3], rv[#rv + 4] = 0, math.sin(a), 0, math.cos(a)
     end
-    return anim.clip({ tracks = {
+    -- uniform keys: dense = false keeps this clip on the cursor path
+    return limber.core.clip({
       { joint = 1, path = "translation", times = times, values = tv },
-      { joint = 2, path = "rotation", times = times, values = rv } } })
+      { joint = 2, path = "rotation", times = times, values = rv } }, nil, false)
   end
 
   it("random seeks, backward and sequential playback all equal a fresh binary search (36,000 keys)", function()
@@ -502,6 +503,299 @@ describe("key lookup (cursors)", function()
       local x = math.sin(k * 0.01) + (math.sin((k + 1) * 0.01) - math.sin(k * 0.01)) * u
       assert.near(x, (pose:get_local(1, 1))[1], 2e-5)
     end
+  end)
+end)
+
+-- ---- dense clips (uniform key grids) -------------------------------------
+
+-- A clip whose tracks all share the key grid t0 + k dt (float32 times).
+-- Rotations: random walk with large steps (slerp) and small ones (nlerp).
+local function uniform_desc(joints, coverage, interp, nkeys, t0, dt)
+  local times = {}
+  for k = 1, nkeys do times[k] = f32(t0 + (k - 1) * dt) end
+  local tracks = {}
+  for j = 1, joints do
+    for _, path in ipairs(PATHS) do
+      if math.random() < coverage or (j == 1 and path == "rotation") then
+        local tr = rand_track(j, path, interp, nkeys)
+        tr.times = times
+        tracks[#tracks + 1] = tr
+      end
+    end
+  end
+  return { tracks = tracks }
+end
+
+-- The same description as a clip without the dense form (cursor path).
+local function cursor_clip(desc)
+  return limber.core.clip(desc.tracks, desc.name, false)
+end
+
+describe("dense clips (uniform key grid)", function()
+  local core = limber.core
+  local old
+  setup(function() old = core.simd() end)
+  teardown(function() core.simd(old) end)
+
+  -- Samples `clips` (per instance set[i] = { clip, time, loop }) with the
+  -- AVX2 and the portable kernels; checks both against the Lua sampler and
+  -- returns the AVX2 pose.
+  local function run_both(skel, clips, descs, set, tol)
+    local J, N = skel:count(), #set
+    local poses = {}
+    for _, simd in ipairs({ true, false }) do
+      local pose = limber.pose(skel, N)
+      for i = 1, N do pose:set_local(i, 1, { 7, 7, 7 }) end
+      local s = anim.sampler(pose, clips)
+      for i = 1, N do s:set(i, set[i][1], set[i][2], set[i][3]) end
+      core.simd(simd)
+      s:run()
+      poses[#poses + 1] = pose
+      for i = 1, N do
+        local k, t, loop = set[i][1], set[i][2], set[i][3]
+        for j = 1, J do
+          local lt, lr, ls = pose:get_local(i, j)
+          local got = { translation = lt, rotation = lr, scale = ls }
+          if k == 0 then
+            if j == 1 then assert.near({ 7, 7, 7 }, lt, 0) end
+          else
+            local rt, rr, rs = skel:rest(j)
+            local exp = { translation = rt, rotation = rr, scale = rs }
+            local d = clips[k]:duration()
+            for _, tr in ipairs(descs[k].tracks) do
+              if tr.joint == j then exp[tr.path] = ref_sample(tr, wrap(t, d, loop)) end
+            end
+            for _, path in ipairs(PATHS) do check_value(path, exp[path], got[path], tol or 3e-5) end
+          end
+        end
+      end
+    end
+    for i = 1, N do
+      for j = 1, J do
+        local ta, ra, xa = poses[1]:get_local(i, j)
+        local tb, rb, xb = poses[2]:get_local(i, j)
+        assert.near(tb, ta, 2e-6)
+        assert.quat_near(rb, ra, 2e-6)
+        assert.near(xb, xa, 2e-6)
+      end
+    end
+    return poses[1]
+  end
+
+  it("are built for uniform LINEAR / STEP clips and equal the cursor path and the Lua sampler", function()
+    for round = 1, 12 do
+      local J = ({ 1, 5, 8, 9, 13, 17 })[(round - 1) % 6 + 1]
+      local skel = skeleton(J)
+      local interp = round % 3 == 0 and "STEP" or "LINEAR"
+      local nkeys = math.random(2, 40)
+      local desc = uniform_desc(J, 0.7, interp, nkeys, round % 2 == 0 and 0 or H.rand(0, 0.5),
+        H.rand(0.01, 0.5))
+      local dense, cursor = anim.clip(desc, skel), cursor_clip(desc)
+      assert.is_true(dense:dense())
+      assert.is_false(cursor:dense())
+      local d = dense:duration()
+      local N = math.random(1, 27)
+      local set = {}
+      for i = 1, N do
+        local t = f32(H.rand(-0.5 * d, 1.5 * d + 0.5))
+        if i % 5 == 0 then t = desc.tracks[1].times[math.random(1, nkeys)] end -- exactly on a key
+        set[i] = { 1, t, math.random() < 0.5 }
+      end
+      local pd = run_both(skel, { dense }, { desc }, set)
+      local pc = run_both(skel, { cursor }, { desc }, set)
+      for i = 1, N do
+        for j = 1, J do
+          local ta, ra, xa = pd:get_local(i, j)
+          local tb, rb, xb = pc:get_local(i, j)
+          assert.near(tb, ta, 2e-6)
+          assert.quat_near(rb, ra, 2e-6)
+          assert.near(xb, xa, 2e-6)
+        end
+      end
+    end
+  end)
+
+  it("are not built for jittered, mixed-grid, mixed-interpolation or CUBICSPLINE clips", function()
+    local skel = skeleton(4)
+    -- one key 1% of the interval off the grid
+    local desc = uniform_desc(4, 1, "LINEAR", 20, 0, 0.1)
+    local times = {}
+    for k, t in ipairs(desc.tracks[1].times) do times[k] = t end
+    times[7] = f32(times[7] + 0.001)
+    for _, tr in ipairs(desc.tracks) do tr.times = times end
+    local jittered = anim.clip(desc, skel)
+    assert.is_false(jittered:dense())
+    local set = {}
+    for i = 1, 11 do set[i] = { 1, f32(H.rand(-0.5, 2.5)), i % 2 == 0 } end
+    run_both(skel, { jittered }, { desc }, set)
+    -- a tiny deviation (float rounding of the grid) still qualifies
+    local desc2 = uniform_desc(4, 1, "LINEAR", 20, 0, 0.1)
+    local t2 = {}
+    for k, t in ipairs(desc2.tracks[1].times) do t2[k] = t end
+    t2[7] = t2[7] * (1 + 2 ^ -23)
+    for _, tr in ipairs(desc2.tracks) do tr.times = t2 end
+    assert.is_true(anim.clip(desc2, skel):dense())
+    -- two grids: T at 10 Hz, R at 20 Hz
+    local two = uniform_desc(1, 1, "LINEAR", 11, 0, 0.1)
+    local r20 = rand_track(1, "rotation", "LINEAR", 21)
+    r20.times = {}
+    for k = 1, 21 do r20.times[k] = f32((k - 1) * 0.05) end
+    two.tracks = { two.tracks[1], r20 }
+    assert.is_false(anim.clip(two, skel):dense())
+    -- STEP and LINEAR tracks in one clip
+    local mixed = uniform_desc(2, 1, "LINEAR", 5, 0, 0.2)
+    mixed.tracks[2].interpolation = "STEP"
+    assert.is_false(anim.clip(mixed, skel):dense())
+    assert.is_false(anim.clip(uniform_desc(2, 1, "CUBICSPLINE", 5, 0, 0.2), skel):dense())
+    -- only single keys: nothing to sample densely
+    assert.is_false(anim.clip(uniform_desc(2, 1, "LINEAR", 1, 0, 0.2), skel):dense())
+    -- single-key tracks (constant, any interpolation, any time) fit any grid
+    local const = uniform_desc(3, 1, "LINEAR", 12, 0, 0.1)
+    const.tracks[2] = rand_track(1, "rotation", "CUBICSPLINE", 1)
+    const.tracks[2].times = { 0.35 }
+    const.tracks[6] = rand_track(2, "scale", "STEP", 1)
+    local cc = anim.clip(const, skel)
+    assert.is_true(cc:dense())
+    local cset = {}
+    for i = 1, 13 do cset[i] = { 1, f32(H.rand(-0.5, 1.6)), i % 2 == 0 } end
+    run_both(skel, { cc }, { const }, cset)
+  end)
+
+  it("mix with cursor clips, smaller clips and idle lanes in one pose block", function()
+    local J = 19
+    local skel = skeleton(J)
+    local descs = {
+      uniform_desc(J, 0.8, "LINEAR", 31, 0, 1 / 30),    -- dense, every chunk
+      rand_clip_desc(J, 0.7),                            -- cursor path
+      uniform_desc(6, 1, "LINEAR", 9, 0.1, 0.25),       -- dense, one chunk of 8 joints
+      uniform_desc(11, 0.6, "STEP", 14, 0, 0.07),       -- dense STEP, two chunks
+    }
+    local clips = {}
+    for k, desc in ipairs(descs) do clips[k] = anim.clip(desc, skel) end
+    assert.is_true(clips[1]:dense())
+    assert.is_false(clips[2]:dense())
+    assert.is_true(clips[3]:dense())
+    assert.is_true(clips[4]:dense())
+    for _ = 1, 6 do
+      local N = math.random(9, 40)
+      local set = {}
+      for i = 1, N do
+        local k = math.random(0, 4)
+        local d = k > 0 and clips[k]:duration() or 1
+        set[i] = { k, f32(H.rand(-0.3 * d, 1.3 * d)), math.random() < 0.5 }
+      end
+      run_both(skel, clips, descs, set)
+    end
+  end)
+
+  it("play forward, backward and seek like the cursor path (long clip, root motion)", function()
+    local J, N = 10, 16
+    local skel = skeleton(J)
+    local desc = uniform_desc(J, 0.9, "LINEAR", 600, 0, 1 / 120)
+    local dense, cursor = anim.clip(desc, skel), cursor_clip(desc)
+    assert.is_true(dense:dense())
+    local pa, pb = limber.pose(skel, N), limber.pose(skel, N)
+    local sa, sb = anim.sampler(pa, { dense }), anim.sampler(pb, { cursor })
+    sa:set_root_motion(1, true, true)
+    sb:set_root_motion(1, true, true)
+    local d = dense:duration()
+    for i = 1, N do
+      local t, rate = H.rand(0, d), i % 3 == 0 and -1.5 or 1
+      sa:set(i, 1, t, i % 4 ~= 0, rate)
+      sb:set(i, 1, t, i % 4 ~= 0, rate)
+    end
+    for frame = 1, 60 do
+      if frame % 9 == 0 then
+        for i = 1, N do
+          local t = H.rand(-d, 2 * d)
+          sa:set_time(i, t)
+          sb:set_time(i, t)
+        end
+      end
+      sa:advance(1 / 60)
+      sb:advance(1 / 60)
+      core.simd(frame % 2 == 0)
+      sa:run()
+      sb:run()
+      for i = 1, N do
+        for j = 1, J do
+          local ta, ra, xa = pa:get_local(i, j)
+          local tb, rb, xb = pb:get_local(i, j)
+          -- the root's yaw removal (atan2 of the sampled rotation) can magnify
+          -- float rounding differences a few times
+          local tol = j == 1 and 2e-5 or 2e-6
+          assert.near(tb, ta, tol)
+          assert.quat_near(rb, ra, tol)
+          assert.near(xb, xa, tol)
+        end
+      end
+    end
+  end)
+
+  it("sample ranges of instances (run(first, count)) like one whole run", function()
+    local J, N = 12, 37
+    local skel = skeleton(J)
+    local descs = { uniform_desc(J, 0.9, "LINEAR", 20, 0, 0.1), rand_clip_desc(J, 0.5) }
+    local clips = { anim.clip(descs[1], skel), anim.clip(descs[2], skel) }
+    for _, simd in ipairs({ true, false }) do
+      core.simd(simd)
+      for _ = 1, 5 do
+        local pa, pb = limber.pose(skel, N), limber.pose(skel, N)
+        local sa, sb = anim.sampler(pa, clips), anim.sampler(pb, clips)
+        for i = 1, N do
+          local k, t = math.random(0, 2), f32(H.rand(-0.5, 2.5))
+          sa:set(i, k, t)
+          sb:set(i, k, t)
+        end
+        sa:run()
+        local first = 1
+        while first <= N do
+          local count = math.min(N - first + 1, math.random(1, 20))
+          sb:run(first, count)
+          first = first + count
+        end
+        for i = 1, N do
+          for j = 1, J do
+            local ta, ra, xa = pa:get_local(i, j)
+            local tb, rb, xb = pb:get_local(i, j)
+            assert.near(ta, tb, 2e-6)
+            assert.quat_near(ra, rb, 2e-6)
+            assert.near(xa, xb, 2e-6)
+          end
+        end
+      end
+    end
+  end)
+
+  it("keep their frames alive while a sampler uses the clip", function()
+    local skel = skeleton(3)
+    local desc = uniform_desc(3, 1, "LINEAR", 50, 0, 0.1)
+    local s = anim.sampler(limber.pose(skel, 9), { anim.clip(desc, skel) })
+    collectgarbage()
+    collectgarbage()
+    assert.is_true(s:clips()[1]:dense())
+    for i = 1, 9 do s:set(i, 1, 0.1 * i + 0.05) end
+    s:run()
+    for i = 1, 9 do
+      check_value("rotation", ref_sample(desc.tracks[2], f32(0.1 * i + 0.05)),
+        select(2, s:pose():get_local(i, 1)), 3e-5)
+    end
+  end)
+
+  it("rejects a non-boolean dense flag", function()
+    assert.error_matches(function() limber.core.clip({}, nil, 1) end, "boolean expected", 1, true)
+  end)
+end)
+
+describe("glTF sample clips take the dense path", function()
+  local gltf = require "limber.gltf"
+  it("Fox Survey and Walk, CesiumMan, RiggedFigure; Fox Run (a 0.2 s gap between keys) does not", function()
+    local fox = gltf.load(H.assets .. "Fox/Fox.glb")
+    local dense = {}
+    for _, a in ipairs(fox.animations) do dense[a.name] = a.clips[1]:dense() end
+    assert.same({ Survey = true, Walk = true, Run = false }, dense)
+    assert.is_true(gltf.load(H.assets .. "CesiumMan/CesiumMan.gltf").animations[1].clips[1]:dense())
+    assert.is_true(gltf.load(H.assets .. "RiggedFigure/RiggedFigure.glb").animations[1].clips[1]:dense())
   end)
 end)
 
