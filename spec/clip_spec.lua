@@ -593,6 +593,9 @@ describe("dense clips (uniform key grid)", function()
       local dense, cursor = anim.clip(desc, skel), cursor_clip(desc)
       assert.is_true(dense:dense())
       assert.is_false(cursor:dense())
+      desc.dense = false
+      assert.is_false(anim.clip(desc, skel):dense())   -- the opt-out through limber.anim
+      desc.dense = nil
       local d = dense:duration()
       local N = math.random(1, 27)
       local set = {}

@@ -31,6 +31,9 @@ end
 -- `desc.ignore_missing` drops tracks naming joints the skeleton lacks
 -- instead of raising. Rotation keys are normalised; key times must be
 -- strictly increasing (equal times are rejected, as glTF requires).
+-- `desc.dense = false` skips the frame-major copy that clips keyed on one
+-- uniform time grid get for O(1) sampling (it costs memory, about as much
+-- as the keys themselves).
 -- @tparam table desc
 -- @tparam[opt] limber.Skeleton skeleton resolves joint names and checks indices
 -- @treturn limber.Clip
@@ -63,7 +66,7 @@ function M.clip(desc, skeleton)
   end
   local events = desc.events
   if events ~= nil and type(events) ~= "table" then fail("clip: desc.events must be an array", 2) end
-  local ok, clip = pcall(core.clip, tracks, desc.name)
+  local ok, clip = pcall(core.clip, tracks, desc.name, desc.dense ~= false)
   if not ok then error(clip, 2) end
   if events and #events > 0 then
     local d = clip:duration()
