@@ -483,7 +483,7 @@ function Crowd:evaluate()
   self.blender:run()
 end
 
---- The blender (limber.Blender) behind the crowd, e.g. to change masks.
+--- The blender (limber.Blender) behind the crowd, for example to change masks.
 -- @treturn limber.Blender
 function Crowd:blend() return self.blender end
 

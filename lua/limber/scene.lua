@@ -432,7 +432,7 @@ Scene.world = C.world
 -- @function Scene:refresh
 Scene.refresh = C.refresh
 
---- Copies the world matrices of `ids[1 .. count]` (leaves on demand) into
+--- Copies the world matrices of `ids[1]` to `ids[count]` (leaves on demand) into
 -- elements `first ..` of an f32 limber.Buffer of width 16 (default first 1),
 -- in one call: `scene:gather(ids, count, buffer [, first])`, e.g. for a
 -- renderer's instance buffer. Every id is checked before anything is written.
