@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds with LuaRocks,
-# runs busted (Lua 5.4) and luacheck, then builds with ASan + UBSan and runs
-# the specs again under the sanitizers.
+# runs busted (Lua 5.4), luacheck and LDoc (scripts/docs.sh: the API
+# reference renders without warnings), then builds with ASan + UBSan and
+# runs the specs again under the sanitizers.
 # Set LIMBER_TEST_QUICK=1 to skip the sanitizer pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,9 @@ busted --exclude-tags=slow "$@"
 
 echo "== luacheck"
 luacheck --no-color -q lua spec examples
+
+echo "== API reference (LDoc)"
+bash scripts/docs.sh
 
 if [ "${LIMBER_TEST_QUICK:-0}" != "1" ]; then
   echo "== busted under AddressSanitizer + UndefinedBehaviorSanitizer"

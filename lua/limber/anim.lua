@@ -184,8 +184,17 @@ end
 
 --- Low-level batched sampler (see `limber.core.sampler`): plays one clip
 -- of `clips` per instance of `pose`.
+-- @function sampler
+-- @tparam limber.Pose pose
+-- @tparam table clips array of limber.Clip that fit the pose's skeleton
+-- @treturn limber.Sampler
 M.sampler = core.sampler
---- Low-level blender (see `limber.core.blender`).
+--- Low-level blender (see `limber.core.blender`): blends layer poses into
+-- `out` with per-instance weights, masks and additive layers.
+-- @function blender
+-- @tparam limber.Pose out
+-- @tparam table layers `{ pose =, mask =, additive =, reference = }` entries
+-- @treturn limber.Blender
 M.blender = core.blender
 
 -- ---- players ----------------------------------------------------------
@@ -236,6 +245,11 @@ end
 function Player:instance() return self.i end
 
 --- The clip playing (nil when stopped), its time, rate, loop flag and weight.
+-- @treturn limber.Clip|nil clip
+-- @treturn number time in seconds
+-- @treturn number rate
+-- @treturn boolean loop
+-- @treturn number weight
 function Player:state()
   local c = self.crowd
   return self.k and c.clips[self.k], self.t, self.rate, self.loop, self.w
@@ -248,6 +262,8 @@ function Player:time() return self.t end
 -- `opts`: `time` (default 0), `rate` (default: keep, initially 1; negative
 -- plays backwards), `loop` (default true), `fade` (cross-fade duration in
 -- seconds from the clip playing now, default 0).
+-- @tparam limber.Clip|integer|string clip
+-- @tparam[opt] table opts
 -- @return self
 function Player:play(clip, opts)
   local crowd = self.crowd
@@ -282,6 +298,8 @@ end
 
 --- Jumps to clip time `t`. With `report`, every event between the old and
 -- the new time (direct path, no wrap) is reported, as if playing there.
+-- @tparam number t clip time in seconds
+-- @tparam[opt] boolean report
 function Player:seek(t, report)
   if type(t) ~= "number" or t ~= t then fail("Player:seek: time must be a number", 2) end
   if not self.k then fail("Player:seek: no clip playing", 2) end
@@ -300,15 +318,18 @@ function Player:seek(t, report)
 end
 
 --- Sets the playback rate (negative plays backwards).
+-- @tparam number r
 function Player:set_rate(r)
   if type(r) ~= "number" or r ~= r then fail("Player:set_rate: rate must be a number", 2) end
   self.rate = r
 end
 
 --- Sets loop (true) or clamp (false) mode.
+-- @tparam boolean loop
 function Player:set_loop(loop) self.loop = loop and true or false; self.dirty = true end
 
 --- Sets the player's weight (>= 0) in its layer's blend.
+-- @tparam number w
 function Player:set_weight(w)
   if type(w) ~= "number" or w ~= w or w < 0 then fail("Player:set_weight: weight must be a number >= 0", 2) end
   self.w = w
@@ -316,6 +337,8 @@ function Player:set_weight(w)
 end
 
 --- True while a cross-fade runs; also returns its progress in [0, 1].
+-- @treturn boolean fading
+-- @treturn number progress (1 when no fade runs)
 function Player:fading()
   if self.from_k then return true, self.fade_t / self.fade_d end
   return false, 1
@@ -324,6 +347,10 @@ end
 --- Root motion of the last advance (root joint translation delta x, y, z
 -- in the root's parent space, and yaw delta in radians), across loop wraps.
 -- Zero unless the crowd was made with `root_motion`.
+-- @treturn number dx
+-- @treturn number dy
+-- @treturn number dz
+-- @treturn number yaw
 function Player:root_delta()
   return self.rdx, self.rdy, self.rdz, self.ryaw
 end
@@ -384,6 +411,9 @@ function M.crowd(pose, clips, opts)
 end
 
 --- The player of instance `i` on layer `layer` (index or name, default 1).
+-- @tparam integer i instance in [1, pose:instances()]
+-- @tparam[opt=1] integer|string layer
+-- @treturn Player
 function Crowd:player(i, layer)
   local l = self.names[layer] or layer or 1
   local ps = self.players[l]
@@ -395,6 +425,7 @@ end
 
 --- Advances every player of every layer by `dt` seconds: times (rate,
 -- loop or clamp), cross-fades, events (on_event) and root motion.
+-- @tparam number dt seconds
 function Crowd:advance(dt)
   local on_event, root, bl = self.on_event, self.root, self.blender
   local step, clips = M.step, self.clips
@@ -455,7 +486,8 @@ function Crowd:evaluate()
   self.blender:run()
 end
 
---- The blender (limber.Blender) behind the crowd, e.g. to change masks.
+--- The blender (limber.Blender) behind the crowd, for example to change masks.
+-- @treturn limber.Blender
 function Crowd:blend() return self.blender end
 
 return M

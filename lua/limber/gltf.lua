@@ -126,7 +126,19 @@ local function trs_matrix(t, q, s)
     t[1], t[2], t[3], 1,
   }
 end
+--- Matrix of a translation, rotation and scale, T x R x S (16 numbers,
+-- column-major, computed in double precision).
+-- @function trs_matrix
+-- @tparam table t translation {x, y, z}
+-- @tparam table q unit rotation quaternion {x, y, z, w}
+-- @tparam table s scale {x, y, z}
+-- @treturn table 16 numbers
 M.trs_matrix = trs_matrix
+--- Product a x b of two 4x4 column-major matrices (double precision).
+-- @function mat_mul
+-- @tparam table a 16 numbers
+-- @tparam table b 16 numbers
+-- @treturn table 16 numbers
 M.mat_mul = mat_mul
 
 local function normalize4(q, where, what)
@@ -167,6 +179,15 @@ local function decompose(m, where)
   end
   return t, normalize4({ x, y, z, w }, where, "matrix rotation"), { sx, sy, sz }
 end
+--- Decomposes an affine matrix without shear into translation, rotation
+-- and scale (a negative determinant puts the reflection in scale x).
+-- @function decompose
+-- @tparam table m 16 numbers, column-major
+-- @tparam string where context for error messages
+-- @treturn table translation {x, y, z}
+-- @treturn table rotation, a unit quaternion {x, y, z, w}
+-- @treturn table scale {x, y, z}
+-- @raise `limber.gltf: <where>: matrix has a zero scale`
 M.decompose = decompose
 
 -- ---- URIs and files ----------------------------------------------------------
@@ -223,6 +244,8 @@ local INTERP <const> = { LINEAR = true, STEP = true, CUBICSPLINE = true }
 local Loader = {}
 Loader.__index = Loader
 
+--- Counts `bytes` against opts.max_bytes; raises when over the limit.
+-- @local
 function Loader:take(where, bytes)
   self.used = self.used + bytes
   if self.used > self.max_bytes then
@@ -231,6 +254,8 @@ function Loader:take(where, bytes)
   end
 end
 
+--- Reads every buffer (GLB BIN chunk, data: URI or file) into self.buf.
+-- @local
 function Loader:buffers()
   local doc = self.doc
   self.buf = {}
@@ -276,7 +301,8 @@ function Loader:buffers()
   end
 end
 
--- Where a bufferView's bytes are, as the C decoder wants them.
+--- Where a bufferView's bytes are, as the C decoder wants them.
+-- @local
 function Loader:place(desc, view_index, offset)
   local v = self.views[view_index]
   desc.data, desc.data_len = v.buffer.data, v.buffer.len
@@ -285,6 +311,8 @@ function Loader:place(desc, view_index, offset)
   return desc
 end
 
+--- Checks every accessor (types, counts, views, sparse) into self.acc.
+-- @local
 function Loader:accessors()
   self.acc = {}
   for i, a in ipairs(list(self.doc.accessors, "accessors", "accessors")) do
@@ -324,6 +352,7 @@ end
 
 --- Decodes accessor i (1-based) as "f32" or "u32"; `types` lists allowed
 -- glTF types; `float_only` refuses integer component types.
+-- @local
 function Loader:decode(i, kind, where, what, types, float_only)
   local a = self.acc[i]
   local ok_type = false
@@ -343,6 +372,8 @@ function Loader:decode(i, kind, where, what, types, float_only)
   return buf
 end
 
+--- Checks the node tree (children, matrix or TRS, no cycles) into asset.nodes.
+-- @local
 function Loader:nodes()
   local nodes = {}
   local raw = list(self.doc.nodes, "nodes", "nodes")
@@ -415,6 +446,8 @@ local ATTR_TYPES <const> = {
   POSITION = { "VEC3" }, NORMAL = { "VEC3" }, TANGENT = { "VEC4" }, COLOR_0 = { "VEC3", "VEC4" },
 }
 
+--- Checks and decodes every mesh primitive into asset.meshes.
+-- @local
 function Loader:meshes()
   local meshes = {}
   for m, mesh in ipairs(list(self.doc.meshes, "meshes", "meshes")) do
@@ -480,6 +513,8 @@ function Loader:meshes()
   self.asset.meshes = meshes
 end
 
+--- Checks every skin (joints, inverse bind matrices) into asset.skins.
+-- @local
 function Loader:skins()
   local nodes = self.asset.nodes
   local skins = {}
@@ -511,9 +546,10 @@ function Loader:skins()
   self.asset.skins = skins
 end
 
--- Groups skins that share joints and builds one limber skeleton per group:
+--- Groups skins that share joints and builds one limber skeleton per group:
 -- every node on the paths from the joints up to their lowest common
 -- ancestor (included), parent-before-child.
+-- @local
 function Loader:skeletons()
   local asset, nodes, skins = self.asset, self.asset.nodes, self.asset.skins
   local group = {}
@@ -640,6 +676,8 @@ function Loader:skeletons()
   end
 end
 
+--- Checks every animation (samplers, channels) into asset.animations.
+-- @local
 function Loader:animations()
   local asset, nodes = self.asset, self.asset.nodes
   local anims = {}

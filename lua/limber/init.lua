@@ -11,8 +11,11 @@ local core = require "limber.core"
 
 local M = {}
 
+--- The C module `limber.core` (flat objects and kernels; see its page).
 M.core = core
+--- Version string of the C module (for example "0.1.0").
 M._VERSION = core._VERSION
+--- Largest joint count of a skeleton or skin (65535).
 M.MAX_JOINTS = core.MAX_JOINTS
 
 local function fail(msg, level)
@@ -97,7 +100,7 @@ end
 -- blenders in one call for all instances; `pose:local_to_model()` computes
 -- every model matrix in one call.
 -- @tparam limber.Skeleton skeleton
--- @tparam integer instances
+-- @tparam[opt=1] integer instances in [1, 2^24]
 -- @treturn limber.Pose
 function M.pose(skeleton, instances)
   return core.pose(skeleton, instances or 1)
@@ -156,7 +159,11 @@ function M.palette(pose, opts)
 end
 
 --- A new typed buffer: `type` "f32", "u8", "u16" or "u32", `width` scalars
--- per element, and a count or a flat table of values.
+-- per element, and a count or a flat table of values (see `limber.core.buffer`).
+-- @tparam string type_name "f32", "u8", "u16" or "u32"
+-- @tparam integer width scalars per element, in [1, 64]
+-- @tparam integer|table count_or_values element count (zeroed), or a flat
+-- table whose length is a multiple of width
 -- @treturn limber.Buffer
 function M.buffer(type_name, width, count_or_values)
   return core.buffer(type_name, width, count_or_values)

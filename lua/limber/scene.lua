@@ -269,6 +269,9 @@ function Scene:set_parent(id, parent, slot, follow)
 end
 
 --- Moves node `id` to another slot of the same parent (nil: the parent's origin).
+-- @tparam integer id
+-- @tparam[opt] string slot
+-- @tparam[opt] string follow "full" (default), "rigid" or "translation"
 function Scene:set_slot(id, slot, follow)
   check_id(self, id, "node", 2)
   follow = check_follow(follow, 2)
@@ -278,21 +281,30 @@ function Scene:set_slot(id, slot, follow)
 end
 
 --- Parent id (0 = none), slot name (or nil) and follow mode of a node.
+-- @tparam integer id
+-- @treturn integer parent
+-- @treturn string|nil slot
+-- @treturn string follow
 function Scene:parent(id)
   check_id(self, id, "node", 2)
   return self.parents[id], self.slot[id] or nil, self.follow[id]
 end
 
 --- True when `id` names a live node.
+-- @param id any value
+-- @treturn boolean
 function Scene:exists(id)
   return self.alive[id] == true
 end
 
 --- Number of direct children of a node (0 for a leaf): `scene:child_count(id)`.
+-- @tparam integer id
+-- @treturn integer
 -- @function Scene:child_count
 Scene.child_count = C.child_count
 
 --- Number of live nodes.
+-- @treturn integer
 function Scene:size()
   return self.count
 end
@@ -325,22 +337,43 @@ end
 
 --- Sets translation {x,y,z}, rotation {x,y,z,w} (normalised) and scale
 -- {x,y,z} relative to the base; nil keeps a component.
+-- @tparam integer id
+-- @tparam[opt] table t {x, y, z}
+-- @tparam[opt] table r {x, y, z, w}; a zero quaternion is refused
+-- @tparam[opt] table s {x, y, z}
 -- @function Scene:set_srt
 Scene.set_srt = C.set_srt
 
 --- Sets the translation from three numbers: `scene:set_translation(id, x, y, z)`.
+-- @tparam integer id
+-- @tparam number x
+-- @tparam number y
+-- @tparam number z
 -- @function Scene:set_translation
 Scene.set_translation = C.set_t
 
 --- Sets the rotation from a quaternion: `scene:set_rotation(id, x, y, z, w)` (normalised).
+-- @tparam integer id
+-- @tparam number x
+-- @tparam number y
+-- @tparam number z
+-- @tparam number w
 -- @function Scene:set_rotation
 Scene.set_rotation = C.set_r
 
 --- Sets the scale: `scene:set_scale(id, x [, y, z])` (y and z default to x).
+-- @tparam integer id
+-- @tparam number x
+-- @tparam[opt] number y
+-- @tparam[opt] number z
 -- @function Scene:set_scale
 Scene.set_scale = C.set_s
 
 --- Translation, rotation and scale tables of a node.
+-- @tparam integer id
+-- @treturn table translation {x, y, z}
+-- @treturn table rotation {x, y, z, w}
+-- @treturn table scale {x, y, z}
 -- @function Scene:srt
 Scene.srt = C.srt
 
@@ -368,12 +401,15 @@ Scene.changed = C.changed
 
 --- True when the world matrix of `id` changed in the last update (for a
 -- leaf: it changed itself or its parent's world changed).
+-- @tparam integer id
+-- @treturn boolean
 -- @function Scene:has_changed
 Scene.has_changed = C.has_changed
 
 --- Statistics of the last update: `pass` (nodes computed by the C pass),
 -- `cached` (the cached order was reused), `cache` (its size), `frame`
 -- (updates so far), `changed`, `pending` (changes waiting for the next update).
+-- @treturn table
 function Scene:stats()
   local pass, cached, cache, frame, changed, pending = self.store:stats()
   return { pass = pass, cached = cached, cache = cache, frame = frame, changed = changed,
@@ -384,23 +420,35 @@ end
 -- in `out` if given. A leaf is recomputed here only if it changed at an
 -- update or its parent's world changed since it was last computed.
 -- `scene:world(id [, out])`.
+-- @tparam integer id
+-- @tparam[opt] table out
+-- @treturn table 16 numbers
 -- @function Scene:world
 Scene.world = C.world
 
 --- Makes the stored world matrix of `id` current (leaves on demand), for
 -- readers of `worlds()`.
+-- @tparam integer id
 -- @function Scene:refresh
 Scene.refresh = C.refresh
 
---- Copies the world matrices of `ids[1 .. count]` (leaves on demand) into
+--- Copies the world matrices of `ids[1]` to `ids[count]` (leaves on demand) into
 -- elements `first ..` of an f32 limber.Buffer of width 16 (default first 1),
 -- in one call: `scene:gather(ids, count, buffer [, first])`, e.g. for a
 -- renderer's instance buffer. Every id is checked before anything is written.
+-- @tparam table ids
+-- @tparam integer count
+-- @tparam limber.Buffer buffer f32, width 16, writable
+-- @tparam[opt=1] integer first
 -- @function Scene:gather
 Scene.gather = C.gather
 
 --- World matrix of slot `name` of node `id` (a node with a slot table or a
 -- prefab): world(id) x slot matrix. For a prefab, the world of an inner node.
+-- @tparam integer id
+-- @tparam string name
+-- @tparam[opt] table out
+-- @treturn table 16 numbers
 function Scene:slot_world(id, name, out)
   check_id(self, id, "node", 2)
   local prov = self.provider[id]
@@ -415,6 +463,7 @@ end
 -- identity of "no parent" (stride 128 bytes). Leaves are current only after
 -- `refresh(id)` or `world(id)`; the view is valid until the scene grows
 -- (creating nodes beyond its capacity).
+-- @treturn limber.Buffer
 function Scene:worlds()
   return self.store:worlds()
 end
