@@ -3,6 +3,8 @@
 -- bytes (measured side by side in one run).
 --
 --   lua5.4 examples/bench_gltf.lua [--json]
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+require "common" -- finds limber: the LuaRocks tree ./lua_modules, or the CMake build (LIMBER_DEV=1)
 local core = require "limber.core"
 local gltf = require "limber.gltf"
 

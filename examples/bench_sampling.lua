@@ -15,8 +15,8 @@
 -- key rate, then a short forward walk). They are scalar and keep times and
 -- values in separate arrays. Also a two-layer blend of all instances.
 -- Usage: lua5.4 examples/bench_sampling.lua [--json] [--frames N]
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
-package.cpath = "build/?.so;" .. package.cpath
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+require "common" -- finds limber: the LuaRocks tree ./lua_modules, or the CMake build (LIMBER_DEV=1)
 local limber = require "limber"
 local anim = require "limber.anim"
 local baseline = require "limber.baseline_sampling"

@@ -9,8 +9,8 @@
 -- matrix of every changed leaf is read (as a renderer would). Figures are the
 -- median CPU time of a frame. "fresh" frames change different random nodes
 -- every frame; "cached" frames change the same nodes as the frame before.
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
-package.cpath = "build/?.so;" .. package.cpath
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+require "common" -- finds limber: the LuaRocks tree ./lua_modules, or the CMake build (LIMBER_DEV=1)
 local scene = require "limber.scene"
 local core = require "limber.core"
 

@@ -11,13 +11,9 @@
 -- normal Buffers, sorted order.
 --
 -- Usage: lua5.4 examples/bench_skinning.lua [--frames N] [--json]
--- Needs a CMake build in build/ (or the LuaRocks tree in lua_modules/ plus
--- build/limber/baseline_skin.so).
 local root = (arg and arg[0] or ""):match("^(.*)examples/[^/]*$") or "./"
-package.path = root .. "lua/?.lua;" .. root .. "lua/?/init.lua;" ..
-  root .. "lua_modules/share/lua/5.4/?.lua;" .. root .. "lua_modules/share/lua/5.4/?/init.lua;" ..
-  package.path
-package.cpath = root .. "build/?.so;" .. root .. "lua_modules/lib/lua/5.4/?.so;" .. package.cpath
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+require "common" -- finds limber: the LuaRocks tree ./lua_modules, or the CMake build (LIMBER_DEV=1)
 
 local limber = require "limber"
 local core = limber.core
