@@ -35,7 +35,7 @@ static long ref_decode(const char *in, size_t len, uint8_t *out) {
 }
 
 int lmb_fuzz_base64(const uint8_t *data, size_t size) {
-    char *in = (char *)malloc(size ? size : 1);
+    char *in = (char *)calloc(size ? size : 1, 1);
     size_t cap = lmb_base64_max(size);
     uint8_t *out = (uint8_t *)malloc(cap);
     uint8_t *ref = (uint8_t *)malloc(cap);

@@ -6,23 +6,27 @@
 #
 # Default 60 s each, every harness. Seeds come from the bundled models
 # (fuzz/make_seeds.lua) plus fuzz/regressions/<harness>/; the growing corpus
-# is kept in build-fuzz/corpus/<harness>/ between runs. A crash, hang
-# (-timeout, 10 s) or sanitizer report stops that harness and leaves the input in
-# build-fuzz/artifacts/<harness>/; copy it to fuzz/regressions/<harness>/
+# is kept in $FUZZ_DIR/corpus/<harness>/ between runs (FUZZ_DIR: the build
+# directory, default build-fuzz). A crash, hang (-timeout, 10 s) or
+# sanitizer report stops that harness and leaves the input in
+# $FUZZ_DIR/artifacts/<harness>/; copy it to fuzz/regressions/<harness>/
 # once fixed so every test run replays it. Exits 1 if any harness failed.
 # FUZZ_NICE (default 10) sets the niceness; FUZZ_ARGS adds libFuzzer flags.
+# Needs clang and its fuzzer runtime (Debian: clang, libclang-rt-14-dev),
+# installed by scripts/deps.sh when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
+out="${FUZZ_DIR:-build-fuzz}"
 shift || true
 bash scripts/deps.sh clang libclang-rt-14-dev
 
-CC=clang cmake -S . -B build-fuzz -DLIMBER_FUZZ=ON -DLIMBER_WERROR=ON \
+CC=clang cmake -S . -B "$out" -DLIMBER_FUZZ=ON -DLIMBER_WERROR=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-nice -n "${FUZZ_NICE:-10}" cmake --build build-fuzz -j "$(nproc)" >/dev/null
+nice -n "${FUZZ_NICE:-10}" cmake --build "$out" -j "$(nproc)" >/dev/null
 
-rm -rf build-fuzz/seeds
-lua5.4 fuzz/make_seeds.lua build-fuzz/seeds >/dev/null
+rm -rf "$out/seeds"
+lua5.4 fuzz/make_seeds.lua "$out/seeds" >/dev/null
 
 if [ $# -gt 0 ]; then
   harnesses=("$@")
@@ -36,21 +40,21 @@ fi
 
 failed=()
 for h in "${harnesses[@]}"; do
-  mkdir -p "build-fuzz/corpus/$h" "build-fuzz/artifacts/$h" "build-fuzz/seeds/$h"
-  dirs=("build-fuzz/corpus/$h" "build-fuzz/seeds/$h")
+  mkdir -p "$out/corpus/$h" "$out/artifacts/$h" "$out/seeds/$h"
+  dirs=("$out/corpus/$h" "$out/seeds/$h")
   [ -d "fuzz/regressions/$h" ] && dirs+=("fuzz/regressions/$h")
   echo "== fuzz_$h for ${secs} s"
   # shellcheck disable=SC2086
-  if nice -n "${FUZZ_NICE:-10}" "build-fuzz/fuzz_$h" -max_total_time="$secs" -timeout=10 \
+  if nice -n "${FUZZ_NICE:-10}" "$out/fuzz_$h" -max_total_time="$secs" -timeout=10 \
       -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
-      -artifact_prefix="build-fuzz/artifacts/$h/" ${FUZZ_ARGS:-} "${dirs[@]}" \
-      >"build-fuzz/fuzz_$h.log" 2>&1; then
-    grep -E "stat::number_of_executed_units|stat::new_units_added" "build-fuzz/fuzz_$h.log" \
+      -artifact_prefix="$out/artifacts/$h/" ${FUZZ_ARGS:-} "${dirs[@]}" \
+      >"$out/fuzz_$h.log" 2>&1; then
+    grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/fuzz_$h.log" \
       | tr '\n' ' '
     echo
   else
-    echo "fuzz_$h FAILED: see build-fuzz/fuzz_$h.log and build-fuzz/artifacts/$h/"
-    grep -E "ERROR|SUMMARY|fuzz oracle|runtime error" "build-fuzz/fuzz_$h.log" | head -5 || true
+    echo "fuzz_$h FAILED: see $out/fuzz_$h.log and $out/artifacts/$h/"
+    grep -E "ERROR|SUMMARY|fuzz oracle|runtime error" "$out/fuzz_$h.log" | head -5 || true
     failed+=("$h")
   fi
 done
