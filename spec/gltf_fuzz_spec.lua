@@ -172,9 +172,9 @@ local function edit_json(doc)
     elseif r < 0.7 and #tabs > 0 then -- drop a key or an element
       local s = tabs[math.random(#tabs)]
       local t = s[1][s[2]]
-      if type(t) ~= "table" then -- removed by an earlier edit
-      elseif #t > 0 then table.remove(t, math.random(#t))
-      else
+      if type(t) == "table" and #t > 0 then
+        table.remove(t, math.random(#t))
+      elseif type(t) == "table" then -- (t may have been replaced by an earlier edit)
         local keys = {}
         for k in pairs(t) do keys[#keys + 1] = k end
         if #keys > 0 then t[keys[math.random(#keys)]] = nil end

@@ -98,8 +98,9 @@ local function numbers(v, n, where, what)
   local out = {}
   for k = 1, n do
     local x = v[k]
-    if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
-      fail(where, "%s[%d] is not a finite number", what, k - 1)
+    -- limber stores transforms as floats: 1e39 is finite here but not there
+    if type(x) ~= "number" or x ~= x or math.abs(x) > 3.4028234663852886e38 then
+      fail(where, "%s[%d] is not a finite number within float range", what, k - 1)
     end
     out[k] = x
   end
