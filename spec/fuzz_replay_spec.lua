@@ -36,7 +36,7 @@ setup(function()
   if not driver then
     driver = tmpdir .. "/limber_fuzz_replay"
     local ok, out = sh(("${CC:-cc} -std=c99 -O1 -Icsrc -DCGLM_ALL_UNALIGNED "
-      .. "-D_POSIX_C_SOURCE=200809L fuzz/*.c csrc/gltf.c csrc/skeleton.c csrc/limber.c -lm -o '%s'")
+      .. "-D_POSIX_C_SOURCE=200809L fuzz/*.c csrc/gltf.c csrc/skeleton.c csrc/image.c csrc/limber.c -lm -o '%s'")
       :format(driver))
     assert(ok, "compiling the replay driver failed:\n" .. out)
   end
@@ -63,7 +63,7 @@ describe("fuzz regression corpus", function()
     assert.is_true(ok, out)
     ok, out = sh(("'%s' '%s/seeds'"):format(driver, tmpdir))
     assert.is_true(ok, out)
-    for _, h in ipairs { "glb", "base64", "accessor", "sparse", "influences", "skeleton" } do
+    for _, h in ipairs { "glb", "base64", "accessor", "sparse", "influences", "skeleton", "image" } do
       local n = tonumber(out:match(h .. ": (%d+) inputs replayed"))
       assert.is_true(n and n > 0, h .. " has no seeds:\n" .. out)
     end
