@@ -44,5 +44,8 @@ if [ "${LIMBER_TEST_QUICK:-0}" != "1" ]; then
       "fuzz pass skipped (the regression corpus was still replayed above)"
   fi
   rm -rf "$probe"
+
+  echo "== valgrind memcheck (examples/smoke.lua)"
+  bash scripts/valgrind.sh
 fi
 echo "== all tests passed"
