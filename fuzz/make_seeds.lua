@@ -27,7 +27,7 @@ end
 
 local written = {}
 local function write(harness, name, bytes)
-  os.execute(("mkdir -p '%s/%s'"):format(out, harness))
+  if not written[harness] then assert(os.execute(("mkdir -p '%s/%s'"):format(out, harness))) end
   local f = assert(io.open(("%s/%s/%s"):format(out, harness, name), "wb"))
   f:write(bytes)
   f:close()
