@@ -464,3 +464,28 @@ describe("hostile: skin weights and joint indices", function()
     end)
   end)
 end)
+
+-- ---- findings of spec/gltf_fuzz_spec.lua, kept as plain cases -------------------
+
+describe("hostile: glTF fuzz findings", function()
+  it("refuses a node matrix that is not affine (it used to load, then gltf.pose failed)", function()
+    local doc = new_doc()
+    doc.nodes = { { children = { 1 }, matrix = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0.5, 0, 0, 0, 1 } }, {} }
+    doc.skins[1] = { joints = { 1 } }
+    refused("nodes[0]: matrix is not affine (its last row must be 0 0 0 1)", function() load(doc) end)
+    -- within 1e-6 it is accepted and made exact
+    doc.nodes[1].matrix[12] = 1e-9
+    local asset = load(doc)
+    assert.are.equal(0, asset.nodes[1].matrix[12])
+    gltf.pose(asset, 1):local_to_model()
+  end)
+
+  it("refuses JSON arrays where objects are expected (it used to raise a Lua type error)", function()
+    local doc = skinned_doc({ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, { 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0 }, 1)
+    doc.meshes[1].primitives[1].attributes = { 0, 1 }
+    refused("meshes[0].primitives[0]: attributes must be an object", function() load(doc) end)
+    doc = new_doc()
+    doc.asset = { "2.0" }
+    refused("asset: asset must be an object", function() load(doc) end)
+  end)
+end)
