@@ -3,7 +3,7 @@
 # runs busted (Lua 5.4) and luacheck, then builds with ASan + UBSan and runs
 # the specs again under the sanitizers (with the fuzz regression corpus
 # replayed by the sanitized driver), then runs each libFuzzer harness for
-# 10 s (about 60 s in all) and a representative program under valgrind.
+# 8 s (about 60 s in all) and a representative program under valgrind.
 # Set LIMBER_TEST_QUICK=1 to skip the sanitizer, fuzz and valgrind passes.
 # The fuzz pass needs clang's libFuzzer runtime: on CI (CI=true) deps.sh
 # installs clang and libclang-rt-14-dev (about 40 MB of packages, so only
@@ -30,7 +30,7 @@ if [ "${LIMBER_TEST_QUICK:-0}" != "1" ]; then
     LIMBER_FUZZ_REPLAY="$PWD/build-asan/limber_fuzz_replay" \
     busted --run=asan --exclude-tags=slow,nosan "$@"
 
-  echo "== libFuzzer harnesses, 10 s each"
+  echo "== libFuzzer harnesses, 8 s each (about 60 s in all)"
   [ "${CI:-}" = "true" ] && bash scripts/deps.sh clang libclang-rt-14-dev
   probe="$(mktemp -d)"
   printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n);\n%s\n' \
@@ -38,7 +38,7 @@ if [ "${LIMBER_TEST_QUICK:-0}" != "1" ]; then
     >"$probe/p.c"
   if command -v clang >/dev/null && clang -fsanitize=fuzzer "$probe/p.c" -o "$probe/p" 2>/dev/null
   then
-    FUZZ_DIR=build-fuzz-ci bash scripts/fuzz.sh 10
+    FUZZ_DIR=build-fuzz-ci bash scripts/fuzz.sh 8
   else
     echo "note: clang's libFuzzer runtime is missing (Debian: clang libclang-rt-14-dev);" \
       "fuzz pass skipped (the regression corpus was still replayed above)"
