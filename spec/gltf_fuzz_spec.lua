@@ -88,17 +88,49 @@ local function check_asset(asset)
       assert(prim.max_joint < #asset.skins[sn.skin].joints, "mesh joint beyond its skin")
     end
   end
+  -- Poses and palettes must always compute; their values must be finite
+  -- when the inputs are moderate (a valid file may hold an inverse bind or
+  -- scale of 3e38, whose products overflow float: garbage in, inf out).
+  local function moderate_nodes(entry)
+    -- largest |scale| accumulated down each chain, and translations, below 1e6
+    local root = entry.root_parent and nodes[entry.root_parent].world
+    local reach = { [0] = 1 }
+    if root then
+      for k = 1, 16 do
+        if math.abs(root[k]) > 1e6 then return false end
+        reach[0] = math.max(reach[0], math.abs(root[k]))
+      end
+    end
+    for j, p in ipairs(entry.skeleton:parents()) do
+      local node = nodes[entry.nodes[j]]
+      local sc = 1
+      for k = 1, 3 do
+        if math.abs(node.translation[k]) > 1e6 then return false end
+        sc = math.max(sc, math.abs(node.scale[k]))
+      end
+      reach[j] = reach[p] * sc
+      if reach[j] > 1e6 then return false end
+    end
+    return true
+  end
   for s, entry in ipairs(asset.skeletons) do
     local pose = gltf.pose(asset, s, 2)
     pose:local_to_model()
+    local moderate = moderate_nodes(entry)
     for j = 1, entry.skeleton:count(), math.max(1, entry.skeleton:count() // 32) do
-      all_finite(pose:model(2, j), 16, "model matrix")
+      local m = pose:model(2, j)
+      if moderate then all_finite(m, 16, "model matrix") end
     end
     for k, skin in ipairs(asset.skins) do
       if skin.skeleton == s then
         local pal = gltf.palette(asset, k, pose)
         pal:update()
-        all_finite(pal:get(1, 1), 16, "palette")
+        local ibm_ok = true
+        if skin.inverse_binds then
+          local lo, hi = core.gltf_stats(skin.inverse_binds)
+          ibm_ok = math.abs(lo) <= 1e6 and math.abs(hi) <= 1e6
+        end
+        if moderate and ibm_ok then all_finite(pal:get(1, 1), 16, "palette") end
       end
     end
   end
