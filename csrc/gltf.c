@@ -2,6 +2,7 @@
  * every bound checked before reading (see gltf.h). */
 #include "gltf.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -248,13 +249,17 @@ void lmb_accessor_read_u32(const lmb_accessor *a, uint32_t *out) {
         memset(out, 0, total * sizeof(uint32_t));
         return;
     }
+    uint32_t rows, cols;
+    shape(a, &rows, &cols);
     size_t cs = comp_size(a->component_type), es = lmb_accessor_element_size(a);
+    size_t col_bytes = a->is_matrix ? lmb_align_up(rows * cs, 4) : rows * cs;
     size_t stride = a->view_stride ? a->view_stride : es;
     const uint8_t *base = a->data + a->view_offset + a->offset;
     for (size_t i = 0; i < a->count; i++) {
         const uint8_t *e = base + i * stride;
         for (uint32_t c = 0; c < a->components; c++) {
-            const uint8_t *p = e + c * cs;
+            /* matrix columns are padded to 4 bytes, as in lmb_accessor_read_f32 */
+            const uint8_t *p = e + (c / rows) * col_bytes + (c % rows) * cs;
             uint32_t v;
             switch (a->component_type) {
             case LMB_GLTF_U8: v = p[0]; break;
@@ -322,7 +327,8 @@ lmb_status lmb_skin_influences(size_t count, const uint32_t *j0, const float *w0
             }
         }
         for (int k = 0; k < n; k++) {
-            if (!(ww[k] >= 0.0f) || jj[k] >= LMB_MAX_JOINTS) {
+            /* +inf would pass ">= 0" and turn the renormalised weights into NaN */
+            if (!(ww[k] >= 0.0f && ww[k] <= FLT_MAX) || jj[k] >= LMB_MAX_JOINTS) {
                 *bad = v;
                 return LMB_ERANGE;
             }

@@ -96,7 +96,7 @@ lmb_status lmb_sparse_apply_u32(uint32_t *out, size_t count, uint32_t components
  * WEIGHTS_1 (j1/w1 NULL when absent) into 4 influences per vertex: the 4
  * largest weights (ties keep the earlier influence), renormalised to sum 1.
  * A vertex whose weights are all zero gets weight 1 on its first joint.
- * Weights must be >= 0 (*bad = vertex otherwise, LMB_ERANGE). *max_joint
+ * Weights must be finite and >= 0 (*bad = vertex otherwise, LMB_ERANGE). *max_joint
  * receives the largest joint index of any influence, so the caller can
  * compare it with each skin that uses the mesh. */
 lmb_status lmb_skin_influences(size_t count, const uint32_t *j0, const float *w0,

@@ -90,6 +90,10 @@ void lmb_image_lines(lmb_image *img, const float view[16], const float *pts, uin
         float dx = b[0] - a[0], dy = b[1] - a[1];
         float steps = fmaxf(fabsf(dx), fabsf(dy));
         if (!isfinite(steps) || steps > 4.0f * LMB_IMAGE_MAX_SIDE) continue;
+        /* NaN or far away (fmaxf above ignores a NaN): the int casts below would overflow */
+        if (!(fabsf(a[0]) < 1e9f && fabsf(a[1]) < 1e9f && fabsf(b[0]) < 1e9f &&
+              fabsf(b[1]) < 1e9f))
+            continue;
         int n = (int)ceilf(steps) + 1;
         for (int s = 0; s <= n; s++) {
             float f = (float)s / (float)n;

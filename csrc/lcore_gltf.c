@@ -215,7 +215,7 @@ static int l_influences(lua_State *L) {
                             w1 ? (const float *)w1->data : NULL, (uint16_t *)oj->data,
                             (float *)ow->data, &maxj, &bad) != LMB_OK)
         return gerr(L,
-                    "limber.gltf: %s: vertex %I has a negative weight or a joint index "
+                    "limber.gltf: %s: vertex %I has a negative or infinite weight or a joint index "
                     "above %I",
                     where, (lua_Integer)bad, (lua_Integer)LMB_MAX_JOINTS - 1);
     lua_pushinteger(L, maxj);

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds with LuaRocks,
-# runs busted (Lua 5.4), luacheck and LDoc (scripts/docs.sh: the API
-# reference renders without warnings), then builds with ASan + UBSan and
-# runs the specs again under the sanitizers.
-# Set LIMBER_TEST_QUICK=1 to skip the sanitizer pass.
+# runs busted (Lua 5.4), luacheck and LDoc (scripts/docs.sh: the API reference
+# renders without warnings), then builds with ASan + UBSan and runs
+# the specs again under the sanitizers (with the fuzz regression corpus
+# replayed by the sanitized driver), then runs each libFuzzer harness for
+# 8 s (about 60 s in all) and a representative program under valgrind.
+# Set LIMBER_TEST_QUICK=1 to skip the sanitizer, fuzz and valgrind passes.
+# The fuzz pass needs clang's libFuzzer runtime: on CI (CI=true) deps.sh
+# installs clang and libclang-rt-14-dev (about 40 MB of packages, so only
+# there); elsewhere it runs when the runtime is present and is skipped with
+# a note otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
@@ -25,6 +31,25 @@ if [ "${LIMBER_TEST_QUICK:-0}" != "1" ]; then
   LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     LSAN_OPTIONS=suppressions="$PWD/spec/lsan.supp" \
+    LIMBER_FUZZ_REPLAY="$PWD/build-asan/limber_fuzz_replay" \
     busted --run=asan --exclude-tags=slow,nosan "$@"
+
+  echo "== libFuzzer harnesses, 8 s each (about 60 s in all)"
+  [ "${CI:-}" = "true" ] && bash scripts/deps.sh clang libclang-rt-14-dev
+  probe="$(mktemp -d)"
+  printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n);\n%s\n' \
+    'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return d && n; }' \
+    >"$probe/p.c"
+  if command -v clang >/dev/null && clang -fsanitize=fuzzer "$probe/p.c" -o "$probe/p" 2>/dev/null
+  then
+    FUZZ_DIR=build-fuzz-ci bash scripts/fuzz.sh 8
+  else
+    echo "note: clang's libFuzzer runtime is missing (Debian: clang libclang-rt-14-dev);" \
+      "fuzz pass skipped (the regression corpus was still replayed above)"
+  fi
+  rm -rf "$probe"
+
+  echo "== valgrind memcheck (examples/smoke.lua)"
+  bash scripts/valgrind.sh
 fi
 echo "== all tests passed"

@@ -78,7 +78,10 @@ local function list(v, where, what)
 end
 
 local function object(v, where, what)
-  if type(v) ~= "table" then fail(where, "%s must be an object", what) end
+  -- a JSON array decodes to a table too: its keys are integers, not names
+  if type(v) ~= "table" or next(v) ~= nil and type(next(v)) ~= "string" then
+    fail(where, "%s must be an object", what)
+  end
   return v
 end
 
@@ -95,8 +98,9 @@ local function numbers(v, n, where, what)
   local out = {}
   for k = 1, n do
     local x = v[k]
-    if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
-      fail(where, "%s[%d] is not a finite number", what, k - 1)
+    -- limber stores transforms as floats: 1e39 is finite here but not there
+    if type(x) ~= "number" or x ~= x or math.abs(x) > 3.4028234663852886e38 then
+      fail(where, "%s[%d] is not a finite number within float range", what, k - 1)
     end
     out[k] = x
   end
@@ -398,6 +402,12 @@ function Loader:nodes()
     if n.matrix ~= nil then
       if n.translation or n.rotation or n.scale then fail(where, "has both matrix and TRS") end
       node.matrix = numbers(n.matrix, 16, where, "matrix")
+      local m = node.matrix
+      if math.abs(m[4]) > 1e-6 or math.abs(m[8]) > 1e-6 or math.abs(m[12]) > 1e-6
+          or math.abs(m[16] - 1) > 1e-6 then
+        fail(where, "matrix is not affine (its last row must be 0 0 0 1)")
+      end
+      m[4], m[8], m[12], m[16] = 0, 0, 0, 1
       node.translation, node.rotation, node.scale = decompose(node.matrix, where)
     else
       node.translation = n.translation and numbers(n.translation, 3, where, "translation") or { 0, 0, 0 }
