@@ -488,3 +488,51 @@ describe("hostile: glTF fuzz findings", function()
     refused("asset: asset must be an object", function() load(doc) end)
   end)
 end)
+
+describe("hostile: clips and scenes", function()
+  local anim = require "limber.anim"
+  local scene = require "limber.scene"
+
+  it("plays empty and single-key (zero-duration) clips, looping and backwards, to finite poses", function()
+    local skel = limber.skeleton({ { name = "a", translation = { 1, 1, 1 } }, { name = "b", parent = "a" } })
+    local empty = anim.clip({ tracks = {} }, skel)
+    local one = anim.clip({ tracks = {
+      { joint = 2, path = "translation", times = { 0 }, values = { 1, 2, 3 } },
+      { joint = 1, path = "rotation", times = { 0 }, values = { 0, 0, 1, 1 } } } }, skel)
+    assert.equal(0, empty:duration())
+    assert.equal(0, one:duration())
+    local pose = limber.pose(skel, 3)
+    local crowd = anim.crowd(pose, { empty, one })
+    crowd:player(1):play(1, { loop = true })
+    crowd:player(2):play(2, { loop = true, rate = -1 })
+    crowd:player(3):play(2, { loop = false, rate = 3 })
+    for _ = 1, 5 do crowd:advance(1 / 60) crowd:evaluate() end
+    pose:local_to_model()
+    -- the empty clip leaves the rest pose, the single key holds its value at every time
+    assert.near(H.reference_models({ 0, 1 }, { { { 1, 1, 1 }, { 0, 0, 0, 1 }, { 1, 1, 1 } },
+      { { 0, 0, 0 }, { 0, 0, 0, 1 }, { 1, 1, 1 } } })[2], pose:model(1, 2), 1e-6)
+    local ref = H.reference_models({ 0, 1 }, { { { 1, 1, 1 }, { 0, 0, 1, 1 }, { 1, 1, 1 } },
+      { { 1, 2, 3 }, { 0, 0, 0, 1 }, { 1, 1, 1 } } })[2]
+    assert.near(ref, pose:model(2, 2), 1e-5)
+    assert.near(ref, pose:model(3, 2), 1e-5)
+    assert.equal(0, crowd:player(2):time())
+  end)
+
+  it("updates a 100,000-deep scene chain without exhausting the C stack", function()
+    local sc = scene.new({ capacity = 1024 })
+    local id = 0
+    local first
+    for _ = 1, 100000 do
+      id = sc:create({ parent = id, translation = { 0, 1, 0 } })
+      first = first or id
+    end
+    sc:update()
+    assert.near({ 0, 100000, 0 }, { table.unpack(sc:world(id), 13, 15) }, 1e-2)
+    sc:set_translation(first, 5, 1, 0)            -- moves the whole chain
+    sc:update()
+    assert.near({ 5, 100000, 0 }, { table.unpack(sc:world(id), 13, 15) }, 1e-2)
+    assert.error_matches(function() sc:set_parent(first, id) end, "cycle refused", 1, true)
+    assert.near({ 5, 100000, 0 }, { table.unpack(sc:world(id), 13, 15) }, 1e-2)
+    assert.equal(100000, sc:destroy(first))
+  end)
+end)
