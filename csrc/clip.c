@@ -84,7 +84,7 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
             uint32_t off = tr->interp == LMB_CUBIC ? 5 : 1;
             for (uint32_t i = 0; i < n; i++) {
                 float *q = rec + (size_t)i * st + off;
-                double q0 = q[0], q1 = q[1], q2 = q[2], q3 = q[3];
+                double q0 = (double)q[0], q1 = (double)q[1], q2 = (double)q[2], q3 = (double)q[3];
                 double len = sqrt(q0 * q0 + q1 * q1 + q2 * q2 + q3 * q3);
                 if (!(len > 1e-6)) {
                     *key = i;
@@ -175,7 +175,7 @@ static int dense_qualifies(const lmb_clip *c, double *dt) {
         if (tr->times != t0->times || tr->key_count != n || tr->interp != t0->interp) return 0;
     }
     const float *tm = c->times + t0->times;
-    double first = tm[0], d = ((double)tm[n - 1] - first) / (double)(n - 1);
+    double first = (double)tm[0], d = ((double)tm[n - 1] - first) / (double)(n - 1);
     if (!(d > 0.0)) return 0;
     for (uint32_t k = 0; k < n; k++) {
         double grid = first + d * (double)k, dev = fabs((double)tm[k] - grid);

@@ -123,7 +123,7 @@ lmb_status lmb_hier_set_srt(lmb_hier *h, uint32_t id, const float *t, const floa
     float *d = h->node[id].srt;
     float q[4];
     if (r) {
-        double r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
+        double r0 = (double)r[0], r1 = (double)r[1], r2 = (double)r[2], r3 = (double)r[3];
         double len = sqrt(r0 * r0 + r1 * r1 + r2 * r2 + r3 * r3);
         if (!(len > 1e-12) || !isfinite(len)) return LMB_EINVAL;
         for (int k = 0; k < 4; k++) q[k] = (float)((double)r[k] / len);
