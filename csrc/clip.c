@@ -52,7 +52,9 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
         uint32_t per_key = tr->interp == LMB_CUBIC ? 3 * w : w;
         uint32_t st = per_key + 1;
         *track = tr->input;
-        if (n == 0 || (w != 3 && w != 4) || tr->times > c->key_total ||
+        int width_ok = tr->path == LMB_PATH_F ? (tr->is_node && w >= 1 && w <= LMB_FLOAT_WIDTH)
+                                              : w == (tr->path == LMB_PATH_R ? 4u : 3u);
+        if (n == 0 || !width_ok || tr->times > c->key_total ||
             n > c->key_total - tr->times || tr->values > c->value_total ||
             (uint64_t)n * st > (uint64_t)(c->value_total - tr->values)) {
             *key = 0;
@@ -306,6 +308,10 @@ uint32_t lmb_key_find_slow(const float *times, uint32_t n, float t, uint32_t *cu
 }
 
 static inline void copy_value(float *out, const float *v, uint32_t w) {
+    if (w != 3 && w != 4) { /* float tracks: any width, never read past it */
+        for (uint32_t m = 0; m < w; m++) out[m] = v[m];
+        return;
+    }
     out[0] = v[0], out[1] = v[1], out[2] = v[2];
     if (w == 4) out[3] = v[3];
 }
@@ -363,15 +369,19 @@ static inline __attribute__((always_inline)) void sample_inline(const lmb_clip *
         for (uint32_t m = 0; m < w; m++)
             out[m] = h00 * a[1 + w + m] + h10 * a[1 + 2 * w + m] + h01 * b[1 + w + m] +
                      h11 * b[1 + m];
-        if (w == 4) normalize4(out);
+        if (tr->path == LMB_PATH_R) normalize4(out);
         return;
     }
     if (tr->interp == LMB_STEP) {
         copy_value(out, a + 1, w);
         return;
     }
-    if (w == 4) {
+    if (tr->path == LMB_PATH_R) {
         quat_interp(out, a + 1, b + 1, s);
+        return;
+    }
+    if (w != 3) { /* float tracks: any width */
+        for (uint32_t m = 0; m < w; m++) out[m] = a[1 + m] + (b[1 + m] - a[1 + m]) * s;
         return;
     }
     out[0] = a[1] + (b[1] - a[1]) * s;

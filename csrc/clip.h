@@ -36,7 +36,10 @@
 
 #include "pose.h"
 
-enum { LMB_PATH_T = 0, LMB_PATH_R = 1, LMB_PATH_S = 2 };
+/* LMB_PATH_F: a float track of 1 .. LMB_FLOAT_WIDTH values per key (e.g. morph
+ * weights), only on node (non-joint) targets: kept and sampled for Lua. */
+enum { LMB_PATH_T = 0, LMB_PATH_R = 1, LMB_PATH_S = 2, LMB_PATH_F = 3 };
+#define LMB_FLOAT_WIDTH 16
 enum { LMB_STEP = 0, LMB_LINEAR = 1, LMB_CUBIC = 2 };
 
 /* Quaternion keys whose dot product is above this are interpolated with
@@ -47,7 +50,7 @@ typedef struct lmb_track {
     uint32_t target;     /* joint index (0-based) or node id, as given */
     uint8_t path;        /* LMB_PATH_* */
     uint8_t interp;      /* LMB_STEP / LMB_LINEAR / LMB_CUBIC */
-    uint8_t width;       /* floats per value: 3 (T, S) or 4 (R) */
+    uint8_t width;       /* floats per value: 3 (T, S), 4 (R), 1 .. LMB_FLOAT_WIDTH (F) */
     uint8_t is_node;     /* 1: not a skeleton joint */
     uint32_t stride;     /* floats per key record: 1 + width (CUBICSPLINE 1 + 3 width) */
     uint32_t key_count;  /* >= 1 */

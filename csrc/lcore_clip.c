@@ -15,7 +15,7 @@
 
 #define PREFIX "limber.anim.clip"
 
-static const char *const path_names[] = {"translation", "rotation", "scale", NULL};
+static const char *const path_names[] = {"translation", "rotation", "scale", "float", NULL};
 static const char *const interp_names[] = {"STEP", "LINEAR", "CUBICSPLINE", NULL};
 
 /* ---- Clip ------------------------------------------------------------- */
@@ -78,6 +78,20 @@ static void push_track_label(lua_State *L, const lmb_track *tr) {
                     (lua_Integer)tr->target + (tr->is_node ? 0 : 1), path_names[tr->path]);
 }
 
+/* The `width` of float track k of the tracks table at index 1 (the track
+ * table is on top of the stack): an integer in [1, LMB_FLOAT_WIDTH], default 1. */
+static size_t track_width(lua_State *L, lua_Integer k) {
+    lua_getfield(L, -1, "width");
+    int isint;
+    lua_Integer w = lua_isnil(L, -1) ? 1 : lua_tointegerx(L, -1, &isint);
+    if (!lua_isnil(L, -1) && !isint) w = 0;
+    lua_pop(L, 1);
+    if (w < 1 || w > LMB_FLOAT_WIDTH)
+        luaL_error(L, PREFIX ": tracks[%I]: float track width must be an integer in [1, %d]", k,
+                   LMB_FLOAT_WIDTH);
+    return (size_t)w;
+}
+
 /** core.clip(tracks [, name [, dense]]): builds an immutable clip. tracks[k] =
  * { joint = j (1-based) | node = id, path = "translation" | "rotation" |
  * "scale", interpolation = "STEP" | "LINEAR" | "CUBICSPLINE" (default
@@ -116,9 +130,15 @@ static int l_clip_new(lua_State *L) {
         for (int m = 0; path && path_names[m]; m++)
             if (strcmp(path, path_names[m]) == 0) pi = m;
         if (pi < 0)
-            return luaL_error(L, PREFIX ": tracks[%I]: path must be \"translation\", \"rotation\" or "
-                              "\"scale\" (got %s)", k, path ? path : luaL_typename(L, -1));
+            return luaL_error(L, PREFIX ": tracks[%I]: path must be \"translation\", \"rotation\", "
+                              "\"scale\" or \"float\" (got %s)", k, path ? path : luaL_typename(L, -1));
         lua_pop(L, 1);
+        size_t fw = 0;
+        if (pi == LMB_PATH_F) {
+            if (tj != LUA_TNIL)
+                return luaL_error(L, PREFIX ": tracks[%I]: float tracks need a node target, not a joint", k);
+            fw = track_width(L, k);
+        }
         lua_getfield(L, -1, "interpolation");
         const char *ip = lua_isnil(L, -1) ? "LINEAR" : lua_tostring(L, -1);
         int ii = -1;
@@ -129,7 +149,7 @@ static int l_clip_new(lua_State *L) {
                               "\"CUBICSPLINE\" (got %s)", k, ip ? ip : luaL_typename(L, -1));
         lua_pop(L, 1);
         size_t nt = field_count(L, k, "times"), nv = field_count(L, k, "values");
-        size_t w = pi == LMB_PATH_R ? 4 : 3, per = ii == LMB_CUBIC ? 3 * w : w;
+        size_t w = pi == LMB_PATH_F ? fw : pi == LMB_PATH_R ? 4 : 3, per = ii == LMB_CUBIC ? 3 * w : w;
         if (nt == 0) return luaL_error(L, PREFIX ": tracks[%I]: no key times", k);
         if (nt > 0x7fffffff || nv != nt * per)
             return luaL_error(L, PREFIX ": tracks[%I]: %I values for %I keys, expected %I (%I per key%s)",
@@ -166,7 +186,8 @@ static int l_clip_new(lua_State *L) {
         for (int m = 0; interp_names[m]; m++)
             if (strcmp(ip, interp_names[m]) == 0) tr->interp = (uint8_t)m;
         lua_pop(L, 1);
-        tr->width = tr->path == LMB_PATH_R ? 4 : 3;
+        tr->width = (uint8_t)(tr->path == LMB_PATH_F ? track_width(L, k)
+                                                     : tr->path == LMB_PATH_R ? 4 : 3);
         size_t nt = field_count(L, k, "times"), nv = field_count(L, k, "values");
         tr->key_count = (uint32_t)nt;
         tr->times = ko;
@@ -296,7 +317,7 @@ static int push_sample(lua_State *L, const lmb_clip *c, const lmb_track *tr, int
     float t = lcore_check_finite(L, targ, "time");
     int loop = lua_toboolean(L, larg);
     lmb_cursor cursor = {0, 0.0f, 0.0f};
-    float v[4];
+    float v[LMB_FLOAT_WIDTH];
     lmb_track_sample(c, tr, lmb_clip_time(c, t, loop), &cursor, v);
     for (int m = 0; m < tr->width; m++) lua_pushnumber(L, v[m]);
     return tr->width;

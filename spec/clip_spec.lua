@@ -822,7 +822,7 @@ describe("clip build errors", function()
     { "joint 0", function() anim.clip({ tracks = { T({ joint = 0 }) } }) end,
       "tracks[1]: joint must be an integer in [1, 65535]" },
     { "bad path", function() anim.clip({ tracks = { T({ path = "weights" }) } }) end,
-      "tracks[1]: path must be \"translation\", \"rotation\" or \"scale\" (got weights)" },
+      "tracks[1]: path must be \"translation\", \"rotation\", \"scale\" or \"float\" (got weights)" },
     { "bad interpolation", function() anim.clip({ tracks = { T({ interpolation = "CUBIC" }) } }) end,
       "interpolation must be \"STEP\", \"LINEAR\" or \"CUBICSPLINE\" (got CUBIC)" },
     { "times type", function() anim.clip({ tracks = { T({ times = "x" }) } }) end,
@@ -906,5 +906,79 @@ describe("clip build errors", function()
     s:run()
     assert.near({ 0.5, 0.5, 0.5 }, (s:pose():get_local(1, 1)), 1e-6)
     assert.equal(1, #s:clips())
+  end)
+end)
+
+describe("float tracks on nodes", function()
+  local anim_mod = require "limber.anim"
+
+  -- plain glTF sampling of one float track at clip time t (clamped)
+  local function ref(times, values, w, interp, t)
+    local n = #times
+    local per = interp == "CUBICSPLINE" and 3 * w or w
+    local off = interp == "CUBICSPLINE" and w or 0
+    local function val(k, m) return values[(k - 1) * per + off + m] end
+    local out = {}
+    if t <= times[1] then for m = 1, w do out[m] = val(1, m) end return out end
+    if t >= times[n] then for m = 1, w do out[m] = val(n, m) end return out end
+    local k = 1
+    while times[k + 1] <= t do k = k + 1 end
+    local dt = times[k + 1] - times[k]
+    local s = (t - times[k]) / dt
+    for m = 1, w do
+      if interp == "STEP" then
+        out[m] = val(k, m)
+      elseif interp == "LINEAR" then
+        out[m] = val(k, m) + (val(k + 1, m) - val(k, m)) * s
+      else
+        local s2, s3 = s * s, s * s * s
+        local outtan = values[(k - 1) * per + 2 * w + m]
+        local intan = values[k * per + m]
+        out[m] = (2 * s3 - 3 * s2 + 1) * val(k, m) + (s3 - 2 * s2 + s) * dt * outtan
+          + (-2 * s3 + 3 * s2) * val(k + 1, m) + (s3 - s2) * dt * intan
+      end
+    end
+    return out
+  end
+
+  it("keep any width of values per key and sample like a plain reference", function()
+    for _ = 1, 40 do
+      local w = math.random(1, 16)
+      local interp = ({ "STEP", "LINEAR", "CUBICSPLINE" })[math.random(3)]
+      local n = math.random(1, 12)
+      local times, values, t = {}, {}, H.rand(0, 0.3)
+      for k = 1, n do
+        times[k] = f32(t)   -- the clip keeps float32 times: the reference must see the same keys
+        t = t + H.rand(0.05, 0.5)
+        for _ = 1, (interp == "CUBICSPLINE" and 3 or 1) * w do values[#values + 1] = f32(H.rand(-2, 2)) end
+      end
+      local clip = anim_mod.clip({ tracks = {
+        { node = 3, path = "rotation", times = { 0, 0.1 }, values = { 0, 0, 0, 1, 0, 0, 1, 0 } },
+        { node = 9, path = "float", width = w, interpolation = interp, times = times, values = values } } })
+      assert.near(math.max(0.1, times[n]), clip:duration(), 1e-6)
+      local tracks = clip:node_tracks()
+      assert.equal("float", tracks[2].path)
+      for _ = 1, 10 do
+        local tq = H.rand(-0.2, times[n] + 0.3)
+        local got = { clip:sample_node(2, tq) }
+        assert.equal(w, #got)
+        assert.near(ref(times, values, w, interp, math.max(0, math.min(tq, clip:duration()))), got, 2e-4,
+          ("%s w=%d n=%d t=%g"):format(interp, w, n, tq))
+      end
+    end
+  end)
+
+  it("refuse joint targets, bad widths and mismatched value counts", function()
+    local cases = {
+      { { joint = 1, path = "float", times = { 0 }, values = { 1 } }, "float tracks need a node target" },
+      { { node = 1, path = "float", width = 0, times = { 0 }, values = {} }, "width must be an integer in [1, 16]" },
+      { { node = 1, path = "float", width = 2.5, times = { 0 }, values = { 1, 2 } }, "width must be an integer" },
+      { { node = 1, path = "float", width = 2, times = { 0, 1 }, values = { 1, 2, 3 } },
+        "3 values for 2 keys, expected 4" },
+      { { node = 1, path = "float", times = { 0 }, values = { 0 / 0 } }, "is not a finite float" },
+    }
+    for _, c in ipairs(cases) do
+      assert.error_matches(function() anim_mod.clip({ tracks = { c[1] } }) end, c[2], 1, true)
+    end
   end)
 end)

@@ -22,7 +22,9 @@ end
 
 --- Builds an immutable clip (`limber.Clip`).
 -- `desc.tracks[k]` = { `joint` = index or name (names need `skeleton`) |
--- `node` = id, `path` = "translation" | "rotation" | "scale",
+-- `node` = id, `path` = "translation" | "rotation" | "scale" | "float"
+-- (float: node targets only, `width` values per key, 1 .. 16, default 1: e.g.
+-- morph weights; kept in the clip and sampled with `clip:sample_node`),
 -- `interpolation` = "STEP" | "LINEAR" (default) | "CUBICSPLINE",
 -- `times` = table or f32 Buffer (seconds, strictly increasing),
 -- `values` = flat table or f32 Buffer (3 or 4 floats per key; CUBICSPLINE
@@ -57,7 +59,7 @@ function M.clip(desc, skeleton)
       fail(("clip: tracks[%d]: joint %s out of range [1, %d]"):format(k, tostring(joint), J), 2)
     end
     if joint or tr.node ~= nil or tr.joint == nil then
-      tracks[#tracks + 1] = { joint = joint, node = tr.node, path = tr.path,
+      tracks[#tracks + 1] = { joint = joint, node = tr.node, path = tr.path, width = tr.width,
         interpolation = tr.interpolation, times = tr.times, values = tr.values }
     end
   end
