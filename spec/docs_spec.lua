@@ -3,6 +3,7 @@
 -- in docs/api.luadoc, and every public function of lua/limber/*.lua has a
 -- `---` LDoc comment. The checkers are also run on doctored text to show
 -- that a missing entry makes them fail.
+local H = require "spec.helper"
 local core = require "limber.core"
 
 local MODULES = {
@@ -14,12 +15,7 @@ local MODULES = {
 }
 local LUADOC = "docs/api.luadoc"
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = H.read
 
 local function lines_of(text)
   local out = {}

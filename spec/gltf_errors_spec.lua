@@ -4,12 +4,7 @@ local H = require "spec.helper"
 local cjson = require "cjson"
 local gltf = require "limber.gltf"
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = H.read
 
 local SIMPLE <const> = H.assets .. "SimpleSkin/SimpleSkin.gltf"
 local SKIN00_DIR <const> = H.assets .. "asset-generator/Animation_Skin/"

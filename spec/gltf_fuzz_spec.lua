@@ -12,12 +12,7 @@ local cjson = require "cjson"
 local gltf = require "limber.gltf"
 local core = require "limber.core"
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = H.read
 
 local SKIN_DIR <const> = H.assets .. "asset-generator/Animation_Skin/"
 local TYPE_DIR <const> = H.assets .. "asset-generator/Animation_SkinType/"

@@ -142,6 +142,33 @@ function H.shuffle(t)
   return t
 end
 
+--- A whole file's bytes.
+function H.read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local B64 <const> = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+--- Base64 text of a string (to build data: URIs in specs).
+function H.base64(s)
+  local out = {}
+  for i = 1, #s, 3 do
+    local a, b, c = s:byte(i, i + 2)
+    local n = a * 65536 + (b or 0) * 256 + (c or 0)
+    local q = {}
+    for k = 3, 0, -1 do
+      local d = (n >> (6 * k)) % 64 + 1
+      q[#q + 1] = B64:sub(d, d)
+    end
+    if not b then q[3], q[4] = "=", "=" elseif not c then q[4] = "=" end
+    out[#out + 1] = table.concat(q)
+  end
+  return table.concat(out)
+end
+
 --- Directory of this repository's bundled test data.
 H.root = (debug.getinfo(1, "S").source:match("^@(.*)spec/helper%.lua$") or "./")
 H.assets = H.root .. "examples/assets/"

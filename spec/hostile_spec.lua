@@ -15,22 +15,7 @@ local NAN <const> = 0 / 0
 
 -- ---- tiny glTF builder ------------------------------------------------------
 
-local B64 <const> = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-local function base64(s)
-  local out = {}
-  for i = 1, #s, 3 do
-    local a, b, c = s:byte(i, i + 2)
-    local n = a * 65536 + (b or 0) * 256 + (c or 0)
-    local q = {}
-    for k = 3, 0, -1 do
-      local v = (n >> (6 * k)) % 64 + 1
-      q[#q + 1] = B64:sub(v, v)
-    end
-    if not b then q[3], q[4] = "=", "=" elseif not c then q[4] = "=" end
-    out[#out + 1] = table.concat(q)
-  end
-  return table.concat(out)
-end
+local base64 = H.base64
 
 local function new_doc()
   return { asset = { version = "2.0" }, buffers = {}, bufferViews = {}, accessors = {}, nodes = {},
