@@ -239,7 +239,8 @@ static int l_buf_set_bytes(lua_State *L) {
     size_t es = b->width * lbuf_scalar_size(b->type);
     if (b->readonly) return luaL_error(L, "limber.Buffer: this buffer is read-only (a view of derived data)");
     if (first < 1 || (size_t)first > b->count + 1)
-        return luaL_argerror(L, 3, "first element out of range");
+        return luaL_argerror(L, 3, lua_pushfstring(L, "first element %I out of range [1, %I]", first,
+                                                   (lua_Integer)b->count + 1));
     if (len % es != 0)
         return luaL_argerror(L, 2, lua_pushfstring(L, "%I bytes is not a whole number of %I-byte elements",
                                                    (lua_Integer)len, (lua_Integer)es));

@@ -8,20 +8,7 @@ H.seed("anim")
 
 local function pack(...) return { ... } end
 
-local function rand_pose(skel, n)
-  local pose = limber.pose(skel, n)
-  local J = skel:count()
-  local vals = {}
-  for i = 1, n do
-    vals[i] = {}
-    for j = 1, J do
-      local t, r, s = H.rand_trs(true)
-      pose:set_local(i, j, t, r, s)
-      vals[i][j] = { t, r, s }
-    end
-  end
-  return pose, vals
-end
+local rand_pose = H.rand_pose
 
 -- plain Lua reference of limber's blend rules (see csrc/blend.h)
 local function qmul(a, b)

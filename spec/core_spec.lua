@@ -9,18 +9,8 @@ H.seed("core")
 local function random_pose_batch(n_joints, roots, instances)
   local joints = H.rand_joints(n_joints, roots)
   local skel = limber.skeleton(joints)
-  local pose = limber.pose(skel, instances)
-  local parents = skel:parents()
-  local locals = {}
-  for i = 1, instances do
-    locals[i] = {}
-    for j = 1, n_joints do
-      local t, r, s = H.rand_trs(true)
-      pose:set_local(i, j, t, r, s)
-      locals[i][j] = { t, r, s }
-    end
-  end
-  return skel, pose, parents, locals
+  local pose, locals = H.rand_pose(skel, instances)
+  return skel, pose, skel:parents(), locals
 end
 
 local function check_models(pose, parents, locals, roots, tol)
@@ -395,6 +385,10 @@ describe("buffer", function()
     assert.error_matches(function() b:set(2, { 1, 2, 3 }) end, "element index 2 out of range [1, 1]", 1, true)
     assert.error_matches(function() b:bytes(1, 2) end, "count 2 out of range [0, 1]", 1, true)
     assert.error_matches(function() b:set_bytes("abc") end, "not a whole number", 1, true)
+    assert.error_matches(function() b:set_bytes(string.pack("<fff", 1, 2, 3), 3) end,
+      "first element 3 out of range [1, 2]", 1, true)
+    assert.error_matches(function() b:set_bytes(string.pack("<ffffff", 1, 2, 3, 4, 5, 6)) end,
+      "string is longer than the buffer", 1, true)
     assert.error_matches(function() b:set_bytes(string.pack("<fff", 1, 0 / 0, 1)) end, "NaN", 1, true)
     assert.same({ 1, 2, 3 }, b[1])
     local u = limber.buffer("u8", 1, 2)

@@ -5,17 +5,10 @@
 -- animation; limber.anim clips are checked the same way once they exist
 -- (examples/gltf_dump.lua uses them by default).
 local H = require "spec.helper"
-local cjson = require "cjson"
 local gltf = require "limber.gltf"
 local D = dofile(H.root .. "examples/gltf_dump.lua")
-local stats = require("limber.core").gltf_stats
 
-local function read_json(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return cjson.decode(s)
-end
+local read_json = H.read_json
 
 -- ---- plain glTF sampler --------------------------------------------------
 
@@ -97,16 +90,7 @@ local ANIMATED <const> = {
   { "InterpolationTest", "InterpolationTest/InterpolationTest.gltf", 9 },   -- node tracks only
 }
 
-local function extent(asset)
-  local e = 0
-  for _, m in ipairs(asset.meshes) do
-    for _, p in ipairs(m.primitives) do
-      local lo, hi = stats(p.positions)
-      e = math.max(e, math.abs(lo), math.abs(hi))
-    end
-  end
-  return math.max(e, 1)
-end
+local extent = H.gltf_extent
 
 for _, via in ipairs({ "plain Lua sampler", "limber clips and batched sampler" }) do
 describe("glTF reference (animations, " .. via .. ")", function()

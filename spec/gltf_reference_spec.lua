@@ -2,10 +2,8 @@
 -- implementation (spec/reference/, three.js r187): joint world matrices,
 -- skin matrices, skinned vertices and node transforms at rest.
 local H = require "spec.helper"
-local cjson = require "cjson"
 local gltf = require "limber.gltf"
 local D = dofile(H.root .. "examples/gltf_dump.lua")
-local stats = require("limber.core").gltf_stats
 
 local MODELS <const> = {
   { "CesiumMan", "CesiumMan/CesiumMan.gltf" },
@@ -29,25 +27,9 @@ for k = 0, 3 do
                           ("asset-generator/Animation_SkinType/Animation_SkinType_%02d.gltf"):format(k) }
 end
 
-local function read_json(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return cjson.decode(s)
-end
+local read_json = H.read_json
 
--- Largest |coordinate| of every POSITION in the model: the scale of
--- absolute errors (Fox spans about 150 units).
-local function extent(asset)
-  local e = 0
-  for _, m in ipairs(asset.meshes) do
-    for _, p in ipairs(m.primitives) do
-      local lo, hi = stats(p.positions)
-      e = math.max(e, math.abs(lo), math.abs(hi))
-    end
-  end
-  return math.max(e, 1)
-end
+local extent = H.gltf_extent
 
 -- Compares frames of a dump with reference frames.
 local function compare_frames(ref, got, tol_m, tol_p, what)

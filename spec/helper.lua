@@ -169,6 +169,42 @@ function H.base64(s)
   return table.concat(out)
 end
 
+--- A pose batch of `instances` instances of `skel` with random local
+-- transforms (non-uniform scales); returns the pose and vals[i][j] = {t, r, s}.
+function H.rand_pose(skel, instances)
+  local limber = require "limber"
+  local pose = limber.pose(skel, instances)
+  local vals = {}
+  for i = 1, instances do
+    vals[i] = {}
+    for j = 1, skel:count() do
+      local t, r, s = H.rand_trs(true)
+      pose:set_local(i, j, t, r, s)
+      vals[i][j] = { t, r, s }
+    end
+  end
+  return pose, vals
+end
+
+--- A JSON file decoded with lua-cjson.
+function H.read_json(path)
+  return require("cjson").decode(H.read(path))
+end
+
+--- Largest |coordinate| of every POSITION of a loaded glTF asset (at least
+-- 1): the scale of absolute errors (Fox spans about 150 units).
+function H.gltf_extent(asset)
+  local stats = require("limber.core").gltf_stats
+  local e = 0
+  for _, m in ipairs(asset.meshes) do
+    for _, p in ipairs(m.primitives) do
+      local lo, hi = stats(p.positions)
+      e = math.max(e, math.abs(lo), math.abs(hi))
+    end
+  end
+  return math.max(e, 1)
+end
+
 --- Directory of this repository's bundled test data.
 H.root = (debug.getinfo(1, "S").source:match("^@(.*)spec/helper%.lua$") or "./")
 H.assets = H.root .. "examples/assets/"
