@@ -24,18 +24,36 @@ static lmb_hier *check_hier(lua_State *L, int arg) {
     return (lmb_hier *)lmb_align_ptr(luaL_checkudata(L, arg, HIER_MT), 64);
 }
 
+/* Registry key (by address, no string lookup) of the Hierarchy metatable. */
+static const char HIER_KEY = 0;
+
+/* The Hierarchy userdata at stack index idx, or NULL: its metatable is
+ * compared with the one kept under HIER_KEY (luaL_testudata would look the
+ * name up in the registry, a string compare per call on the hot methods). */
+static void *test_hier(lua_State *L, int idx) {
+    void *u = lua_touserdata(L, idx);
+    if (!u || !lua_getmetatable(L, idx)) return NULL;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &HIER_KEY);
+    int same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    return same ? u : NULL;
+}
+
 /* The hierarchy at argument 1: a Hierarchy, or a limber.scene table holding
  * one in field "store" (so the scene's hot methods are these C functions,
  * with no Lua wrapper in between). */
 static lmb_hier *self_hier(lua_State *L) {
+    void *u;
     if (lua_type(L, 1) == LUA_TTABLE) {
         lua_getfield(L, 1, "store");
-        void *u = luaL_testudata(L, -1, HIER_MT);
+        u = test_hier(L, -1);
         lua_pop(L, 1); /* the scene table keeps the store alive */
         if (!u) luaL_argerror(L, 1, "limber.Scene or limber.Hierarchy expected");
-        return (lmb_hier *)lmb_align_ptr(u, 64);
+    } else {
+        u = test_hier(L, 1);
+        if (!u) luaL_checkudata(L, 1, HIER_MT); /* raises the usual message */
     }
-    return check_hier(L, 1);
+    return (lmb_hier *)lmb_align_ptr(u, 64);
 }
 
 static lslots *check_slots(lua_State *L, int arg) {
@@ -655,6 +673,8 @@ void lcore_open_scene(lua_State *L) {
                                      {"follow_filter", l_follow_filter},
                                      {NULL, NULL}};
     lcore_class(L, HIER_MT, hier_meta, hier_methods);
+    luaL_getmetatable(L, HIER_MT);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &HIER_KEY);
     lcore_class(L, SLOTS_MT, slots_meta, slots_methods);
     luaL_setfuncs(L, funcs, 0);
 }

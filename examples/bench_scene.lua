@@ -6,9 +6,13 @@
 -- Scene: N nodes (default 100,000), a random forest of depth <= 12, 70% leaves,
 -- 10% of the nodes hung on a slot of a parent that has a slot table. Per frame,
 -- k nodes change their translation, then the scene is updated and the world
--- matrix of every changed leaf is read (as a renderer would). Figures are the
--- median CPU time of a frame. "fresh" frames change different random nodes
--- every frame; "cached" frames change the same nodes as the frame before.
+-- matrix of every changed leaf is read as a renderer would: copied into an
+-- instance buffer with one batched call (`scene:gather`; the naive and
+-- dirty-flag versions read the same way). Reading them one by one from Lua
+-- (`scene:world(id, out)`) is measured too, for limber and the naive version.
+-- Figures are the median CPU time of a frame. "fresh" frames change different
+-- random nodes every frame; "cached" frames change the same nodes as the
+-- frame before.
 package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
 require "common" -- finds limber: the LuaRocks tree ./lua_modules, or the CMake build (LIMBER_DEV=1)
 local scene = require "limber.scene"
@@ -95,18 +99,25 @@ for i = 1, N do
   sc:world(i)
 end
 
--- Precomputed change sets (not timed): frames[f] = array of k ids.
+local is_leaf = {}
+for i = 1, N do is_leaf[i] = sc:child_count(i) == 0 end
+
+-- Precomputed change sets (not timed): sets[f] = array of k ids, lists[f] =
+-- the leaves among them (what the renderer reads).
 local function random_sets(k, frames)
-  local sets = {}
+  local sets, lists = {}, {}
   for f = 1, frames do
-    local s, seen = {}, {}
+    local s, seen, l = {}, {}, {}
     while #s < k do
       local id = math.random(1, N)
-      if not seen[id] then seen[id], s[#s + 1] = true, id end
+      if not seen[id] then
+        seen[id], s[#s + 1] = true, id
+        if is_leaf[id] then l[#l + 1] = id end
+      end
     end
-    sets[f] = s
+    sets[f], lists[f] = s, l
   end
-  return sets
+  return sets, lists
 end
 
 local function median(t)
@@ -117,11 +128,19 @@ local function median(t)
 end
 
 local out = {}
-local is_leaf = {}
-for i = 1, N do is_leaf[i] = sc:child_count(i) == 0 end
+local gather_buf = core.buffer("f32", 16, 20000)
 
--- One limber frame: k translations, update, read every changed leaf.
-local function limber_frame(set, f)
+-- One limber frame: k translations, update, every changed leaf's world into
+-- the instance buffer (leaves computed on demand).
+local function limber_frame(set, list, f)
+  local x = f * 1e-3
+  for j = 1, #set do sc:set_translation(set[j], x, 0.5, -0.5) end
+  sc:update()
+  sc:gather(list, #list, gather_buf)
+end
+
+-- The same frame reading the leaves one by one from Lua.
+local function limber_frame_per_node(set, f)
   local x = f * 1e-3
   for j = 1, #set do sc:set_translation(set[j], x, 0.5, -0.5) end
   sc:update()
@@ -138,12 +157,12 @@ end
 
 local function bench_limber(k, cached)
   local frames = frames_for(k)
-  local sets = random_sets(k, cached and 1 or frames + 3)
+  local sets, lists = random_sets(k, cached and 1 or frames + 3)
   local times = {}
   for f = 1, frames + 3 do
-    local set = cached and sets[1] or sets[f]
+    local set, list = sets[cached and 1 or f], lists[cached and 1 or f]
     local s = clock()
-    limber_frame(set, f)
+    limber_frame(set, list, f)
     local dt = clock() - s
     if f > 3 then times[#times + 1] = dt * 1e3 end
   end
@@ -153,7 +172,7 @@ end
 -- Where a limber frame goes at k (fresh sets): translations, update, reads.
 local function bench_split(k)
   local frames = 40
-  local sets = random_sets(k, frames + 1)
+  local sets, lists = random_sets(k, frames + 1)
   local ts, tu, tr = {}, {}, {}
   for f = 1, frames + 1 do
     local set = sets[f]
@@ -162,10 +181,7 @@ local function bench_split(k)
     local b = clock()
     sc:update()
     local c = clock()
-    for j = 1, #set do
-      local id = set[j]
-      if is_leaf[id] then sc:world(id, out) end
-    end
+    sc:gather(lists[f], #lists[f], gather_buf)
     local d = clock()
     if f > 1 then
       ts[#ts + 1], tu[#tu + 1], tr[#tr + 1] = (b - a) * 1e3, (c - b) * 1e3, (d - c) * 1e3
@@ -174,28 +190,13 @@ local function bench_split(k)
   return median(ts), median(tu), median(tr), sc:stats().pass
 end
 
--- The same frame with the reads batched: every changed leaf's world copied
--- into an instance buffer with one gather call (as a renderer uploading
--- instance matrices would). Returns limber's median and the naive full
--- recomputation's median with the same batched reads.
-local gather_buf = core.buffer("f32", 16, 20000)
-local function leaves_of(set)
-  local l = {}
-  for j = 1, #set do if is_leaf[set[j]] then l[#l + 1] = set[j] end end
-  return l
-end
-
-local function bench_gather(k, frames)
+-- k=1000 fresh frames with the leaves read one by one from Lua.
+local function bench_per_node(k, frames)
   local sets = random_sets(k, frames + 1)
-  local lists = {}
-  for f = 1, frames + 1 do lists[f] = leaves_of(sets[f]) end
   local times = {}
   for f = 1, frames + 1 do
-    local set, l = sets[f], lists[f]
     local s = clock()
-    for j = 1, #set do sc:set_translation(set[j], f * 1e-3, 0.5, -0.5) end
-    sc:update()
-    sc:gather(l, #l, gather_buf)
+    limber_frame_per_node(sets[f], f)
     if f > 1 then times[#times + 1] = (clock() - s) * 1e3 end
   end
   return median(times)
@@ -204,45 +205,34 @@ end
 -- ---- naive full recomputation --------------------------------------------------
 -- (a) Lua loop over every node calling the same C math (Hierarchy:compute:
 --     base = parent world x slot, world = base x T*R*S); ids are in parent-first
---     order here. (b) the same in plain Lua tables. (c) one C call over all ids.
+--     order here; the changed leaves read with the same gather call (or one by
+--     one, to compare with limber's per-node reads). (b) the same in plain Lua
+--     tables. (c) one C call over all ids.
 
 local store = sc.store
 local all_ids = {}
 for i = 1, N do all_ids[i] = i end
 
-local function bench_full_lua_c(frames)
+local function bench_full_lua_c(frames, per_node)
   local times, loop = {}, {}
   for f = 1, frames do
-    local set = random_sets(1000, 1)[1]
+    local sets, lists = random_sets(1000, 1)
+    local set, l = sets[1], lists[1]
     local s = clock()
     for j = 1, #set do store:set_t(set[j], f * 1e-3, 0.5, -0.5) end
-    local pass = 1000000 + f
+    local pass = (per_node and 1000000 or 3000000) + f
     local a = clock()
     for id = 1, N do store:compute(id, pass) end
     local b = clock()
-    for j = 1, #set do
-      local id = set[j]
-      if is_leaf[id] then store:world(id, out) end
+    if per_node then
+      for j = 1, #l do store:world(l[j], out) end
+    else
+      store:gather(l, #l, gather_buf)
     end
     times[#times + 1] = (clock() - s) * 1e3
     loop[#loop + 1] = (b - a) * 1e3
   end
   return median(times), median(loop)
-end
-
-local function bench_full_lua_c_gather(frames)
-  local times = {}
-  for f = 1, frames do
-    local set = random_sets(1000, 1)[1]
-    local l = leaves_of(set)
-    local s = clock()
-    for j = 1, #set do store:set_t(set[j], f * 1e-3, 0.5, -0.5) end
-    local pass = 3000000 + f
-    for id = 1, N do store:compute(id, pass) end
-    store:gather(l, #l, gather_buf)
-    times[#times + 1] = (clock() - s) * 1e3
-  end
-  return median(times)
 end
 
 local function bench_full_one_c_call(frames)
@@ -323,7 +313,7 @@ local function df_render(id, dirty)
   for j = 1, #c do df_render(c[j], dirty) end
 end
 
-local function df_frame(set, f)
+local function df_frame(set, list, f)
   for j = 1, #set do
     local id = set[j]
     df_store:set_t(id, f * 1e-3, 0.5, -0.5)
@@ -331,20 +321,17 @@ local function df_frame(set, f)
   end
   df_pass = df_pass + 1
   for r = 1, #roots do df_render(roots[r], false) end
-  for j = 1, #set do
-    local id = set[j]
-    if is_leaf[id] then df_store:world(id, out) end
-  end
+  df_store:gather(list, #list, gather_buf)
 end
-df_frame({}, 0)
+df_frame({}, {}, 0)
 
 local function bench_dirty_flag(k)
   local frames = math.min(frames_for(k), 30)
-  local sets = random_sets(k, frames + 2)
+  local sets, lists = random_sets(k, frames + 2)
   local times = {}
   for f = 1, frames + 2 do
     local s = clock()
-    df_frame(sets[f], f)
+    df_frame(sets[f], lists[f], f)
     if f > 2 then times[#times + 1] = (clock() - s) * 1e3 end
   end
   return median(times)
@@ -352,9 +339,9 @@ end
 
 -- Check once that both agree with a full recomputation (not timed).
 do
-  local set = random_sets(500, 1)[1]
-  limber_frame(set, 7)
-  df_frame(set, 7)
+  local sets, lists = random_sets(500, 1)
+  limber_frame(sets[1], lists[1], 7)
+  df_frame(sets[1], lists[1], 7)
   local a, b = {}, {}
   local worst = 0
   for i = 1, N, 97 do
@@ -375,9 +362,9 @@ for _, k in ipairs(ks) do
   res.dirty[k] = bench_dirty_flag(k)
 end
 local split_set, split_update, split_read, split_pass = bench_split(1000)
-local gather_ms = bench_gather(1000, 40)
+local per_node_ms = bench_per_node(1000, 40)
 local full_lua_c, full_loop = bench_full_lua_c(7)
-local full_gather = bench_full_lua_c_gather(7)
+local full_per_node = bench_full_lua_c(7, true)
 local full_one_c = bench_full_one_c_call(10)
 local full_plain = bench_full_plain_lua(3)
 
@@ -385,7 +372,8 @@ local function f3(v) return ("%.3f"):format(v) end
 print(("limber.scene benchmark: %d nodes (%d leaves = %.0f%%, %d on slots = %.0f%%, %d roots, depth <= %d)")
   :format(N, leaves, 100 * leaves / N, on_slots, 100 * on_slots / N, n_roots, max_depth))
 print(("build %d nodes + first update: %.1f ms; simd %s"):format(N, build_ms, tostring(core.simd())))
-print("median ms per frame (k translations + update + read every changed leaf):")
+print("median ms per frame (k translations + update + every changed leaf's world into an instance"
+  .. " buffer, one gather call):")
 print(("%8s %12s %12s %12s %10s"):format("k", "limber new", "limber same", "dirty-flag", "dirty/new"))
 for _, k in ipairs(ks) do
   print(("%8d %12s %12s %12s %9.1fx"):format(k, f3(res.fresh[k]), f3(res.cached[k]), f3(res.dirty[k]),
@@ -398,12 +386,12 @@ print(("naive full recomputation, plain Lua matrices:         %s ms (%.1fx)")
 print(("full recomputation, one C call over all %d ids:   %s ms (for reference)")
   :format(N, f3(full_one_c)))
 print(("limber k=1000 new, split: %s ms translations + %s ms update (%d nodes in the pass) + %s ms"
-  .. " reads (leaves computed on demand)"):format(f3(split_set), f3(split_update), split_pass,
+  .. " gather (leaves computed on demand)"):format(f3(split_set), f3(split_update), split_pass,
   f3(split_read)))
 print(("  update + on-demand leaves %s ms vs the naive full loop alone %s ms: %.1fx")
   :format(f3(split_update + split_read), f3(full_loop), full_loop / (split_update + split_read)))
-print(("k=1000 new with the reads batched (scene:gather into an instance buffer): limber %s ms,"
-  .. " naive full %s ms: %.1fx"):format(f3(gather_ms), f3(full_gather), full_gather / gather_ms))
+print(("k=1000 new with the leaves read one by one from Lua (scene:world(id, out)): limber %s ms,"
+  .. " naive full %s ms: %.1fx"):format(f3(per_node_ms), f3(full_per_node), full_per_node / per_node_ms))
 local slope_new = (res.fresh[10000] - res.fresh[100]) / 9900 * 1e3
 local slope_cached = (res.cached[10000] - res.cached[100]) / 9900 * 1e3
 print(("slope per changed node (k=100 -> 10,000): new %.3f us, same %.3f us"):format(slope_new,
@@ -424,9 +412,9 @@ if args.json then
     .. "\"dirty_flag_ms_k1000\": %s, \"k0_ms\": %s, \"k10_ms\": %s, \"k100_ms\": %s, \"k1000_ms\": %s, "
     .. "\"k10000_ms\": %s, \"k1000_cached_ms\": %s, \"slope_us_per_node\": %.4f, "
     .. "\"k1000_update_ms\": %s, \"k1000_reads_ms\": %s, \"full_loop_ms\": %s, "
-    .. "\"k1000_gather_ms\": %s, \"full_gather_ms\": %s}")
+    .. "\"k1000_per_node_ms\": %s, \"full_per_node_ms\": %s}")
     :format(N, f3(full_lua_c), f3(full_plain), f3(full_one_c), f3(res.dirty[1000]), f3(res.fresh[0]),
       f3(res.fresh[10]), f3(res.fresh[100]), f3(res.fresh[1000]), f3(res.fresh[10000]),
       f3(res.cached[1000]), slope_new, f3(split_update), f3(split_read), f3(full_loop),
-      f3(gather_ms), f3(full_gather)))
+      f3(per_node_ms), f3(full_per_node)))
 end
