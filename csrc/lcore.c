@@ -358,13 +358,23 @@ void lcore_open_buffer(lua_State *L) {
 
 /* ---- module ----------------------------------------------------------- */
 
-/** core.simd([enable]): reports (and with an argument sets) whether the
- * AVX2 kernels are used; returns the new state and whether the CPU has them. */
+static const char *const simd_names[] = {"portable", "avx2", "avx512", NULL};
+
+/** core.simd([setting]): reports (and with an argument sets) which kernels
+ * are used. setting: true (the best the CPU allows, the default), false
+ * (portable C only), or a level name "portable", "avx2", "avx512" (a cap:
+ * the CPU may allow less). Returns whether SIMD kernels are in use, whether
+ * the CPU has AVX2 + FMA, the level in use and the best level of the CPU. */
 static int l_simd(lua_State *L) {
-    if (!lua_isnoneornil(L, 1)) lmb_set_simd(lua_toboolean(L, 1));
+    if (lua_type(L, 1) == LUA_TSTRING)
+        lmb_set_simd_level(luaL_checkoption(L, 1, NULL, simd_names));
+    else if (!lua_isnoneornil(L, 1))
+        lmb_set_simd(lua_toboolean(L, 1));
     lua_pushboolean(L, lmb_simd_active());
     lua_pushboolean(L, lmb_cpu_has_avx2());
-    return 2;
+    lua_pushstring(L, simd_names[lmb_simd_level()]);
+    lua_pushstring(L, simd_names[lmb_simd_cpu_level()]);
+    return 4;
 }
 
 /** core.clock(): a monotonic clock in seconds (for benchmarks and frame timing). */

@@ -29,12 +29,45 @@ int lmb_cpu_has_avx2(void) {
 #endif
 }
 
-static int simd_enabled = 1;
+int lmb_cpu_has_avx512(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        /* libgcc also checks that the OS saves the 512-bit state (XCR0) */
+        cached = lmb_cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+                 __builtin_cpu_supports("avx512vl");
+    }
+    return cached;
+#else
+    return 0;
+#endif
+}
+
+static int simd_limit = LMB_SIMD_AVX512;
 
 int lmb_set_simd(int enable) {
-    int old = simd_enabled;
-    simd_enabled = enable ? 1 : 0;
+    int old = lmb_simd_active();
+    simd_limit = enable ? LMB_SIMD_AVX512 : LMB_SIMD_PORTABLE;
     return old;
 }
 
-int lmb_simd_active(void) { return simd_enabled && lmb_cpu_has_avx2(); }
+int lmb_simd_cpu_level(void) {
+    return lmb_cpu_has_avx512() ? LMB_SIMD_AVX512 : lmb_cpu_has_avx2() ? LMB_SIMD_AVX2
+                                                                        : LMB_SIMD_PORTABLE;
+}
+
+int lmb_set_simd_level(int level) {
+    int old = lmb_simd_level();
+    simd_limit = level < LMB_SIMD_PORTABLE ? LMB_SIMD_PORTABLE
+               : level > LMB_SIMD_AVX512   ? LMB_SIMD_AVX512
+                                           : level;
+    return old;
+}
+
+int lmb_simd_level(void) {
+    int cpu = lmb_simd_cpu_level();
+    return simd_limit < cpu ? simd_limit : cpu;
+}
+
+int lmb_simd_active(void) { return lmb_simd_level() >= LMB_SIMD_AVX2; }

@@ -50,9 +50,23 @@ static inline void *lmb_align_ptr(void *p, size_t a) {
 /* True when the CPU and the build allow the AVX2 + FMA kernels. */
 int lmb_cpu_has_avx2(void);
 
+/* True when the CPU and the OS allow the AVX-512 (F + VL) kernels. */
+int lmb_cpu_has_avx512(void);
+
+/* Kernel levels: portable C, AVX2 + FMA, AVX-512 (where a kernel has one;
+ * others use their AVX2 kernel at that level). */
+enum { LMB_SIMD_PORTABLE = 0, LMB_SIMD_AVX2 = 1, LMB_SIMD_AVX512 = 2 };
+
 /* Selects the kernels used: 1 = best available (default), 0 = portable only.
  * Used by specs and benchmarks to compare both paths. Returns the previous. */
 int lmb_set_simd(int enable);
 int lmb_simd_active(void);
+
+/* Caps the kernel level (LMB_SIMD_*; the CPU may allow less); returns the
+ * previous effective level. lmb_simd_level: the effective level now;
+ * lmb_simd_cpu_level: the best the CPU allows. */
+int lmb_set_simd_level(int level);
+int lmb_simd_level(void);
+int lmb_simd_cpu_level(void);
 
 #endif

@@ -52,7 +52,7 @@ lmb_status lmb_skin_mesh_count(const lmb_skin_source *src, uint32_t counts[5], u
 }
 
 /* Byte sizes of the mesh arrays, in layout order. */
-static void array_sizes(const lmb_skin_source *src, const uint32_t counts[5], size_t sz[9]) {
+static void array_sizes(const lmb_skin_source *src, const uint32_t counts[5], size_t sz[10]) {
     size_t V = src->vertex_count, nj = 0, nw = 0;
     for (uint32_t k = 1; k <= 4; k++) {
         nj += (size_t)counts[k] * k;
@@ -67,22 +67,23 @@ static void array_sizes(const lmb_skin_source *src, const uint32_t counts[5], si
     sz[6] = V * sizeof(uint32_t);
     sz[7] = V * sizeof(uint32_t);
     sz[8] = (size_t)src->index_count * sizeof(uint32_t);
+    sz[9] = nj * sizeof(uint32_t);
 }
 
 size_t lmb_skin_mesh_bytes(const lmb_skin_source *src, const uint32_t counts[5]) {
-    size_t sz[9], total = ALIGN;
+    size_t sz[10], total = ALIGN;
     array_sizes(src, counts, sz);
-    for (int i = 0; i < 9; i++) total += lmb_align_up(sz[i], ALIGN);
+    for (int i = 0; i < 10; i++) total += lmb_align_up(sz[i], ALIGN);
     return total;
 }
 
 lmb_skin_mesh *lmb_skin_mesh_build(void *mem, const lmb_skin_source *src,
                                    const uint32_t counts[5]) {
-    size_t sz[9];
+    size_t sz[10];
     array_sizes(src, counts, sz);
     unsigned char *p = (unsigned char *)lmb_align_ptr(mem, ALIGN);
-    void *arr[9];
-    for (int i = 0; i < 9; i++) {
+    void *arr[10];
+    for (int i = 0; i < 10; i++) {
         arr[i] = sz[i] ? (void *)p : NULL;
         p += lmb_align_up(sz[i], ALIGN);
     }
@@ -101,6 +102,7 @@ lmb_skin_mesh *lmb_skin_mesh_build(void *mem, const lmb_skin_source *src,
     m->perm = (uint32_t *)arr[6];
     m->inv = (uint32_t *)arr[7];
     m->indices = (uint32_t *)arr[8];
+    m->jbytes = (uint32_t *)arr[9];
 
     uint32_t cursor[5];
     size_t joff = 0, woff = 0;
@@ -130,6 +132,7 @@ lmb_skin_mesh *lmb_skin_mesh_build(void *mem, const lmb_skin_source *src,
         for (int i = 0; i < 4; i++) {
             if (w[i] == 0.0f) continue;
             oj[n] = (uint16_t)j[i];
+            m->jbytes[(size_t)(oj - m->joints) + n] = j[i] * 16u * (uint32_t)sizeof(float);
             if (j[i] + 1 > limit) limit = j[i] + 1;
             if (ow) ow[n] = (float)((double)w[i] / sum);
             n++;
@@ -261,7 +264,10 @@ void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item) {
     r.full = t->full && !t->file_order;
     r.begin = c * LMB_SKIN_CHUNK;
     r.end = r.begin + LMB_SKIN_CHUNK < m->vertex_count ? r.begin + LMB_SKIN_CHUNK : m->vertex_count;
-    if (lmb_simd_active())
+    int level = lmb_simd_level();
+    if (level >= LMB_SIMD_AVX512)
+        lmb_skin_range_avx512(&r);
+    else if (level >= LMB_SIMD_AVX2)
         lmb_skin_range_avx2(&r);
     else
         lmb_skin_range_portable(&r);

@@ -44,6 +44,7 @@ typedef struct lmb_skin_mesh {
     uint32_t *perm;           /* sorted -> file */
     uint32_t *inv;            /* file -> sorted */
     uint32_t *indices;        /* index_count, remapped to sorted order */
+    uint32_t *jbytes;         /* joints[] as byte offsets of mat4 palette entries (x 64) */
 } lmb_skin_mesh;
 
 /* Source data in file order, as the binding decoded it. */
@@ -126,5 +127,6 @@ typedef struct lmb_skin_range {
 
 void lmb_skin_range_portable(const lmb_skin_range *r);
 void lmb_skin_range_avx2(const lmb_skin_range *r);
+void lmb_skin_range_avx512(const lmb_skin_range *r);
 
 #endif

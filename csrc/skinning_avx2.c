@@ -143,10 +143,11 @@ LMB_AVX2 static ALWAYS_INLINE void group(const lmb_skin_range *r, uint32_t k, ui
     }
 }
 
-/* Blended matrix of one vertex (mat4 palette): columns (0|1) and (2|3). */
-LMB_AVX2 static ALWAYS_INLINE void blend_cols(const float *pal, const uint16_t *J, const float *W,
+/* Blended matrix of one vertex (mat4 palette): columns (0|1) and (2|3).
+ * J holds byte offsets of the palette entries (mesh->jbytes). */
+LMB_AVX2 static ALWAYS_INLINE void blend_cols(const char *pal, const uint32_t *J, const float *W,
                                               uint32_t k, __m256 *c01, __m256 *c23) {
-    const float *P0 = pal + (size_t)J[0] * 16;
+    const float *P0 = (const float *)(const void *)(pal + J[0]);
     if (k == 1) {
         *c01 = _mm256_loadu_ps(P0);
         *c23 = _mm256_loadu_ps(P0 + 8);
@@ -156,7 +157,7 @@ LMB_AVX2 static ALWAYS_INLINE void blend_cols(const float *pal, const uint16_t *
     __m256 a = _mm256_mul_ps(w, _mm256_loadu_ps(P0));
     __m256 b = _mm256_mul_ps(w, _mm256_loadu_ps(P0 + 8));
     for (uint32_t i = 1; i < k; i++) {
-        const float *Pi = pal + (size_t)J[i] * 16;
+        const float *Pi = (const float *)(const void *)(pal + J[i]);
         w = _mm256_broadcast_ss(W + i);
         a = _mm256_fmadd_ps(w, _mm256_loadu_ps(Pi), a);
         b = _mm256_fmadd_ps(w, _mm256_loadu_ps(Pi + 8), b);
@@ -184,113 +185,164 @@ LMB_AVX2 static ALWAYS_INLINE __m256 load2(const float *s, int two) {
     return two ? _mm256_loadu_ps(s) : _mm256_broadcast_ps((const __m128 *)(const void *)s);
 }
 
+/* Skins the vertex pair (v, v + 1), or v alone when !TWO (then B = A, so a
+ * lone vertex gets the same bits as in a pair). Everything the loop needs
+ * is passed in locals so the compiler keeps it in registers (stores through
+ * float pointers could otherwise alias the range struct and force reloads). */
+LMB_AVX2 static ALWAYS_INLINE void pair(const char *pal, const uint32_t *J, const float *W,
+                                        uint32_t k, uint32_t wk, const float *sp,
+                                        const float *sn, const float *st, float *da_p,
+                                        float *db_p, float *da_n, float *db_n, float *da_t,
+                                        float *db_t, int TWO, int P, int N, int T, int WIDE_P,
+                                        int WIDE_N) {
+    const __m256 one8 = _mm256_set1_ps(1.0f), zero8 = _mm256_setzero_ps();
+    __m256 a01, a23, b01, b23;
+    blend_cols(pal, J, W, k, &a01, &a23);
+    if (TWO) {
+        blend_cols(pal, J + k, W + wk, k, &b01, &b23);
+    } else {
+        b01 = a01;
+        b23 = a23;
+    }
+    /* columns of both vertices: C0 = (c0 of A | c0 of B) ... */
+    __m256 C0 = _mm256_permute2f128_ps(a01, b01, 0x20);
+    __m256 C1 = _mm256_permute2f128_ps(a01, b01, 0x31);
+    __m256 C2 = _mm256_permute2f128_ps(a23, b23, 0x20);
+    __m256 C3 = _mm256_permute2f128_ps(a23, b23, 0x31);
+    if (P) {
+        __m256 s2 = load2(sp, TWO); /* (x y z 1 of A | of B) */
+        __m256 pp = _mm256_fmadd_ps(C0, _mm256_permute_ps(s2, 0x00), C3);
+        pp = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), pp);
+        pp = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), pp);
+        pp = _mm256_blend_ps(pp, one8, 0x88);
+        if (WIDE_P) {
+            _mm_storeu_ps(da_p, _mm256_castps256_ps128(pp));
+            if (TWO) _mm_storeu_ps(db_p, _mm256_extractf128_ps(pp, 1));
+        } else {
+            store3(da_p, _mm256_castps256_ps128(pp));
+            if (TWO) store3(db_p, _mm256_extractf128_ps(pp, 1));
+        }
+    }
+    if (N) {
+        __m256 s2 = load2(sn, TWO);
+        __m256 nn = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
+        nn = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), nn);
+        nn = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), nn);
+        nn = normalize3x2(_mm256_blend_ps(nn, zero8, 0x88));
+        if (WIDE_N) {
+            _mm_storeu_ps(da_n, _mm256_castps256_ps128(nn));
+            if (TWO) _mm_storeu_ps(db_n, _mm256_extractf128_ps(nn, 1));
+        } else {
+            store3(da_n, _mm256_castps256_ps128(nn));
+            if (TWO) store3(db_n, _mm256_extractf128_ps(nn, 1));
+        }
+    }
+    if (T) {
+        __m256 s2 = load2(st, TWO);
+        __m256 tt = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
+        tt = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), tt);
+        tt = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), tt);
+        tt = _mm256_blend_ps(normalize3x2(_mm256_blend_ps(tt, zero8, 0x88)), s2, 0x88);
+        _mm_storeu_ps(da_t, _mm256_castps256_ps128(tt));
+        if (TWO) _mm_storeu_ps(db_t, _mm256_extractf128_ps(tt, 1));
+    }
+}
+
+/* mat4 palettes, two vertices per step so the folds and the normalisation
+ * work on full 256-bit registers. Same flags as group(), plus MAP (write in
+ * file order through r->map) and WIDE (16-byte stores for positions and
+ * normals: FULL, or the stream is 4 wide; the caller picks the instance). */
 LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, uint32_t lo,
-                                          uint32_t hi, int P, int N, int T, int FULL) {
+                                          uint32_t hi, int P, int N, int T, int WP, int WN,
+                                          int MAP) {
     const lmb_skin_mesh *m = r->mesh;
-    const float *pal = r->pal;
-    const uint16_t *J = m->joints + m->joint_off[k] + (size_t)(lo - m->first[k]) * k;
+    const char *pal = (const char *)r->pal;
+    const uint32_t *J = m->jbytes + m->joint_off[k] + (size_t)(lo - m->first[k]) * k;
     static const float no_weights[1] = {1.0f}; /* k = 1 reads no weight */
     const float *W = k > 1 ? m->weights + m->weight_off[k] + (size_t)(lo - m->first[k]) * k
                            : no_weights;
     const uint32_t wk = k > 1 ? k : 0;
     const uint32_t *map = r->map;
     const size_t ps = r->pos_stride, ns = r->nrm_stride, ts = r->tan_stride;
-    const __m256 one8 = _mm256_set1_ps(1.0f), zero8 = _mm256_setzero_ps();
+    /* without a map: output pointers of vertex v, advanced by two per pair */
+    float *dp = P ? r->pos + (MAP ? 0 : (size_t)lo * ps) : NULL;
+    float *dn = N ? r->nrm + (MAP ? 0 : (size_t)lo * ns) : NULL;
+    float *dt = T ? r->tan + (MAP ? 0 : (size_t)lo * ts) : NULL;
+    const float *sp = m->pos + (size_t)lo * 4;
+    const float *sn = N ? m->nrm + (size_t)lo * 4 : NULL;
+    const float *st = T ? m->tan + (size_t)lo * 4 : NULL;
     uint32_t v = lo;
-    /* A lone last vertex goes through the same instructions with B = A, so
-     * every vertex gets the same bits however ranges are split. */
-    for (; v < hi; v += 2, J += 2 * k, W += 2 * wk) {
-        const int two = v + 1 < hi;
-        __m256 a01, a23, b01, b23;
-        blend_cols(pal, J, W, k, &a01, &a23);
-        if (two) {
-            blend_cols(pal, J + k, W + wk, k, &b01, &b23);
+    for (; v + 1 < hi; v += 2, J += 2 * k, W += 2 * wk, sp += 8) {
+        if (MAP) {
+            size_t oa = map[v], ob = map[v + 1];
+            pair(pal, J, W, k, wk, sp, sn, st, P ? dp + oa * ps : NULL,
+                 P ? dp + ob * ps : NULL, N ? dn + oa * ns : NULL, N ? dn + ob * ns : NULL,
+                 T ? dt + oa * ts : NULL, T ? dt + ob * ts : NULL, 1, P, N, T, WP, WN);
         } else {
-            b01 = a01;
-            b23 = a23;
+            pair(pal, J, W, k, wk, sp, sn, st, dp, P ? dp + ps : NULL, dn,
+                 N ? dn + ns : NULL, dt, T ? dt + ts : NULL, 1, P, N, T, WP, WN);
+            if (P) dp += 2 * ps;
+            if (N) dn += 2 * ns;
+            if (T) dt += 2 * ts;
         }
-        /* columns of both vertices: C0 = (c0 of A | c0 of B) ... */
-        __m256 C0 = _mm256_permute2f128_ps(a01, b01, 0x20);
-        __m256 C1 = _mm256_permute2f128_ps(a01, b01, 0x31);
-        __m256 C2 = _mm256_permute2f128_ps(a23, b23, 0x20);
-        __m256 C3 = _mm256_permute2f128_ps(a23, b23, 0x31);
-        size_t oa = map ? map[v] : v, ob = !two ? oa : map ? map[v + 1] : v + 1;
-        if (P) {
-            __m256 s2 = load2(m->pos + (size_t)v * 4, two); /* (x y z 1 of A | of B) */
-            __m256 pp = _mm256_fmadd_ps(C0, _mm256_permute_ps(s2, 0x00), C3);
-            pp = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), pp);
-            pp = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), pp);
-            pp = _mm256_blend_ps(pp, one8, 0x88);
-            float *da = r->pos + oa * ps, *db = r->pos + ob * ps;
-            if (FULL || r->pos_wide) {
-                _mm_storeu_ps(da, _mm256_castps256_ps128(pp));
-                if (two) _mm_storeu_ps(db, _mm256_extractf128_ps(pp, 1));
-            } else {
-                store3(da, _mm256_castps256_ps128(pp));
-                if (two) store3(db, _mm256_extractf128_ps(pp, 1));
-            }
-        }
-        if (N) {
-            __m256 s2 = load2(m->nrm + (size_t)v * 4, two);
-            __m256 nn = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
-            nn = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), nn);
-            nn = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), nn);
-            nn = normalize3x2(_mm256_blend_ps(nn, zero8, 0x88));
-            float *da = r->nrm + oa * ns, *db = r->nrm + ob * ns;
-            if (FULL || r->nrm_wide) {
-                _mm_storeu_ps(da, _mm256_castps256_ps128(nn));
-                if (two) _mm_storeu_ps(db, _mm256_extractf128_ps(nn, 1));
-            } else {
-                store3(da, _mm256_castps256_ps128(nn));
-                if (two) store3(db, _mm256_extractf128_ps(nn, 1));
-            }
-        }
-        if (T) {
-            __m256 s2 = load2(m->tan + (size_t)v * 4, two);
-            __m256 tt = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
-            tt = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), tt);
-            tt = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), tt);
-            tt = _mm256_blend_ps(normalize3x2(_mm256_blend_ps(tt, zero8, 0x88)), s2, 0x88);
-            _mm_storeu_ps(r->tan + oa * ts, _mm256_castps256_ps128(tt));
-            if (two) _mm_storeu_ps(r->tan + ob * ts, _mm256_extractf128_ps(tt, 1));
-        }
+        if (N) sn += 8;
+        if (T) st += 8;
+    }
+    if (v < hi) {
+        size_t oa = MAP ? map[v] : 0;
+        pair(pal, J, W, k, wk, sp, sn, st, P ? dp + oa * ps : NULL, NULL,
+             N ? dn + oa * ns : NULL, NULL, T ? dt + oa * ts : NULL, NULL, 0, P, N, T, WP, WN);
     }
 }
 
 typedef void (*group_fn)(const lmb_skin_range *r, uint32_t lo, uint32_t hi);
 
-#define GROUP(k, P, N, T, F, R)                                                           \
-    LMB_AVX2 static void g_##k##P##N##T##F##R(const lmb_skin_range *r, uint32_t lo,        \
+/* mat4 instantiations: k, streams P N T, F (16-byte stores allowed), MAP. */
+#define GROUP2(k, P, N, T, F, M)                                                          \
+    LMB_AVX2 static void g2_##k##P##N##T##F##M(const lmb_skin_range *r, uint32_t lo,       \
                                                uint32_t hi) {                              \
-        if (R)                                                                             \
-            group(r, k, lo, hi, P, N, T, F, R);                                            \
+        if (F || (r->pos_wide && r->nrm_wide))                                             \
+            group2(r, k, lo, hi, P, N, T, 1, 1, M);                                        \
+        else if (r->pos_wide)                                                              \
+            group2(r, k, lo, hi, P, N, T, 1, 0, M);                                        \
+        else if (r->nrm_wide)                                                              \
+            group2(r, k, lo, hi, P, N, T, 0, 1, M);                                        \
         else                                                                               \
-            group2(r, k, lo, hi, P, N, T, F);                                              \
+            group2(r, k, lo, hi, P, N, T, 0, 0, M);                                        \
     }
-#define GROUP_K(P, N, T, F, R) GROUP(1, P, N, T, F, R) GROUP(2, P, N, T, F, R) \
-    GROUP(3, P, N, T, F, R) GROUP(4, P, N, T, F, R)
-#define GROUP_PNT(F, R) GROUP_K(0, 0, 1, F, R) GROUP_K(0, 1, 0, F, R) GROUP_K(0, 1, 1, F, R) \
-    GROUP_K(1, 0, 0, F, R) GROUP_K(1, 0, 1, F, R) GROUP_K(1, 1, 0, F, R) GROUP_K(1, 1, 1, F, R)
-GROUP_PNT(0, 0)
-GROUP_PNT(0, 1)
-GROUP_PNT(1, 0)
-GROUP_PNT(1, 1)
+/* mat3x4 instantiations (one vertex per step, map tested in the loop). */
+#define GROUP1(k, P, N, T, F)                                                             \
+    LMB_AVX2 static void g1_##k##P##N##T##F(const lmb_skin_range *r, uint32_t lo,          \
+                                            uint32_t hi) {                                 \
+        group(r, k, lo, hi, P, N, T, F, 1);                                                \
+    }
+#define GROUP(k, P, N, T, F) GROUP2(k, P, N, T, F, 0) GROUP2(k, P, N, T, F, 1) \
+    GROUP1(k, P, N, T, F)
+#define GROUP_K(P, N, T, F) GROUP(1, P, N, T, F) GROUP(2, P, N, T, F) \
+    GROUP(3, P, N, T, F) GROUP(4, P, N, T, F)
+#define GROUP_PNT(F) GROUP_K(0, 0, 1, F) GROUP_K(0, 1, 0, F) GROUP_K(0, 1, 1, F) \
+    GROUP_K(1, 0, 0, F) GROUP_K(1, 0, 1, F) GROUP_K(1, 1, 0, F) GROUP_K(1, 1, 1, F)
+GROUP_PNT(0)
+GROUP_PNT(1)
 
-#define ROW_K(P, N, T, F, R) {g_1##P##N##T##F##R, g_2##P##N##T##F##R, g_3##P##N##T##F##R, \
-                              g_4##P##N##T##F##R}
-#define ROW_PNT(F, R) {{NULL, NULL, NULL, NULL}, ROW_K(0, 0, 1, F, R), ROW_K(0, 1, 0, F, R), \
-    ROW_K(0, 1, 1, F, R), ROW_K(1, 0, 0, F, R), ROW_K(1, 0, 1, F, R), ROW_K(1, 1, 0, F, R),   \
-    ROW_K(1, 1, 1, F, R)}
+#define ROW_K(G, P, N, T, S) {G##1##P##N##T##S, G##2##P##N##T##S, G##3##P##N##T##S, \
+                              G##4##P##N##T##S}
+#define ROW_PNT(G, S) {{NULL, NULL, NULL, NULL}, ROW_K(G, 0, 0, 1, S), ROW_K(G, 0, 1, 0, S), \
+    ROW_K(G, 0, 1, 1, S), ROW_K(G, 1, 0, 0, S), ROW_K(G, 1, 0, 1, S), ROW_K(G, 1, 1, 0, S),   \
+    ROW_K(G, 1, 1, 1, S)}
 
-/* table[rows][full][P * 4 + N * 2 + T][k - 1] */
-static const group_fn table[2][2][8][4] = {{ROW_PNT(0, 0), ROW_PNT(1, 0)},
-                                           {ROW_PNT(0, 1), ROW_PNT(1, 1)}};
+/* table[variant][P * 4 + N * 2 + T][k - 1]; variant: mat4 (full * 2 + map)
+ * 0..3, mat3x4 4 + full */
+static const group_fn table[6][8][4] = {
+    ROW_PNT(g2_, 00), ROW_PNT(g2_, 01), ROW_PNT(g2_, 10), ROW_PNT(g2_, 11),
+    ROW_PNT(g1_, 0), ROW_PNT(g1_, 1)};
 
 static void run_groups(const lmb_skin_range *r, uint32_t begin, uint32_t end, int full) {
     const lmb_skin_mesh *m = r->mesh;
     int flags = (r->pos ? 4 : 0) | (r->nrm ? 2 : 0) | (r->tan ? 1 : 0);
     if (!flags) return;
-    const group_fn *fns = table[r->layout != LMB_PALETTE_MAT4][full][flags];
+    int variant = r->layout != LMB_PALETTE_MAT4 ? 4 + full : full * 2 + (r->map != NULL);
+    const group_fn *fns = table[variant][flags];
     for (uint32_t k = 1; k <= 4; k++) {
         uint32_t lo = m->first[k], hi = m->first[k] + m->count[k];
         if (lo < begin) lo = begin;

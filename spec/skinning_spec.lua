@@ -108,11 +108,33 @@ local function sub(t, n)
   return o
 end
 
-for _, simd in ipairs({ true, false }) do
-  describe("skinning (" .. (simd and "best kernel" or "portable kernel") .. ")", function()
-    local old
-    setup(function() old = core.simd() core.simd(simd) end)
-    teardown(function() core.simd(old) end)
+-- Every kernel level this CPU runs: the best (AVX-512 where present), AVX2
+-- (so a machine with AVX-512 still tests the AVX2 kernel) and portable C.
+local levels = {}
+do
+  local best = select(4, core.simd())
+  for _, l in ipairs({ "avx512", "avx2", "portable" }) do
+    if l == "portable" or l == best or (l == "avx2" and best == "avx512") then levels[#levels + 1] = l end
+  end
+end
+
+local function with_level(level, fn)
+  local _, _, was = core.simd()
+  core.simd(level)
+  local ok, err = pcall(fn)
+  core.simd(was)
+  if not ok then error(err, 0) end
+end
+
+for _, level in ipairs(levels) do
+  describe("skinning (" .. level .. " kernel)", function()
+    local was
+    setup(function()
+      was = select(3, core.simd())
+      core.simd(level)
+      assert.equal(level, select(3, core.simd()))
+    end)
+    teardown(function() core.simd(was) end)
 
     for _, layout in ipairs({ "mat4", "mat3x4" }) do
       it("matches the scalar reference on random meshes (" .. layout .. " palettes)", function()
@@ -283,27 +305,50 @@ for _, simd in ipairs({ true, false }) do
 end
 
 describe("skinning", function()
-  it("agrees between the portable and the SIMD kernel within rounding", function()
-    local old = core.simd()
-    local V, J, N = 2000, 25, 2
+  it("agrees between the portable and every SIMD kernel within rounding", function()
+    local V, J, N = 2001, 25, 2
     local pal = random_palette(J, N)
     local m = random_mesh(V, J)
     local mesh = sk.mesh(mesh_desc(m, { tangents = true }))
     local out = {}
-    for _, simd in ipairs({ false, true }) do
-      core.simd(simd)
-      local tg = sk.target { mesh = mesh, instances = N, positions = true, normals = true, tangents = true }
-      sk.skin(mesh, pal, tg)
-      out[simd] = tg
+    for _, level in ipairs(levels) do
+      with_level(level, function()
+        for _, order in ipairs({ "sorted", "file" }) do
+          local tg = sk.target { mesh = mesh, instances = N, positions = true, normals = true,
+                                 tangents = true, order = order }
+          sk.skin(mesh, pal, tg)
+          out[level .. order] = tg
+        end
+      end)
     end
-    core.simd(old)
-    for e = 1, N * V do
-      assert.near(out[false]:positions()[e], out[true]:positions()[e], 2e-5)
-      -- normals: FMA vs separate rounding in the blend, amplified by the
-      -- normalisation when random weights blend a short vector (seen: 2.4e-6)
-      assert.near(out[false]:normals()[e], out[true]:normals()[e], 1e-5)
-      assert.near(out[false]:tangents()[e], out[true]:tangents()[e], 1e-5)
+    for _, level in ipairs(levels) do
+      for _, order in ipairs({ "sorted", "file" }) do
+        local a, b = out["portable" .. order], out[level .. order]
+        for e = 1, N * V do
+          assert.near(a:positions()[e], b:positions()[e], 2e-5)
+          -- normals: FMA vs separate rounding in the blend, amplified by the
+          -- normalisation when random weights blend a short vector (seen: 2.4e-6)
+          assert.near(a:normals()[e], b:normals()[e], 1e-5)
+          assert.near(a:tangents()[e], b:tangents()[e], 1e-5)
+        end
+      end
     end
+  end)
+
+  it("core.simd takes a level name, capped by the CPU, and rejects unknown names", function()
+    local _, _, was, best = core.simd()
+    local rank = { portable = 0, avx2 = 1, avx512 = 2 }
+    for _, l in ipairs({ "portable", "avx2", "avx512" }) do
+      local active, _, now = core.simd(l)
+      local want = rank[l] <= rank[best] and l or best
+      assert.equal(want, now)
+      assert.equal(now ~= "portable", active)
+    end
+    assert.equal("portable", select(3, core.simd(false)))
+    assert.equal(best, select(3, core.simd(true)))
+    assert.error_matches(function() core.simd("sse9") end, "invalid option 'sse9'")
+    assert.equal(best, select(3, core.simd()))
+    core.simd(was)
   end)
 
   it("accepts Lua tables (1-based joints and indices) and u8 / u16 buffers", function()
