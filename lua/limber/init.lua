@@ -51,6 +51,7 @@ function M.skeleton(desc)
   local joints = desc.joints or desc
   local n = #joints
   if n == 0 then fail("skeleton: no joints", 2) end
+  if n > 65535 then fail(("skeleton: %d joints, more than the supported 65535"):format(n), 2) end
   local by_name = {}
   for i = 1, n do
     local j = joints[i]
