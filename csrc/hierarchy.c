@@ -136,6 +136,14 @@ lmb_status lmb_hier_set_srt(lmb_hier *h, uint32_t id, const float *t, const floa
     else
         h->node[id].flags |= LMB_HIER_HAS_SRT;
     lmb_hier_touch(h, id);
+    if (h->node[id].nchild == 0) {
+        /* A changed leaf is recomputed when it is read (often soon, by a
+         * renderer): start loading what that reads now, so the misses of
+         * many leaves overlap instead of stalling one read each. */
+        __builtin_prefetch(&h->node[h->node[id].parent], 0, 1);
+        __builtin_prefetch(lmb_hier_base(h, id), 0, 1);
+        __builtin_prefetch(lmb_hier_world(h, id), 1, 1);
+    }
     return LMB_OK;
 }
 

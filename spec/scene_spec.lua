@@ -391,6 +391,29 @@ describe("limber.scene", function()
       assert.is_true(sc:exists(other))
     end)
 
+    it("world fills the given table, equals gather and names bad arguments at the caller", function()
+      local sc = scene.new()
+      local a = chain(sc, 3)
+      sc:set_rotation(a[3], 0, 0.6, 0, 0.8)
+      sc:update()
+      local out = { "keep me?" }
+      assert.equal(out, sc:world(a[3], out))
+      local buf = core.buffer("f32", 16, 1)
+      sc:gather({ a[3] }, 1, buf)
+      assert.same(buf[1], out)
+      assert.same(out, sc:world(a[3]))
+      local line = debug.getinfo(1, "l").currentline
+      local ok, err = pcall(function() local w = sc:world(a[3], 5) return w end)
+      assert.is_false(ok)
+      assert.matches(":" .. (line + 1) .. ": limber.scene: world: out must be a table (got number 5)", err,
+        1, true)
+      ok, err = pcall(function() local w = sc:world("x") return w end)
+      assert.matches(":" .. (line + 5) .. ": limber.scene: node must be an integer node id (got string x)",
+        err, 1, true)
+      ok, err = pcall(function() local w = sc:world(99) return w end)
+      assert.matches(":" .. (line + 8) .. ": limber.scene: node 99 does not exist", err, 1, true)
+    end)
+
     it("grows its storage past the initial capacity", function()
       local sc = scene.new({ capacity = 2 })
       local a = chain(sc, 50)

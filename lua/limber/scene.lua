@@ -424,7 +424,17 @@ end
 -- @tparam[opt] table out
 -- @treturn table 16 numbers
 -- @function Scene:world
-Scene.world = C.world
+local world_values = C.world_values
+function Scene.world(self, id, out)
+  if out == nil then
+    out = {}
+  elseif type(out) ~= "table" then
+    fail(fmt("world: out must be a table (got %s)", describe(out)), 2)
+  end
+  out[1], out[2], out[3], out[4], out[5], out[6], out[7], out[8], out[9], out[10], out[11], out[12],
+    out[13], out[14], out[15], out[16] = world_values(self, id)
+  return out
+end
 
 --- Makes the stored world matrix of `id` current (leaves on demand), for
 -- readers of `worlds()`.
