@@ -408,10 +408,12 @@ describe("limber.scene", function()
       assert.matches(":" .. (line + 1) .. ": limber.scene: world: out must be a table (got number 5)", err,
         1, true)
       ok, err = pcall(function() local w = sc:world("x") return w end)
+      assert.is_false(ok)
       assert.matches(":" .. (line + 5) .. ": limber.scene: node must be an integer node id (got string x)",
         err, 1, true)
       ok, err = pcall(function() local w = sc:world(99) return w end)
-      assert.matches(":" .. (line + 8) .. ": limber.scene: node 99 does not exist", err, 1, true)
+      assert.is_false(ok)
+      assert.matches(":" .. (line + 9) .. ": limber.scene: node 99 does not exist", err, 1, true)
     end)
 
     it("grows its storage past the initial capacity", function()
