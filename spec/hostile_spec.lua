@@ -260,6 +260,15 @@ describe("hostile: cycles", function()
     doc.scenes = { { nodes = { 0, 1 } } }
     refused("scenes[0].nodes[1]: node 1 is not a root node", function() load(doc) end)
   end)
+
+  it("refuses a scene listing the same root twice", function()
+    local doc = new_doc()
+    doc.nodes = { {}, {} }
+    doc.scenes = { { nodes = { 1, 0, 1 } } }
+    refused("scenes[0].nodes[2]: node 1 is listed twice (nodes[0])", function() load(doc) end)
+    doc.scenes = { { nodes = { 1, 0 } } }
+    assert.equal(2, #load(doc).scenes[1].nodes)
+  end)
 end)
 
 -- ---- NaN and infinities -------------------------------------------------------

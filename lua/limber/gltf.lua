@@ -440,10 +440,14 @@ function Loader:nodes()
   for s, sc in ipairs(list(self.doc.scenes, "scenes", "scenes")) do
     local where = ("scenes[%d]"):format(s - 1)
     object(sc, where, "scene")
-    local roots = {}
+    local roots, listed = {}, {}
     for k, n in ipairs(list(sc.nodes, where, "nodes")) do
       local ni = ref(n, nodes, at(where, "nodes", k - 1), "node")
       if nodes[ni].parent then fail(at(where, "nodes", k - 1), "node %d is not a root node", ni - 1) end
+      if listed[ni] then
+        fail(at(where, "nodes", k - 1), "node %d is listed twice (nodes[%d])", ni - 1, listed[ni] - 1)
+      end
+      listed[ni] = k
       roots[#roots + 1] = ni
     end
     scenes[s] = { name = type(sc.name) == "string" and sc.name or nil, nodes = roots, gltf_index = s - 1 }
