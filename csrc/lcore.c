@@ -119,7 +119,7 @@ static lua_Number buf_scalar(const lbuffer *b, size_t k) {
     case LBUF_U8: return ((const uint8_t *)b->data)[k];
     case LBUF_U16: return ((const uint16_t *)b->data)[k];
     case LBUF_U32: return ((const uint32_t *)b->data)[k];
-    default: return ((const float *)b->data)[k];
+    default: return (lua_Number)((const float *)b->data)[k];
     }
 }
 

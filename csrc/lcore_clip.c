@@ -261,7 +261,7 @@ static int l_clip_dense(lua_State *L) {
 }
 
 static int l_clip_duration(lua_State *L) {
-    lua_pushnumber(L, check_clip(L, 1)->duration);
+    lua_pushnumber(L, (lua_Number)check_clip(L, 1)->duration);
     return 1;
 }
 
@@ -319,7 +319,7 @@ static int push_sample(lua_State *L, const lmb_clip *c, const lmb_track *tr, int
     lmb_cursor cursor = {0, 0.0f, 0.0f};
     float v[LMB_FLOAT_WIDTH];
     lmb_track_sample(c, tr, lmb_clip_time(c, t, loop), &cursor, v);
-    for (int m = 0; m < tr->width; m++) lua_pushnumber(L, v[m]);
+    for (int m = 0; m < tr->width; m++) lua_pushnumber(L, (lua_Number)v[m]);
     return tr->width;
 }
 
@@ -491,9 +491,9 @@ static int l_sampler_get(lua_State *L) {
     lmb_sampler *s = check_sampler(L, 1);
     uint32_t i = lcore_check_index(L, 2, s->pose->instance_count, "instance");
     lua_pushinteger(L, s->clip[i] + 1);
-    lua_pushnumber(L, s->time[i]);
+    lua_pushnumber(L, (lua_Number)s->time[i]);
     lua_pushboolean(L, s->loop[i]);
-    lua_pushnumber(L, s->rate[i]);
+    lua_pushnumber(L, (lua_Number)s->rate[i]);
     return 4;
 }
 
@@ -723,7 +723,7 @@ static int l_blender_weight(lua_State *L) {
     lblender *b = check_blender(L, 1);
     uint32_t i = lcore_check_index(L, 2, b->out->instance_count, "instance");
     uint32_t l = lcore_check_index(L, 3, b->layer_count, "layer");
-    lua_pushnumber(L, b->weights[(size_t)l * b->lanes + i]);
+    lua_pushnumber(L, (lua_Number)b->weights[(size_t)l * b->lanes + i]);
     return 1;
 }
 

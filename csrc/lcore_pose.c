@@ -209,7 +209,7 @@ static int l_skel_find(lua_State *L) {
 static void push_floats(lua_State *L, const float *v, int n) {
     lua_createtable(L, n, 0);
     for (int k = 0; k < n; k++) {
-        lua_pushnumber(L, v[k]);
+        lua_pushnumber(L, (lua_Number)v[k]);
         lua_rawseti(L, -2, k + 1);
     }
 }
