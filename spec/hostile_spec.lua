@@ -409,6 +409,20 @@ describe("hostile: zero and negative scales, degenerate quaternions", function()
     doc.nodes[1] = { children = { 1 }, matrix = { -1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 } }
     asset = load(doc)
     assert.near({ -1, 1, 1 }, asset.nodes[1].scale, 1e-12)
+    -- node matrices with zero-length axes (a part scaled to 0 to hide it)
+    -- decompose into a TRS that gives the same matrix
+    local q = { 0.2, -0.4, 0.1, 0.8 }
+    for _, sc in ipairs { { 0, 2, 3 }, { 2, 0, 3 }, { 2, 3, 0 }, { 0, 0, 3 }, { 0, 3, 0 }, { 3, 0, 0 },
+                          { 0, 0, 0 } } do
+      local m = H.trs({ 1, 2, 3 }, q, sc)
+      doc.nodes[1] = { children = { 1 }, matrix = m }
+      asset = load(doc)
+      local n = asset.nodes[1]
+      assert.near(sc, { math.abs(n.scale[1]), math.abs(n.scale[2]), math.abs(n.scale[3]) }, 1e-6)
+      assert.near(m, H.trs(n.translation, n.rotation, n.scale), 1e-6)
+      assert.near(1, math.sqrt(n.rotation[1] ^ 2 + n.rotation[2] ^ 2 + n.rotation[3] ^ 2 + n.rotation[4] ^ 2),
+        1e-12)
+    end
   end)
 
   it("normalises tiny, huge and unnormalised quaternions and refuses zero ones", function()

@@ -151,9 +151,45 @@ local function normalize4(q, where, what)
   return { q[1] / n, q[2] / n, q[3] / n, q[4] / n }
 end
 
+local function cross(a, b)
+  return { a[2] * b[3] - a[3] * b[2], a[3] * b[1] - a[1] * b[3], a[1] * b[2] - a[2] * b[1] }
+end
+
+local function unit(v)
+  local n = math.sqrt(v[1] ^ 2 + v[2] ^ 2 + v[3] ^ 2)
+  return { v[1] / n, v[2] / n, v[3] / n }
+end
+
+-- Completes the rotation axes u[1..3] (unit columns, nil where the scale is
+-- zero) to a proper orthonormal basis: a zero scale hides its axis, so any
+-- axis that keeps the basis right-handed reproduces the matrix.
+local function complete_axes(u)
+  local have = {}
+  for i = 1, 3 do if u[i] then have[#have + 1] = i end end
+  if #have == 0 then return { { 1, 0, 0 }, { 0, 1, 0 }, { 0, 0, 1 } } end
+  if #have == 1 then
+    local a = u[have[1]]
+    -- the world axis least parallel to a, made perpendicular to it
+    local k = 1
+    for i = 2, 3 do if math.abs(a[i]) < math.abs(a[k]) then k = i end end
+    local e = { 0, 0, 0 }
+    e[k] = 1
+    local i = have[1]
+    local j, l = i % 3 + 1, (i + 1) % 3 + 1
+    u[j] = unit(cross(e, a))
+    u[l] = cross(u[i], u[j])
+    return u
+  end
+  for i = 1, 3 do
+    if not u[i] then u[i] = unit(cross(u[i % 3 + 1], u[(i + 1) % 3 + 1])) end
+  end
+  return u
+end
+
 --- Decomposes an affine matrix without shear into translation, rotation
 -- (unit quaternion x, y, z, w) and scale. A negative determinant puts the
--- reflection in scale x.
+-- reflection in scale x. A zero-length axis (scale 0, as animators use to
+-- hide a part) gets scale 0 and a rotation axis that completes the others.
 local function decompose(m, where)
   local t = { m[13], m[14], m[15] }
   local sx = math.sqrt(m[1] ^ 2 + m[2] ^ 2 + m[3] ^ 2)
@@ -162,10 +198,16 @@ local function decompose(m, where)
   local det = m[1] * (m[6] * m[11] - m[7] * m[10]) - m[5] * (m[2] * m[11] - m[3] * m[10]) +
       m[9] * (m[2] * m[7] - m[3] * m[6])
   if det < 0 then sx = -sx end
-  if sx == 0 or sy == 0 or sz == 0 then fail(where, "matrix has a zero scale") end
-  local r11, r21, r31 = m[1] / sx, m[2] / sx, m[3] / sx
-  local r12, r22, r32 = m[5] / sy, m[6] / sy, m[7] / sy
-  local r13, r23, r33 = m[9] / sz, m[10] / sz, m[11] / sz
+  local scale = { sx, sy, sz }
+  local u = {}
+  for i = 1, 3 do
+    local o, si = (i - 1) * 4, scale[i]
+    if si ~= 0 then u[i] = { m[o + 1] / si, m[o + 2] / si, m[o + 3] / si } end
+  end
+  if not (u[1] and u[2] and u[3]) then u = complete_axes(u) end
+  local r11, r21, r31 = u[1][1], u[1][2], u[1][3]
+  local r12, r22, r32 = u[2][1], u[2][2], u[2][3]
+  local r13, r23, r33 = u[3][1], u[3][2], u[3][3]
   local tr = r11 + r22 + r33
   local x, y, z, w
   if tr > 0 then
@@ -181,7 +223,7 @@ local function decompose(m, where)
     local s = 2 * math.sqrt(1 + r33 - r11 - r22)
     w, x, y, z = (r21 - r12) / s, (r13 + r31) / s, (r23 + r32) / s, 0.25 * s
   end
-  return t, normalize4({ x, y, z, w }, where, "matrix rotation"), { sx, sy, sz }
+  return t, normalize4({ x, y, z, w }, where, "matrix rotation"), scale
 end
 --- Decomposes an affine matrix without shear into translation, rotation
 -- and scale (a negative determinant puts the reflection in scale x).
@@ -190,8 +232,7 @@ end
 -- @tparam string where context for error messages
 -- @treturn table translation {x, y, z}
 -- @treturn table rotation, a unit quaternion {x, y, z, w}
--- @treturn table scale {x, y, z}
--- @raise `limber.gltf: <where>: matrix has a zero scale`
+-- @treturn table scale {x, y, z} (0 for a zero-length axis)
 M.decompose = decompose
 
 -- ---- URIs and files ----------------------------------------------------------
