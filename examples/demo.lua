@@ -232,8 +232,8 @@ local wall = clock() - t_start
 
 print(("\nlimber demo: %d characters (%d Fox, %d CesiumMan), %d joints, %d skinned vertices per frame")
   :format(N, kinds[1].count, kinds[2].count, joints_total, verts_total))
-print(("%d frames, %d thread(s) for skinning, AVX2 %s"):format(FRAMES, used_threads,
-  select(1, core.simd()) and "on" or "off"))
+print(("%d frames, %d thread(s) for skinning, SIMD kernels: %s"):format(FRAMES, used_threads,
+  select(3, core.simd())))
 print(("%-18s %12s %12s"):format("stage", "median ms", "min ms"))
 local total_med, total_min = 0, 0
 for s, name in ipairs(STAGES) do
