@@ -388,6 +388,9 @@ static int l_clock(lua_State *L) {
 LIMBER_EXPORT int luaopen_limber_core(lua_State *L);
 
 LIMBER_EXPORT int luaopen_limber_core(lua_State *L) {
+    /* detect the CPU's SIMD level now, on this thread: the kernels read the
+     * cached answer from worker threads later */
+    (void)lmb_simd_cpu_level();
     luaL_checkversion(L);
     lua_newtable(L);
     lcore_open_buffer(L);

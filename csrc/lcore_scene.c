@@ -359,7 +359,23 @@ static int l_hier_world(lua_State *L) {
  * table with one Lua assignment (16 lua_rawseti calls from C cost about 2.5x
  * as much). Errors name the line that called Scene:world. */
 static int l_hier_world_values(lua_State *L) {
-    lmb_hier *h = self_hier(L);
+    void *u = NULL;
+    if (lua_type(L, 1) == LUA_TTABLE) {
+        lua_getfield(L, 1, "store");
+        u = test_hier(L, -1);
+        lua_pop(L, 1);
+    } else {
+        u = test_hier(L, 1);
+    }
+    if (!u) {
+        const char *got = luaL_typename(L, 1);
+        luaL_where(L, 2);
+        lua_pushfstring(L, "limber.scene: world: expected a limber.Scene as self (got %s; "
+                           "call it as scene:world(id))", got);
+        lua_concat(L, 2);
+        return lua_error(L);
+    }
+    lmb_hier *h = (lmb_hier *)lmb_align_ptr(u, 64);
     if (!lua_isinteger(L, 2)) {
         const char *got = describe(L, 2);
         luaL_where(L, 2);

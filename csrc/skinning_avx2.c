@@ -209,42 +209,39 @@ LMB_AVX2 static ALWAYS_INLINE void pair(const char *pal, const uint32_t *J, cons
     __m256 C1 = _mm256_permute2f128_ps(a01, b01, 0x31);
     __m256 C2 = _mm256_permute2f128_ps(a23, b23, 0x20);
     __m256 C3 = _mm256_permute2f128_ps(a23, b23, 0x31);
+    __m256 pp = one8, nn = zero8, tt = zero8;
     if (P) {
         __m256 s2 = load2(sp, TWO); /* (x y z 1 of A | of B) */
-        __m256 pp = _mm256_fmadd_ps(C0, _mm256_permute_ps(s2, 0x00), C3);
+        pp = _mm256_fmadd_ps(C0, _mm256_permute_ps(s2, 0x00), C3);
         pp = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), pp);
         pp = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), pp);
         pp = _mm256_blend_ps(pp, one8, 0x88);
-        if (WIDE_P) {
-            _mm_storeu_ps(da_p, _mm256_castps256_ps128(pp));
-            if (TWO) _mm_storeu_ps(db_p, _mm256_extractf128_ps(pp, 1));
-        } else {
-            store3(da_p, _mm256_castps256_ps128(pp));
-            if (TWO) store3(db_p, _mm256_extractf128_ps(pp, 1));
-        }
     }
     if (N) {
         __m256 s2 = load2(sn, TWO);
-        __m256 nn = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
+        nn = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
         nn = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), nn);
         nn = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), nn);
         nn = normalize3x2(_mm256_blend_ps(nn, zero8, 0x88));
-        if (WIDE_N) {
-            _mm_storeu_ps(da_n, _mm256_castps256_ps128(nn));
-            if (TWO) _mm_storeu_ps(db_n, _mm256_extractf128_ps(nn, 1));
-        } else {
-            store3(da_n, _mm256_castps256_ps128(nn));
-            if (TWO) store3(db_n, _mm256_extractf128_ps(nn, 1));
-        }
     }
     if (T) {
         __m256 s2 = load2(st, TWO);
-        __m256 tt = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
+        tt = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
         tt = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), tt);
         tt = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), tt);
         tt = _mm256_blend_ps(normalize3x2(_mm256_blend_ps(tt, zero8, 0x88)), s2, 0x88);
-        _mm_storeu_ps(da_t, _mm256_castps256_ps128(tt));
-        if (TWO) _mm_storeu_ps(db_t, _mm256_extractf128_ps(tt, 1));
+    }
+    /* Vertex A's attributes, then B's, each in P N T order: a 16-byte store
+     * may spill onto a later attribute of its vertex or, at the end of an
+     * interleaved stride, onto the next vertex's first attribute (what the
+     * binding allows with `full`), so those must be written after it. */
+    if (P) store_v(da_p, _mm256_castps256_ps128(pp), 0, WIDE_P);
+    if (N) store_v(da_n, _mm256_castps256_ps128(nn), 0, WIDE_N);
+    if (T) _mm_storeu_ps(da_t, _mm256_castps256_ps128(tt));
+    if (TWO) {
+        if (P) store_v(db_p, _mm256_extractf128_ps(pp, 1), 0, WIDE_P);
+        if (N) store_v(db_n, _mm256_extractf128_ps(nn, 1), 0, WIDE_N);
+        if (T) _mm_storeu_ps(db_t, _mm256_extractf128_ps(tt, 1));
     }
 }
 

@@ -414,6 +414,8 @@ describe("limber.scene", function()
       ok, err = pcall(function() local w = sc:world(99) return w end)
       assert.is_false(ok)
       assert.matches(":" .. (line + 9) .. ": limber.scene: node 99 does not exist", err, 1, true)
+      assert.error_matches(function() sc.world({}, a[3]) end, "world: expected a limber.Scene as self (got table",
+        1, true)
     end)
 
     it("grows its storage past the initial capacity", function()

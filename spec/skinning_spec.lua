@@ -241,6 +241,9 @@ for _, level in ipairs(levels) do
         { stride = 48, position = 16, normal = 32, tangent = 0 },     -- tangent first
         { stride = 64, position = 4, normal = 20, tangent = 40 },     -- gaps
         { stride = 24, position = 12, normal = 0 },                   -- no tangents
+        { stride = 24, position = 0, normal = 12 },                   -- normal ends the stride
+        { stride = 28, position = 0, normal = 16 },                   -- normal ends, gap before
+        { stride = 44, position = 28, normal = 0, tangent = 12 },     -- position ends the stride
       }
       for _, l in ipairs(layouts) do
         local floats = l.stride // 4
