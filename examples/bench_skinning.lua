@@ -194,12 +194,17 @@ local function run_case(name, desc, joints, with_naive)
   end
   local times = {}
   for _, v in ipairs(variants) do times[v.key] = {} end
-  local block = 5
+  -- Variants take turns in blocks of frames, so a noisy moment hits all of
+  -- them; each block starts with untimed frames that bring its outputs back
+  -- into cache after the other variants' (the naive version writes 9.4 MB of
+  -- its own per frame) and start its threads, as in a game that skins the
+  -- same crowd every frame.
+  local block, warm = tonumber(os.getenv("BENCH_BLOCK") or 20), tonumber(os.getenv("BENCH_WARM") or 3)
   for _ = 1, math.max(1, frames // block) do
     for _, v in ipairs(variants) do
       sk.threads(v.threads)
       core.simd(v.level or best_level)
-      v.fn() -- warm-up (and thread start) outside the timed frames
+      for _ = 1, warm do v.fn() end -- untimed
       for _ = 1, block do
         local t0 = base.now()
         v.fn()
