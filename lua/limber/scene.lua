@@ -416,6 +416,8 @@ function Scene:stats()
            pending = pending }
 end
 
+local world_values = C.world_values
+
 --- World matrix of a node as of the last update (16 numbers, column-major),
 -- in `out` if given. A leaf is recomputed here only if it changed at an
 -- update or its parent's world changed since it was last computed.
@@ -423,9 +425,7 @@ end
 -- @tparam integer id
 -- @tparam[opt] table out
 -- @treturn table 16 numbers
--- @function Scene:world
-local world_values = C.world_values
-function Scene.world(self, id, out)
+function Scene:world(id, out)
   if out == nil then
     out = {}
   elseif type(out) ~= "table" then
