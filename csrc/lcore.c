@@ -366,10 +366,13 @@ static const char *const simd_names[] = {"portable", "avx2", "avx512", NULL};
  * the CPU may allow less). Returns whether SIMD kernels are in use, whether
  * the CPU has AVX2 + FMA, the level in use and the best level of the CPU. */
 static int l_simd(lua_State *L) {
-    if (lua_type(L, 1) == LUA_TSTRING)
+    int t = lua_type(L, 1);
+    if (t == LUA_TSTRING)
         lmb_set_simd_level(luaL_checkoption(L, 1, NULL, simd_names));
-    else if (!lua_isnoneornil(L, 1))
+    else if (t == LUA_TBOOLEAN)
         lmb_set_simd(lua_toboolean(L, 1));
+    else if (t != LUA_TNONE && t != LUA_TNIL)
+        return luaL_typeerror(L, 1, "boolean or level name");
     lua_pushboolean(L, lmb_simd_active());
     lua_pushboolean(L, lmb_cpu_has_avx2());
     lua_pushstring(L, simd_names[lmb_simd_level()]);

@@ -39,19 +39,24 @@ static void *test_hier(lua_State *L, int idx) {
     return same ? u : NULL;
 }
 
-/* The hierarchy at argument 1: a Hierarchy, or a limber.scene table holding
- * one in field "store" (so the scene's hot methods are these C functions,
- * with no Lua wrapper in between). */
+/* The Hierarchy userdata at argument 1 (a Hierarchy, or a limber.scene
+ * table holding one in field "store"), or NULL. */
+static void *find_hier(lua_State *L) {
+    if (lua_type(L, 1) != LUA_TTABLE) return test_hier(L, 1);
+    lua_getfield(L, 1, "store");
+    void *u = test_hier(L, -1);
+    lua_pop(L, 1); /* the scene table keeps the store alive */
+    return u;
+}
+
+/* The hierarchy at argument 1, found by find_hier (so the scene's hot methods
+ * are these C functions, with no Lua wrapper in between). */
 static lmb_hier *self_hier(lua_State *L) {
-    void *u;
-    if (lua_type(L, 1) == LUA_TTABLE) {
-        lua_getfield(L, 1, "store");
-        u = test_hier(L, -1);
-        lua_pop(L, 1); /* the scene table keeps the store alive */
-        if (!u) luaL_argerror(L, 1, "limber.Scene or limber.Hierarchy expected");
-    } else {
-        u = test_hier(L, 1);
-        if (!u) luaL_checkudata(L, 1, HIER_MT); /* raises the usual message */
+    void *u = find_hier(L);
+    if (!u) {
+        if (lua_type(L, 1) == LUA_TTABLE)
+            luaL_argerror(L, 1, "limber.Scene or limber.Hierarchy expected");
+        luaL_checkudata(L, 1, HIER_MT); /* raises the usual message */
     }
     return (lmb_hier *)lmb_align_ptr(u, 64);
 }
@@ -68,12 +73,13 @@ static const char *describe(lua_State *L, int arg) {
     return luaL_typename(L, arg);
 }
 
-/* Raises "limber.scene: <msg>" at the caller's line (the hot scene methods
- * are these C functions, called directly by the user). */
-static int scene_error(lua_State *L, const char *fmt, ...) {
+/* Raises "limber.scene: <msg>" at the line of the function `level` frames
+ * up: 1 is the caller of the hot scene methods (these C functions, called
+ * directly by the user), 2 the caller of a Lua wrapper such as Scene:world. */
+static int scene_error_at(lua_State *L, int level, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    luaL_where(L, 1);
+    luaL_where(L, level);
     lua_pushstring(L, "limber.scene: ");
     lua_pushvfstring(L, fmt, ap);
     va_end(ap);
@@ -81,15 +87,21 @@ static int scene_error(lua_State *L, const char *fmt, ...) {
     return lua_error(L);
 }
 
-/* A live node id (1-based, as in Lua). */
-static uint32_t check_live(lua_State *L, lmb_hier *h, int arg, const char *what) {
+#define scene_error(L, ...) scene_error_at(L, 1, __VA_ARGS__)
+
+/* A live node id (1-based, as in Lua); errors name the line `level` up. */
+static uint32_t check_live_at(lua_State *L, lmb_hier *h, int arg, const char *what, int level) {
     if (!lua_isinteger(L, arg))
-        scene_error(L, "%s must be an integer node id (got %s)", what, describe(L, arg));
+        scene_error_at(L, level, "%s must be an integer node id (got %s)", what, describe(L, arg));
     lua_Integer id = lua_tointeger(L, arg);
     if (id < 1 || id > (lua_Integer)h->capacity || !(h->node[id].flags & LMB_HIER_ALIVE))
-        scene_error(L, "%s%snode %I does not exist (unknown or destroyed)",
-                    strcmp(what, "node") ? what : "", strcmp(what, "node") ? ": " : "", id);
+        scene_error_at(L, level, "%s%snode %I does not exist (unknown or destroyed)",
+                       strcmp(what, "node") ? what : "", strcmp(what, "node") ? ": " : "", id);
     return (uint32_t)id;
+}
+
+static uint32_t check_live(lua_State *L, lmb_hier *h, int arg, const char *what) {
+    return check_live_at(L, h, arg, what, 1);
 }
 
 /* A node id in [1, capacity], live or not (raw access for baselines). */
@@ -359,39 +371,14 @@ static int l_hier_world(lua_State *L) {
  * table with one Lua assignment (16 lua_rawseti calls from C cost about 2.5x
  * as much). Errors name the line that called Scene:world. */
 static int l_hier_world_values(lua_State *L) {
-    void *u = NULL;
-    if (lua_type(L, 1) == LUA_TTABLE) {
-        lua_getfield(L, 1, "store");
-        u = test_hier(L, -1);
-        lua_pop(L, 1);
-    } else {
-        u = test_hier(L, 1);
-    }
-    if (!u) {
-        const char *got = luaL_typename(L, 1);
-        luaL_where(L, 2);
-        lua_pushfstring(L, "limber.scene: world: expected a limber.Scene as self (got %s; "
-                           "call it as scene:world(id))", got);
-        lua_concat(L, 2);
-        return lua_error(L);
-    }
+    void *u = find_hier(L);
+    if (!u)
+        scene_error_at(L, 2, "world: expected a limber.Scene as self (got %s; call it as "
+                             "scene:world(id))", luaL_typename(L, 1));
     lmb_hier *h = (lmb_hier *)lmb_align_ptr(u, 64);
-    if (!lua_isinteger(L, 2)) {
-        const char *got = describe(L, 2);
-        luaL_where(L, 2);
-        lua_pushfstring(L, "limber.scene: node must be an integer node id (got %s)", got);
-        lua_concat(L, 2);
-        return lua_error(L);
-    }
-    lua_Integer id = lua_tointeger(L, 2);
-    if (id < 1 || id > (lua_Integer)h->capacity || !(h->node[id].flags & LMB_HIER_ALIVE)) {
-        luaL_where(L, 2);
-        lua_pushfstring(L, "limber.scene: node %I does not exist (unknown or destroyed)", id);
-        lua_concat(L, 2);
-        return lua_error(L);
-    }
-    lmb_hier_refresh(h, (uint32_t)id);
-    const float *w = lmb_hier_world(h, (uint32_t)id);
+    uint32_t id = check_live_at(L, h, 2, "node", 2);
+    lmb_hier_refresh(h, id);
+    const float *w = lmb_hier_world(h, id);
     luaL_checkstack(L, 16, NULL);
     for (int k = 0; k < 16; k++) lua_pushnumber(L, (lua_Number)w[k]);
     return 16;

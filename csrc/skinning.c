@@ -51,8 +51,11 @@ lmb_status lmb_skin_mesh_count(const lmb_skin_source *src, uint32_t counts[5], u
     return LMB_OK;
 }
 
+/* The mesh struct and its arrays, laid out in this order. */
+enum { MESH_ARRAYS = 10 };
+
 /* Byte sizes of the mesh arrays, in layout order. */
-static void array_sizes(const lmb_skin_source *src, const uint32_t counts[5], size_t sz[10]) {
+static void array_sizes(const lmb_skin_source *src, const uint32_t counts[5], size_t sz[MESH_ARRAYS]) {
     size_t V = src->vertex_count, nj = 0, nw = 0;
     for (uint32_t k = 1; k <= 4; k++) {
         nj += (size_t)counts[k] * k;
@@ -71,19 +74,19 @@ static void array_sizes(const lmb_skin_source *src, const uint32_t counts[5], si
 }
 
 size_t lmb_skin_mesh_bytes(const lmb_skin_source *src, const uint32_t counts[5]) {
-    size_t sz[10], total = ALIGN;
+    size_t sz[MESH_ARRAYS], total = ALIGN;
     array_sizes(src, counts, sz);
-    for (int i = 0; i < 10; i++) total += lmb_align_up(sz[i], ALIGN);
+    for (int i = 0; i < MESH_ARRAYS; i++) total += lmb_align_up(sz[i], ALIGN);
     return total;
 }
 
 lmb_skin_mesh *lmb_skin_mesh_build(void *mem, const lmb_skin_source *src,
                                    const uint32_t counts[5]) {
-    size_t sz[10];
+    size_t sz[MESH_ARRAYS];
     array_sizes(src, counts, sz);
     unsigned char *p = (unsigned char *)lmb_align_ptr(mem, ALIGN);
-    void *arr[10];
-    for (int i = 0; i < 10; i++) {
+    void *arr[MESH_ARRAYS];
+    for (int i = 0; i < MESH_ARRAYS; i++) {
         arr[i] = sz[i] ? (void *)p : NULL;
         p += lmb_align_up(sz[i], ALIGN);
     }

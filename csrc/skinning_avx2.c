@@ -189,6 +189,15 @@ LMB_AVX2 static ALWAYS_INLINE __m256 load2(const float *s, int two) {
  * lone vertex gets the same bits as in a pair). Everything the loop needs
  * is passed in locals so the compiler keeps it in registers (stores through
  * float pointers could otherwise alias the range struct and force reloads). */
+/* C0 x + C1 y + C2 z for the two float4 sources in s2, with w lanes 0
+ * (normals and tangents: vectors), normalised. */
+LMB_AVX2 static ALWAYS_INLINE __m256 xform_vec2(__m256 C0, __m256 C1, __m256 C2, __m256 s2) {
+    __m256 v = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
+    v = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), v);
+    v = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), v);
+    return normalize3x2(_mm256_blend_ps(v, _mm256_setzero_ps(), 0x88));
+}
+
 LMB_AVX2 static ALWAYS_INLINE void pair(const char *pal, const uint32_t *J, const float *W,
                                         uint32_t k, uint32_t wk, const float *sp,
                                         const float *sn, const float *st, float *da_p,
@@ -217,19 +226,10 @@ LMB_AVX2 static ALWAYS_INLINE void pair(const char *pal, const uint32_t *J, cons
         pp = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), pp);
         pp = _mm256_blend_ps(pp, one8, 0x88);
     }
-    if (N) {
-        __m256 s2 = load2(sn, TWO);
-        nn = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
-        nn = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), nn);
-        nn = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), nn);
-        nn = normalize3x2(_mm256_blend_ps(nn, zero8, 0x88));
-    }
+    if (N) nn = xform_vec2(C0, C1, C2, load2(sn, TWO));
     if (T) {
         __m256 s2 = load2(st, TWO);
-        tt = _mm256_mul_ps(C0, _mm256_permute_ps(s2, 0x00));
-        tt = _mm256_fmadd_ps(C1, _mm256_permute_ps(s2, 0x55), tt);
-        tt = _mm256_fmadd_ps(C2, _mm256_permute_ps(s2, 0xAA), tt);
-        tt = _mm256_blend_ps(normalize3x2(_mm256_blend_ps(tt, zero8, 0x88)), s2, 0x88);
+        tt = _mm256_blend_ps(xform_vec2(C0, C1, C2, s2), s2, 0x88); /* w from the source */
     }
     /* Vertex A's attributes, then B's, each in P N T order: a 16-byte store
      * may spill onto a later attribute of its vertex or, at the end of an

@@ -54,6 +54,15 @@ LMB_AVX512 static ALWAYS_INLINE __m512 normalize3x4(__m512 v) {
     return _mm512_mul_ps(v, y);
 }
 
+/* C0 x + C1 y + C2 z for the four float4 sources in s4, with w lanes 0
+ * (normals and tangents: vectors), normalised. */
+LMB_AVX512 static ALWAYS_INLINE __m512 xform_vec4(__m512 C0, __m512 C1, __m512 C2, __m512 s4) {
+    __m512 v = _mm512_mul_ps(C0, _mm512_permute_ps(s4, 0x00));
+    v = _mm512_fmadd_ps(C1, _mm512_permute_ps(s4, 0x55), v);
+    v = _mm512_fmadd_ps(C2, _mm512_permute_ps(s4, 0xAA), v);
+    return normalize3x4(_mm512_maskz_mov_ps((__mmask16)0x7777, v));
+}
+
 /* Output of one stream for a step: vertex i of the step goes to d[i], or
  * without a map to d[0] + i * stride. */
 typedef struct quad_out {
@@ -126,21 +135,13 @@ LMB_AVX512 static ALWAYS_INLINE void quad(const quad_ctx *c, const uint32_t *J, 
         store_quad(pp, op, n, c->pos_wide, c->pos_tight, MAP);
     }
     if (N) {
-        __m512 s4 = _mm512_maskz_loadu_ps(lanes, sn);
-        __m512 nn = _mm512_mul_ps(C0, _mm512_permute_ps(s4, 0x00));
-        nn = _mm512_fmadd_ps(C1, _mm512_permute_ps(s4, 0x55), nn);
-        nn = _mm512_fmadd_ps(C2, _mm512_permute_ps(s4, 0xAA), nn);
-        nn = normalize3x4(_mm512_maskz_mov_ps((__mmask16)~W_LANES, nn));
+        __m512 nn = xform_vec4(C0, C1, C2, _mm512_maskz_loadu_ps(lanes, sn));
         store_quad(nn, on, n, c->nrm_wide, c->nrm_tight, MAP);
     }
     if (T) {
         __m512 s4 = _mm512_maskz_loadu_ps(lanes, st);
-        __m512 tt = _mm512_mul_ps(C0, _mm512_permute_ps(s4, 0x00));
-        tt = _mm512_fmadd_ps(C1, _mm512_permute_ps(s4, 0x55), tt);
-        tt = _mm512_fmadd_ps(C2, _mm512_permute_ps(s4, 0xAA), tt);
-        tt = normalize3x4(_mm512_maskz_mov_ps((__mmask16)~W_LANES, tt));
         /* w (handedness) from the source */
-        tt = _mm512_mask_mov_ps(tt, W_LANES, s4);
+        __m512 tt = _mm512_mask_mov_ps(xform_vec4(C0, C1, C2, s4), W_LANES, s4);
         store_quad(tt, ot, n, 1, c->tan_tight, MAP);
     }
 }
