@@ -2,8 +2,9 @@
  *
  * A job is `items` independent work items and a function called once per
  * item: fn(ctx, item, worker). Items are handed out dynamically (an atomic
- * counter), the calling thread works too, and lmb_pool_run returns when
- * every item is done. Results must depend only on the item, never on which
+ * counter; each claim takes a run of consecutive items, a share of what is
+ * left that shrinks to one as the job drains), the calling thread works
+ * too, and lmb_pool_run returns when every item is done. Results must depend only on the item, never on which
  * worker ran it or in which order: then a job gives bit-identical output
  * whatever the thread count (the skinning kernel, palettes and
  * local-to-model blocks all fit this rule).
