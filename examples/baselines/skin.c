@@ -3,12 +3,20 @@
  * four influences, four weighted full 4x4 matrices summed, position and
  * normal transformed by the 4x4 sum, float3 streams in file order. Plain
  * scalar C, compiled like the rest of the project (no SIMD intrinsics).
- * Also a monotonic wall clock for the benchmark. Not installed. */
+ * Also a monotonic wall clock for the benchmark and, on Linux, pinning the
+ * calling thread to one CPU (to time each CPU of a host alone). Not
+ * installed. */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE
+#endif
 #include <lauxlib.h>
 #include <lua.h>
 #include <math.h>
 #include <stdint.h>
 #include <time.h>
+#ifdef __linux__
+#include <sched.h>
+#endif
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -67,6 +75,65 @@ static int l_now(lua_State *L) {
     return 1;
 }
 
+/* nil and a message, the helpers' way of saying no */
+static int fail(lua_State *L, const char *why) {
+    lua_pushnil(L);
+    lua_pushstring(L, why);
+    return 2;
+}
+
+#ifdef __linux__
+static cpu_set_t start_mask; /* the thread's CPUs before the first pin */
+static int have_start_mask;
+
+static int save_start_mask(void) {
+    if (!have_start_mask && sched_getaffinity(0, sizeof start_mask, &start_mask) == 0)
+        have_start_mask = 1;
+    return have_start_mask;
+}
+#endif
+
+/** cpus(): the CPU numbers this thread may run on (a list, ascending), or
+ * nil and a message where that cannot be asked. */
+static int l_cpus(lua_State *L) {
+#ifdef __linux__
+    if (!save_start_mask()) return fail(L, "sched_getaffinity failed");
+    lua_newtable(L);
+    lua_Integer n = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &start_mask)) {
+            lua_pushinteger(L, c);
+            lua_rawseti(L, -2, ++n);
+        }
+    return 1;
+#else
+    return fail(L, "CPU affinity is Linux-only here");
+#endif
+}
+
+/** pin(cpu): runs the calling thread on CPU `cpu` only; pin() gives it back
+ * the CPUs it had before the first pin. Threads started while pinned
+ * inherit the pin, so the benchmark only pins single-threaded runs.
+ * Returns true, or nil and a message. */
+static int l_pin(lua_State *L) {
+#ifdef __linux__
+    if (!save_start_mask()) return fail(L, "sched_getaffinity failed");
+    cpu_set_t m = start_mask;
+    if (!lua_isnoneornil(L, 1)) {
+        lua_Integer c = luaL_checkinteger(L, 1);
+        luaL_argcheck(L, c >= 0 && c < CPU_SETSIZE && CPU_ISSET((int)c, &start_mask), 1,
+                      "not one of this thread's CPUs");
+        CPU_ZERO(&m);
+        CPU_SET((int)c, &m);
+    }
+    if (sched_setaffinity(0, sizeof m, &m) != 0) return fail(L, "sched_setaffinity failed");
+    lua_pushboolean(L, 1);
+    return 1;
+#else
+    return fail(L, "CPU affinity is Linux-only here");
+#endif
+}
+
 EXPORT int luaopen_limber_baseline_skin(lua_State *L);
 
 EXPORT int luaopen_limber_baseline_skin(lua_State *L) {
@@ -75,5 +142,9 @@ EXPORT int luaopen_limber_baseline_skin(lua_State *L) {
     lua_setfield(L, -2, "naive");
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");
+    lua_pushcfunction(L, l_cpus);
+    lua_setfield(L, -2, "cpus");
+    lua_pushcfunction(L, l_pin);
+    lua_setfield(L, -2, "pin");
     return 1;
 }

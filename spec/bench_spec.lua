@@ -1,0 +1,72 @@
+-- The skinning benchmark keeps its promises: the JSON line the issue names,
+-- figures that agree with each other, and the host helpers it relies on.
+local H = require "spec.helper"
+
+local function run(cmd)
+  local p = io.popen(cmd)
+  local text = p:read("a")
+  local ok = p:close()
+  return ok, text
+end
+
+describe("examples/bench_skinning.lua", function()
+  it("prints the issue's JSON keys with figures that agree with each other", function()
+    local ok, text = run(("BENCH_BLOCK=5 BENCH_WARM=1 LUA_PATH_5_4='%s' LUA_CPATH_5_4='%s' "
+      .. "lua5.4 %sexamples/bench_skinning.lua --frames 10 --json 2>&1"):format(
+      package.path, package.cpath, H.root))
+    assert.is_true(ok, text)
+    local last = text:match("([^\n]*)\n?$")
+    local cjson = require "cjson"
+    local r = cjson.decode(last)
+    for _, key in ipairs({ "naive_ms", "skin_1t_ms", "skin_mt_ms", "threads", "ns_per_vertex_1t",
+                           "ns_per_vertex_mt", "ratio_vs_naive_1t", "mix2_ns_per_vertex_1t",
+                           "real_ns_per_vertex_1t" }) do
+      assert.equal("number", type(r[key]), key)
+      assert.truthy(r[key] > 0, key)
+    end
+    assert.equal("CesiumMan", r.real_model)
+    assert.truthy(({ portable = true, avx2 = true, avx512 = true })[r.kernel], r.kernel)
+    -- the ratio is the two medians' quotient; the naive version is the slow one
+    assert.near(r.naive_ms / r.skin_1t_ms, r.ratio_vs_naive_1t, 0.01 * r.ratio_vs_naive_1t)
+    assert.truthy(r.ratio_vs_naive_1t > 1)
+    -- 100 instances of 4,000 vertices
+    assert.near(r.skin_1t_ms * 1e6 / 400000, r.ns_per_vertex_1t, 1e-3 * r.ns_per_vertex_1t)
+    if r.host_mt_ceiling ~= cjson.null then
+      assert.truthy(r.host_mt_ceiling > 0 and r.host_mt_ceiling <= r.threads + 1e-9)
+      assert.equal("number", type(r.mt_vs_fastest_cpu))
+    end
+  end)
+end)
+
+describe("the benchmark's host helpers (limber.baseline_skin)", function()
+  local ok_load, base = pcall(require, "limber.baseline_skin")
+
+  it("lists this thread's CPUs, pins to one of them and gives them back", function()
+    assert.is_true(ok_load, base)
+    local cpus, err = base.cpus()
+    if not cpus then
+      pending("no CPU affinity here: " .. tostring(err))
+      return
+    end
+    assert.truthy(#cpus >= 1)
+    for i = 2, #cpus do assert.truthy(cpus[i] > cpus[i - 1]) end
+    assert.is_true(base.pin(cpus[#cpus]))
+    assert.is_true(base.pin())
+    local again = base.cpus()
+    assert.same(cpus, again)
+  end)
+
+  it("refuses CPUs the thread may not use", function()
+    assert.is_true(ok_load, base)
+    if not base.cpus() then
+      pending("no CPU affinity here")
+      return
+    end
+    local function refuses(fn, message)
+      assert.error_matches(fn, message, 1, true)
+    end
+    refuses(function() base.pin(-1) end, "not one of this thread's CPUs")
+    refuses(function() base.pin(1 << 20) end, "not one of this thread's CPUs")
+    refuses(function() base.pin("x") end, "number expected")
+  end)
+end)
