@@ -249,8 +249,9 @@ void lmb_skin_range_portable(const lmb_skin_range *r) {
 
 void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item) {
     const lmb_skin_mesh *m = t->mesh;
-    /* chunk-major: consecutive items share a chunk of the mesh, which stays in cache */
-    uint32_t i = item % t->instances, c = item / t->instances;
+    /* instance-major (see lmb_skin_task_items) */
+    uint32_t chunks = lmb_skin_task_chunks(t);
+    uint32_t i = item / chunks, c = item % chunks;
     lmb_skin_range r;
     r.mesh = m;
     r.pal = t->palette + (size_t)i * t->palette_stride;
