@@ -317,7 +317,7 @@ do
   if m1.mt then
     local worst = math.huge
     for _, r in ipairs(cases) do worst = math.min(worst, r["1t"].median / r.mt.median) end
-    line(("%d threads >= 1.8x 1 thread on every mesh (worst %.2fx)"):format(all_threads, worst), worst >= 1.8)
+    line(("%d threads >= 1.8x 1 thread on every mesh (worst %.3fx)"):format(all_threads, worst), worst >= 1.8)
     if m1.host then
       -- The same judgements against the fastest CPU alone: when the
       -- unpinned thread lands on a slow CPU, one thread looks slow and the
