@@ -103,11 +103,12 @@ static inline uint32_t lmb_skin_task_chunks(const lmb_skin_task *t) {
 }
 
 /* Work items of a task: instances * chunks, instance-major (item = instance *
- * chunks + chunk), so the threads of a pool, which claim runs of consecutive
- * items, write neighbouring chunks of one instance's output on the same
- * thread: the cache line two chunks share is not written by two cores at
- * once (chunk-major order did that at every item, and cost two threads 7-15%
- * of their speed). Callers keep the total below 2^32. */
+ * chunks + chunk), so a pool thread, which claims runs of consecutive items,
+ * skins neighbouring chunks of one instance: it reuses that instance's
+ * palette and writes one contiguous output range, and two threads rarely
+ * write the cache line two chunks share at once. Chunk-major order (all
+ * instances' chunk 0, then chunk 1, ...) cost two threads about 10% of
+ * their speed (docs/notes-skinning.md). Callers keep the total below 2^32. */
 static inline uint64_t lmb_skin_task_items(const lmb_skin_task *t) {
     return (uint64_t)t->instances * lmb_skin_task_chunks(t);
 }

@@ -98,29 +98,38 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Claims the next run of items of job `gen`: [*first, *first + *count);
- * 0 when that job has no item left (or a newer job was published). Runs
- * shrink as the job drains (guided scheduling: a share of what is left,
- * down to one item), so a job of hundreds of items costs a few dozen
+/* Claims the next run of items of job `gen`: [*first, *first + *count) of
+ * *items; 0 when that job has no item left (or a newer job was published).
+ * Runs shrink as the job drains (guided scheduling: a share of what is
+ * left, down to one item), so a job of hundreds of items costs a few dozen
  * atomic operations on the shared counter instead of two per item, and the
- * last items still go one at a time to whichever thread is free. Items are
- * counted in the same 64-bit word as the generation, so a late thread can
- * never take an item of another job by mistake, and the job fields it
- * reads after a successful claim stay valid until its items are reported
- * done. */
-static int grab(lmb_pool *p, uint32_t gen, uint32_t share, uint32_t *first, uint32_t *count) {
+ * last items still go one at a time to whichever thread is free.
+ *
+ * Items are counted in the same 64-bit word as the generation, and
+ * lmb_pool_run closes each job when it ends by setting the count to
+ * CLOSED. So a late thread holding an old job's generation can never
+ * take an item of another job: while the job runs, its generation is in
+ * the word; once it ended, the count is CLOSED (which no item count
+ * reaches) until the next job is published under a new generation. The
+ * job fields read after a successful claim stay valid until its items are
+ * reported done. */
+#define CLOSED 0xFFFFFFFFu
+
+static int grab(lmb_pool *p, uint32_t gen, uint32_t share, uint32_t *first, uint32_t *count,
+                uint32_t *items) {
     uint64_t t = __atomic_load_n(&p->ticket, __ATOMIC_ACQUIRE);
     for (;;) {
         if ((uint32_t)(t >> 32) != gen) return 0;
         uint32_t n = (uint32_t)t;
-        uint32_t items = __atomic_load_n(&p->items, __ATOMIC_RELAXED);
-        if (n >= items) return 0;
-        uint32_t take = (items - n) / share;
+        uint32_t all = __atomic_load_n(&p->items, __ATOMIC_RELAXED);
+        if (n >= all) return 0; /* also when CLOSED */
+        uint32_t take = (all - n) / share;
         if (take < 1) take = 1;
         if (__atomic_compare_exchange_n(&p->ticket, &t, t + take, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE)) {
             *first = n;
             *count = take;
+            *items = all;
             return 1;
         }
     }
@@ -131,9 +140,8 @@ static int grab(lmb_pool *p, uint32_t gen, uint32_t share, uint32_t *first, uint
 static void work(lmb_pool *p, uint32_t gen, uint32_t worker) {
     /* each claim takes 1 / (2 x threads) of what is left */
     uint32_t share = 2 * (__atomic_load_n(&p->active, __ATOMIC_RELAXED) + 1);
-    uint32_t first, count;
-    while (grab(p, gen, share, &first, &count)) {
-        uint32_t items = p->items;
+    uint32_t first, count, items;
+    while (grab(p, gen, share, &first, &count, &items)) {
         for (uint32_t i = first; i < first + count; i++) p->fn(p->ctx, i, worker);
         if (__atomic_add_fetch(&p->done_items, count, __ATOMIC_ACQ_REL) == items && worker != 0) {
             pthread_mutex_lock(&p->lock);
@@ -225,6 +233,10 @@ void lmb_pool_run(lmb_pool *p, uint32_t items, lmb_pool_fn fn, void *ctx) {
             pthread_cond_wait(&p->done, &p->lock);
         pthread_mutex_unlock(&p->lock);
     }
+    /* Close the job (see grab): a worker that read this job's ticket late
+     * must not take items of the next one, whose fields change before it
+     * is published (and never are, when it runs on this thread alone). */
+    __atomic_store_n(&p->ticket, ((uint64_t)gen << 32) | CLOSED, __ATOMIC_RELEASE);
 }
 
 #else /* single-threaded build */

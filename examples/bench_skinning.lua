@@ -160,12 +160,12 @@ local function minimum(t)
   return m
 end
 
-local _, cores = sk.threads()
-local all_threads = math.max(cores, 1)
+local _, cores, threaded = sk.threads()
+local all_threads = threaded and math.max(cores, 1) or 1 -- a build without threads runs one
 -- The CPUs to time one by one (see the header).
 local host_cpus = {}
 do
-  local list = base.cpus()
+  local list = base.cpus and base.cpus()
   if list and #list > 1 and #list <= 4 and all_threads > 1 then host_cpus = list end
 end
 -- The kernel level in use (the best this CPU runs) and, when that is AVX-512,

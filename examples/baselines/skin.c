@@ -93,15 +93,17 @@ static int save_start_mask(void) {
 }
 #endif
 
-/** cpus(): the CPU numbers this thread may run on (a list, ascending), or
- * nil and a message where that cannot be asked. */
+/** cpus(): the CPU numbers this thread may run on now (a list, ascending),
+ * or nil and a message where that cannot be asked. */
 static int l_cpus(lua_State *L) {
 #ifdef __linux__
     if (!save_start_mask()) return fail(L, "sched_getaffinity failed");
+    cpu_set_t now;
+    if (sched_getaffinity(0, sizeof now, &now) != 0) return fail(L, "sched_getaffinity failed");
     lua_newtable(L);
     lua_Integer n = 0;
     for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &start_mask)) {
+        if (CPU_ISSET(c, &now)) {
             lua_pushinteger(L, c);
             lua_rawseti(L, -2, ++n);
         }
