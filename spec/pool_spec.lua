@@ -53,6 +53,11 @@ describe("the worker pool", function()
       return
     end
     local ok, out = sh(("TSAN_OPTIONS=halt_on_error=1 '%s' 4000 3"):format(exe))
+    if not ok and out:find("unexpected memory mapping", 1, true) then
+      -- gcc 12's TSan runtime cannot start under some kernels' address-space layout
+      pending("ThreadSanitizer cannot run on this kernel: " .. out:sub(1, 200))
+      return
+    end
     assert.is_true(ok, out)
     assert.falsy(out:find("ThreadSanitizer", 1, true), out)
     assert.truthy(out:find("missed 0, repeated 0, stale 0, out of range 0", 1, true), out)
