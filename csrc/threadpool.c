@@ -235,8 +235,12 @@ void lmb_pool_run(lmb_pool *p, uint32_t items, lmb_pool_fn fn, void *ctx) {
     }
     /* Close the job (see grab): a worker that read this job's ticket late
      * must not take items of the next one, whose fields change before it
-     * is published (and never are, when it runs on this thread alone). */
-    __atomic_store_n(&p->ticket, ((uint64_t)gen << 32) | CLOSED, __ATOMIC_RELEASE);
+     * is published (and never are, when it runs on this thread alone). An
+     * exchange rather than a store: a worker's claim CAS that comes before
+     * it in the ticket's order then synchronises with it, so that worker's
+     * reads of the job fields come before the next job's writes (a release
+     * store alone lets those writes show first; C11, ARM, POWER). */
+    (void)__atomic_exchange_n(&p->ticket, ((uint64_t)gen << 32) | CLOSED, __ATOMIC_ACQ_REL);
 }
 
 #else /* single-threaded build */

@@ -1,7 +1,8 @@
 -- The worker pool under stress: spec/c/pool_stress.c runs thousands of jobs
--- of growing and shrinking sizes, some on the caller alone, and counts
--- items missed, run twice, run with another job's context or past a job's
--- end. Compiled here with the C compiler (plain, and with ThreadSanitizer
+-- of growing and shrinking sizes and thread counts, some on the caller
+-- alone, and counts items missed, run twice, run with another job's
+-- context, by a worker beyond the job's thread count or past a job's end.
+-- Each run has a time limit: a pool that loses a completion hangs. Compiled here with the C compiler (plain, and with ThreadSanitizer
 -- where the compiler has it). A pool that let a late worker claim items of
 -- the next job (as ours did until it closed each job's ticket) fails both.
 local H = require "spec.helper"
@@ -39,10 +40,10 @@ describe("the worker pool", function()
     local exe, err = build("pool_stress", "-O2")
     assert.truthy(exe, err)
     for _, threads in ipairs({ 2, 3, 8 }) do
-      local ok, out = sh(("'%s' 20000 %d"):format(exe, threads))
+      local ok, out = sh(("timeout 120 '%s' 20000 %d"):format(exe, threads))
       assert.is_true(ok, out)
-      assert.truthy(out:find(("20000 rounds, %d threads: missed 0, repeated 0, stale 0, out of range 0")
-        :format(threads), 1, true), out)
+      assert.truthy(out:find(("20000 rounds, %d threads: missed 0, repeated 0, stale 0, out of range 0, "
+        .. "bad worker 0"):format(threads), 1, true), out)
     end
   end)
 
@@ -52,7 +53,7 @@ describe("the worker pool", function()
       pending("no ThreadSanitizer in this compiler: " .. err:sub(1, 200))
       return
     end
-    local ok, out = sh(("TSAN_OPTIONS=halt_on_error=1 '%s' 4000 3"):format(exe))
+    local ok, out = sh(("TSAN_OPTIONS=halt_on_error=1 timeout 120 '%s' 4000 3"):format(exe))
     if not ok and out:find("unexpected memory mapping", 1, true) then
       -- gcc 12's TSan runtime cannot start under some kernels' address-space layout
       pending("ThreadSanitizer cannot run on this kernel: " .. out:sub(1, 200))
@@ -60,6 +61,6 @@ describe("the worker pool", function()
     end
     assert.is_true(ok, out)
     assert.falsy(out:find("ThreadSanitizer", 1, true), out)
-    assert.truthy(out:find("missed 0, repeated 0, stale 0, out of range 0", 1, true), out)
+    assert.truthy(out:find("missed 0, repeated 0, stale 0, out of range 0, bad worker 0", 1, true), out)
   end)
 end)
