@@ -2,7 +2,8 @@
 -- of growing and shrinking sizes and thread counts, some on the caller
 -- alone, and counts items missed, run twice, run with another job's
 -- context, by a worker beyond the job's thread count or past a job's end.
--- Each run has a time limit: a pool that loses a completion hangs. Compiled here with the C compiler (plain, and with ThreadSanitizer
+-- Each run has a time limit: a pool that loses a completion hangs.
+-- Compiled here with the C compiler (plain, and with ThreadSanitizer
 -- where the compiler has it). A pool that let a late worker claim items of
 -- the next job (as ours did until it closed each job's ticket) fails both.
 local H = require "spec.helper"
