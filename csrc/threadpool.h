@@ -4,10 +4,10 @@
  * item: fn(ctx, item, worker). Items are handed out dynamically (an atomic
  * counter; each claim takes a run of consecutive items, a share of what is
  * left that shrinks to one as the job drains), the calling thread works
- * too, and lmb_pool_run returns when every item is done. Results must depend only on the item, never on which
- * worker ran it or in which order: then a job gives bit-identical output
- * whatever the thread count (the skinning kernel, palettes and
- * local-to-model blocks all fit this rule).
+ * too, and lmb_pool_run returns when every item is done. Results must
+ * depend only on the item, never on which worker ran it or in which order:
+ * then a job gives bit-identical output whatever the thread count (the
+ * skinning kernel, palettes and local-to-model blocks all fit this rule).
  *
  * Memory: the pool lives in caller-provided memory (lmb_pool_bytes), so the
  * binding keeps it inside a userdata. Threads are started lazily on the

@@ -200,18 +200,16 @@ local function run_case(name, desc, joints, with_naive)
       base.naive(pp, ps, qp, qs, jp, js, wp, ws, lp, ls, op, os_, onp, ons, V, joints, N)
     end }
   end
-  variants[#variants + 1] = { key = "1t", threads = 1, fn = function() sk.skin(mesh, pal, target) end }
+  local function skin() sk.skin(mesh, pal, target) end -- every limber variant: only settings differ
+  variants[#variants + 1] = { key = "1t", threads = 1, fn = skin }
   if best_level == "avx512" then
-    variants[#variants + 1] = { key = "1t_avx2", threads = 1, level = "avx2",
-                                fn = function() sk.skin(mesh, pal, target) end }
+    variants[#variants + 1] = { key = "1t_avx2", threads = 1, level = "avx2", fn = skin }
   end
   for _, c in ipairs(host_cpus) do
-    variants[#variants + 1] = { key = "cpu" .. c, threads = 1, pin = c,
-                                fn = function() sk.skin(mesh, pal, target) end }
+    variants[#variants + 1] = { key = "cpu" .. c, threads = 1, pin = c, fn = skin }
   end
   if all_threads > 1 then
-    variants[#variants + 1] = { key = "mt", threads = all_threads,
-                                fn = function() sk.skin(mesh, pal, target) end }
+    variants[#variants + 1] = { key = "mt", threads = all_threads, fn = skin }
   end
   local times = {}
   for _, v in ipairs(variants) do times[v.key] = {} end
