@@ -25,18 +25,35 @@ float lcore_check_finite(lua_State *L, int arg, const char *what) {
     return (float)v;
 }
 
+/* Raises a problem with the value read from argument `arg`: as "bad
+ * argument #arg to 'name' (msg)" (luaL_argerror names the function being
+ * called) when arg is an argument position, else as plain msg (its `what`
+ * names the caller). */
+static int read_error(lua_State *L, int arg, const char *msg) {
+    if (arg > 0) return luaL_argerror(L, arg, msg);
+    return luaL_error(L, "%s", msg);
+}
+
 void lcore_read_floats(lua_State *L, int arg, const char *what, lua_Integer first, float *out,
                        size_t n) {
-    luaL_checktype(L, arg, LUA_TTABLE);
+    if (arg > 0) luaL_checktype(L, arg, LUA_TTABLE);
+    else if (lua_type(L, arg) != LUA_TTABLE)
+        luaL_error(L, "%s must be a table (got %s)", what, luaL_typename(L, arg));
+    int argpos = arg > 0 ? arg : 0; /* a relative index is not an argument position */
+    arg = lua_absindex(L, arg);
+    /* raw reads: a metamethod could answer differently each time or run
+     * code in the middle of the copy; the caller then uses only `out` */
+    if (first < 1 || (lua_Integer)n > LUA_MAXINTEGER - first)
+        luaL_error(L, "%s: index range out of bounds", what);
     for (size_t k = 0; k < n; k++) {
         lua_Integer idx = first + (lua_Integer)k;
-        int t = lua_geti(L, arg, idx);
-        int isnum = 0;
-        lua_Number v = lua_tonumberx(L, -1, &isnum);
-        if (t != LUA_TNUMBER || !isnum)
-            luaL_error(L, "%s[%I] must be a number (got %s)", what, idx, luaL_typename(L, -1));
+        int t = lua_rawgeti(L, arg, idx);
+        if (t != LUA_TNUMBER)
+            read_error(L, argpos, lua_pushfstring(L, "%s[%I] must be a number (got %s)", what, idx,
+                                               luaL_typename(L, -1)));
+        lua_Number v = lua_tonumber(L, -1);
         if (!isfinite(v) || fabs(v) > 3.4e38)
-            luaL_error(L, "%s[%I] is not a finite float (%f)", what, idx, v);
+            read_error(L, argpos, lua_pushfstring(L, "%s[%I] is not a finite float (%f)", what, idx, v));
         out[k] = (float)v;
         lua_pop(L, 1);
     }
@@ -193,7 +210,7 @@ static int l_buf_set(lua_State *L) {
         luaL_checktype(L, 3, LUA_TTABLE);
         for (uint32_t c = 0; c < b->width; c++) {
             int isnum;
-            lua_geti(L, 3, c + 1);
+            lua_rawgeti(L, 3, c + 1);
             vals[c] = lua_tonumberx(L, -1, &isnum);
             lua_pop(L, 1);
             if (!isnum)
@@ -206,16 +223,19 @@ static int l_buf_set(lua_State *L) {
     return 0;
 }
 
-/* Reads optional (first, count) in elements; returns a byte range. */
+/* Reads optional (first, count) in elements; returns a byte range. Every
+ * bound is checked before any arithmetic on the Lua integers (any value of
+ * the 64-bit range gives an error, never an overflow). */
 static void elem_range(lua_State *L, lbuffer *b, int arg, size_t *off, size_t *len) {
+    lua_Integer n = (lua_Integer)b->count; /* at most 2^40 */
     lua_Integer first = luaL_optinteger(L, arg, 1);
-    lua_Integer count = luaL_optinteger(L, arg + 1, (lua_Integer)b->count - first + 1);
-    if (first < 1 || (size_t)first > b->count + 1)
+    if (first < 1 || first > n + 1)
         luaL_argerror(L, arg, lua_pushfstring(L, "first element %I out of range [1, %I]", first,
-                                              (lua_Integer)b->count + 1));
-    if (count < 0 || (size_t)(first - 1) + (size_t)count > b->count)
-        luaL_argerror(L, arg + 1, lua_pushfstring(L, "count %I out of range [0, %I]", count,
-                                                  (lua_Integer)b->count - first + 1));
+                                              n + 1));
+    lua_Integer rest = n - first + 1; /* in [0, n] */
+    lua_Integer count = luaL_optinteger(L, arg + 1, rest);
+    if (count < 0 || count > rest)
+        luaL_argerror(L, arg + 1, lua_pushfstring(L, "count %I out of range [0, %I]", count, rest));
     size_t es = b->width * lbuf_scalar_size(b->type);
     *off = (size_t)(first - 1) * es;
     *len = (size_t)count * es;
@@ -238,7 +258,7 @@ static int l_buf_set_bytes(lua_State *L) {
     lua_Integer first = luaL_optinteger(L, 3, 1);
     size_t es = b->width * lbuf_scalar_size(b->type);
     if (b->readonly) return luaL_error(L, "limber.Buffer: this buffer is read-only (a view of derived data)");
-    if (first < 1 || (size_t)first > b->count + 1)
+    if (first < 1 || first > (lua_Integer)b->count + 1)
         return luaL_argerror(L, 3, lua_pushfstring(L, "first element %I out of range [1, %I]", first,
                                                    (lua_Integer)b->count + 1));
     if (len % es != 0)
@@ -286,7 +306,7 @@ static int l_buf_index(lua_State *L) {
     lbuffer *b = lbuf_check(L, 1);
     if (lua_type(L, 2) == LUA_TNUMBER) {
         lua_Integer i = luaL_checkinteger(L, 2);
-        if (i < 1 || (size_t)i > b->count) return 0;
+        if (i < 1 || i > (lua_Integer)b->count) return 0;
         push_element(L, b, (size_t)(i - 1));
         return 1;
     }
@@ -310,14 +330,15 @@ static int l_buffer_new(lua_State *L) {
     lua_Integer width = luaL_checkinteger(L, 2);
     luaL_argcheck(L, width >= 1 && width <= 64, 2, "width must be in [1, 64]");
     if (lua_type(L, 3) == LUA_TTABLE) {
-        lua_Integer n = (lua_Integer)luaL_len(L, 3);
+        lua_Integer n = lcore_rawlen(L, 3);
+        if (n < 0) return luaL_argerror(L, 3, "negative length");
         if (n % width != 0)
             return luaL_argerror(L, 3, lua_pushfstring(L, "%I values is not a multiple of width %I",
                                                        n, width));
         lbuffer *b = lbuf_push(L, type, (uint32_t)width, (size_t)(n / width));
         for (lua_Integer k = 0; k < n; k++) {
             int isnum;
-            lua_geti(L, 3, k + 1);
+            lua_rawgeti(L, 3, k + 1);
             lua_Number v = lua_tonumberx(L, -1, &isnum);
             lua_pop(L, 1);
             if (!isnum)
@@ -360,19 +381,104 @@ void lcore_open_buffer(lua_State *L) {
 
 static const char *const simd_names[] = {"portable", "avx2", "avx512", NULL};
 
+/* Settings of one lua_State (a userdata in the registry): nothing the
+ * module does in one state changes another. */
+typedef struct lcore_state {
+    int simd_cap; /* LMB_SIMD_*: the level the kernels may use (the CPU may allow less) */
+} lcore_state;
+
+#define STATE_KEY "limber.state"
+
+static lcore_state *get_state(lua_State *L) {
+    lua_getfield(L, LUA_REGISTRYINDEX, STATE_KEY);
+    lcore_state *st = (lcore_state *)lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (!st) luaL_error(L, "limber.core: the module is not open in this state");
+    return st;
+}
+
+int lcore_simd_cap(lua_State *L) { return get_state(L)->simd_cap; }
+
+void lcore_simd_enter(lua_State *L) { lmb_simd_use(get_state(L)->simd_cap); }
+
+/* Every function of the module runs through this entry: upvalue 1 is the
+ * function, upvalue 2 the state's settings. The kernel level is a per
+ * thread value (limber.h); setting it from the state on each call keeps two
+ * states apart, whether they run on two threads or take turns on one. */
+static int entry(lua_State *L) {
+    const lcore_state *st = (const lcore_state *)lua_touserdata(L, lua_upvalueindex(2));
+    lmb_simd_use(st->simd_cap);
+    return lua_tocfunction(L, lua_upvalueindex(1))(L);
+}
+
+static int has_upvalue(lua_State *L, int f) {
+    if (lua_getupvalue(L, f, 1) == NULL) return 0;
+    lua_pop(L, 1);
+    return 1;
+}
+
+/* Wraps the C functions without upvalues of the table at `t` (and of the
+ * tables it holds, one level: __index, methods) in entry. */
+static void wrap_table(lua_State *L, int t, int state, int depth) {
+    t = lua_absindex(L, t);
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        if (lua_type(L, -1) == LUA_TTABLE && depth > 0 && lua_type(L, -2) == LUA_TSTRING) {
+            wrap_table(L, -1, state, depth - 1);
+        } else if (lua_iscfunction(L, -1) && lua_tocfunction(L, -1) != entry &&
+                   !has_upvalue(L, -1)) {
+            lua_pushvalue(L, -2); /* key */
+            lua_pushcfunction(L, lua_tocfunction(L, -2));
+            lua_pushvalue(L, state);
+            lua_pushcclosure(L, entry, 2);
+            lua_rawset(L, t); /* an existing key: allowed while traversing */
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/* Wraps the module table (top of the stack) and every "limber.*" table of
+ * the registry (the metatables). */
+/* Classes whose methods never run a kernel that dispatches on the SIMD
+ * level, and whose methods are called per node or per element (scene reads,
+ * buffer indexing): left unwrapped, so they cost no extra call. A class
+ * whose methods start to run pose, palette, clip or skinning kernels must
+ * leave this list. */
+static int plain_class(const char *name) {
+    static const char *const plain[] = {"limber.Hierarchy", "limber.Slots", "limber.Buffer",
+                                        "limber.Skeleton", "limber.Skin", "limber.Image", NULL};
+    for (int k = 0; plain[k]; k++)
+        if (strcmp(name, plain[k]) == 0) return 1;
+    return 0;
+}
+
+static void wrap_module(lua_State *L, int state) {
+    wrap_table(L, -1, state, 1);
+    lua_pushnil(L);
+    while (lua_next(L, LUA_REGISTRYINDEX)) {
+        if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TTABLE &&
+            strncmp(lua_tostring(L, -2), "limber.", 7) == 0 && !plain_class(lua_tostring(L, -2)))
+            wrap_table(L, -1, state, 1);
+        lua_pop(L, 1);
+    }
+}
+
 /** core.simd([setting]): reports (and with an argument sets) which kernels
- * are used. setting: true (the best the CPU allows, the default), false
- * (portable C only), or a level name "portable", "avx2", "avx512" (a cap:
- * the CPU may allow less). Returns whether SIMD kernels are in use, whether
- * the CPU has AVX2 + FMA, the level in use and the best level of the CPU. */
+ * are used in this lua_State (other states keep their own setting).
+ * setting: true (the best the CPU allows, the default), false (portable C
+ * only), or a level name "portable", "avx2", "avx512" (a cap: the CPU may
+ * allow less). Returns whether SIMD kernels are in use, whether the CPU has
+ * AVX2 + FMA, the level in use and the best level of the CPU. */
 static int l_simd(lua_State *L) {
+    lcore_state *st = get_state(L);
     int t = lua_type(L, 1);
     if (t == LUA_TSTRING)
-        lmb_set_simd_level(luaL_checkoption(L, 1, NULL, simd_names));
+        st->simd_cap = luaL_checkoption(L, 1, NULL, simd_names);
     else if (t == LUA_TBOOLEAN)
-        lmb_set_simd(lua_toboolean(L, 1));
+        st->simd_cap = lua_toboolean(L, 1) ? LMB_SIMD_AVX512 : LMB_SIMD_PORTABLE;
     else if (t != LUA_TNONE && t != LUA_TNIL)
         return luaL_typeerror(L, 1, "boolean or level name");
+    lmb_simd_use(st->simd_cap);
     lua_pushboolean(L, lmb_simd_active());
     lua_pushboolean(L, lmb_cpu_has_avx2());
     lua_pushstring(L, simd_names[lmb_simd_level()]);
@@ -391,10 +497,19 @@ static int l_clock(lua_State *L) {
 LIMBER_EXPORT int luaopen_limber_core(lua_State *L);
 
 LIMBER_EXPORT int luaopen_limber_core(lua_State *L) {
-    /* detect the CPU's SIMD level now, on this thread: the kernels read the
-     * cached answer from worker threads later */
+    /* detect the CPU's SIMD level now (once per process, thread-safe) */
     (void)lmb_simd_cpu_level();
     luaL_checkversion(L);
+    /* this state's settings, kept if the module is opened again */
+    if (lua_getfield(L, LUA_REGISTRYINDEX, STATE_KEY) != LUA_TUSERDATA) {
+        lua_pop(L, 1);
+        lcore_state *st = (lcore_state *)lua_newuserdatauv(L, sizeof(lcore_state), 0);
+        st->simd_cap = LMB_SIMD_AVX512;
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, STATE_KEY);
+    }
+    int state = lua_gettop(L);
+    lmb_simd_use(((lcore_state *)lua_touserdata(L, state))->simd_cap);
     lua_newtable(L);
     lcore_open_buffer(L);
     lcore_open_pose(L);
@@ -411,5 +526,6 @@ LIMBER_EXPORT int luaopen_limber_core(lua_State *L) {
     lua_setfield(L, -2, "_VERSION");
     lua_pushinteger(L, LMB_MAX_JOINTS);
     lua_setfield(L, -2, "MAX_JOINTS");
+    wrap_module(L, state);
     return 1;
 }

@@ -43,6 +43,20 @@ lbuffer *lbuf_check(lua_State *L, int arg);
 
 /* ---- helpers ---------------------------------------------------------- */
 
+/* Raw reads of a caller's table (no metamethods): a table is read once,
+ * raw, then checked and used, so a __len / __index that answers differently
+ * on each call cannot pass a check with one answer and be used with another.
+ * The table must be a table (checked by the caller). */
+static inline int lcore_rawfield(lua_State *L, int t, const char *k) {
+    t = lua_absindex(L, t);
+    lua_pushstring(L, k);
+    return lua_rawget(L, t);
+}
+static inline lua_Integer lcore_rawlen(lua_State *L, int t) {
+    lua_Unsigned n = lua_rawlen(L, t);
+    return n > (lua_Unsigned)LUA_MAXINTEGER ? LUA_MAXINTEGER : (lua_Integer)n;
+}
+
 /* Raises "bad argument #arg (<what> index <i> out of range [1, n])" unless
  * 1 <= i <= n; returns the 0-based index. */
 uint32_t lcore_check_index(lua_State *L, int arg, uint32_t n, const char *what);
@@ -60,6 +74,13 @@ void *lcore_newobject(lua_State *L, size_t bytes, int nuv, const char *mt);
 void lcore_class(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods);
 /* Raises a kernel status as "<prefix>: <message>". */
 int lcore_status_error(lua_State *L, lmb_status st, const char *fmt, ...);
+
+/* The SIMD level cap of this lua_State (LMB_SIMD_*, set by core.simd).
+ * Every module function runs with it applied to its thread (lmb_simd_use);
+ * lcore_simd_enter applies it again (for code reached another way) and
+ * pool jobs pass it to their workers. */
+int lcore_simd_cap(lua_State *L);
+void lcore_simd_enter(lua_State *L);
 
 /* ---- shared object accessors (defined in lcore_pose.c) ----------------- */
 struct lmb_skeleton;

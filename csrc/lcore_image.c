@@ -27,7 +27,7 @@ static int l_image_new(lua_State *L) {
 static void check_color(lua_State *L, int arg, uint8_t out[4]) {
     luaL_checktype(L, arg, LUA_TTABLE);
     for (int k = 0; k < 3; k++) {
-        lua_geti(L, arg, k + 1);
+        lua_rawgeti(L, arg, k + 1);
         int isnum;
         lua_Number v = lua_tonumberx(L, -1, &isnum);
         lua_pop(L, 1);
@@ -53,7 +53,7 @@ static const float *check_points(lua_State *L, int arg, uint32_t *count, uint32_
 /* Converts a flat table at arg into an f32 width-3 Buffer in place. */
 static void table_to_points(lua_State *L, int arg) {
     if (!lua_istable(L, arg)) return;
-    lua_Integer n = (lua_Integer)luaL_len(L, arg);
+    lua_Integer n = lcore_rawlen(L, arg);
     if (n % 3 != 0) luaL_argerror(L, arg, "point table length must be a multiple of 3");
     lbuffer *b = lbuf_push(L, LBUF_F32, 3, (size_t)(n / 3));
     lcore_read_floats(L, arg, "points", 1, (float *)b->data, (size_t)n);

@@ -17,9 +17,13 @@
 
 /* ---- worker pool ------------------------------------------------------ */
 
+/* At lua_close, objects finalized after the pool (created before the
+ * module was loaded, or resurrected) may still skin: the pool is closed
+ * for good, so those jobs run on the caller and no worker restarts on
+ * memory the state is about to free. */
 static int l_pool_gc(lua_State *L) {
     lmb_pool *p = (lmb_pool *)lmb_align_ptr(luaL_checkudata(L, 1, POOL_MT), 64);
-    lmb_pool_shutdown(p);
+    lmb_pool_close(p);
     return 0;
 }
 
@@ -69,14 +73,14 @@ static void *scratch(lua_State *L, size_t bytes) {
  * table. *count receives the vertex count; NULL when the field is nil. */
 static float *read_vec_stream(lua_State *L, int desc, const char *field, uint32_t width,
                               size_t *count) {
-    int t = lua_getfield(L, desc, field);
+    int t = lcore_rawfield(L, desc, field);
     if (t == LUA_TNIL) {
         lua_pop(L, 1);
         return NULL;
     }
     float *out;
     if (t == LUA_TTABLE) {
-        lua_Integer n = (lua_Integer)luaL_len(L, -1);
+        lua_Integer n = (lua_Integer)lcore_rawlen(L, -1);
         if (n % width != 0)
             luaL_error(L, "limber.skinning.mesh: %s has %I numbers, not a multiple of %d", field, n,
                        (int)width);
@@ -103,21 +107,21 @@ static float *read_vec_stream(lua_State *L, int desc, const char *field, uint32_
  * "unused"). */
 static uint32_t *read_int_stream(lua_State *L, int desc, const char *field, uint32_t width,
                                  size_t *count) {
-    int t = lua_getfield(L, desc, field);
+    int t = lcore_rawfield(L, desc, field);
     if (t == LUA_TNIL) {
         lua_pop(L, 1);
         return NULL;
     }
     uint32_t *out;
     if (t == LUA_TTABLE) {
-        lua_Integer n = (lua_Integer)luaL_len(L, -1);
+        lua_Integer n = (lua_Integer)lcore_rawlen(L, -1);
         if (n % width != 0)
             luaL_error(L, "limber.skinning.mesh: %s has %I numbers, not a multiple of %d", field, n,
                        (int)width);
         *count = (size_t)n / width;
         out = (uint32_t *)scratch(L, (size_t)n * sizeof(uint32_t));
         for (lua_Integer k = 0; k < n; k++) {
-            lua_geti(L, -2, k + 1);
+            lua_rawgeti(L, -2, k + 1);
             int isint;
             lua_Integer v = lua_tointegerx(L, -1, &isint);
             lua_pop(L, 1);
@@ -145,18 +149,20 @@ static uint32_t *read_int_stream(lua_State *L, int desc, const char *field, uint
 
 /* Weights: f32 Buffer or table as floats; u8 / u16 Buffers as normalised. */
 static float *read_weights(lua_State *L, int desc, size_t *count) {
-    lua_getfield(L, desc, "weights");
+    lcore_rawfield(L, desc, "weights");
     lbuffer *b = (lbuffer *)luaL_testudata(L, -1, BUFFER_MT);
-    lua_pop(L, 1);
     if (b && (b->type == LBUF_U8 || b->type == LBUF_U16)) {
         if (b->width != 4) luaL_error(L, "limber.skinning.mesh: weights must have width 4");
         *count = b->count;
+        /* the Buffer stays on the stack (alive) while the scratch is made */
         float *out = (float *)scratch(L, b->count * 4 * sizeof(float));
         for (size_t k = 0; k < b->count * 4; k++)
             out[k] = b->type == LBUF_U8 ? (float)((const uint8_t *)b->data)[k] / 255.0f
                                         : (float)((const uint16_t *)b->data)[k] / 65535.0f;
+        lua_replace(L, -2); /* keep only the scratch */
         return out;
     }
+    lua_pop(L, 1);
     return read_vec_stream(L, desc, "weights", 4, count);
 }
 
@@ -200,7 +206,7 @@ static int l_mesh_new(lua_State *L) {
         src.indices = indices;
     }
     /* optional skin the mesh is bound to */
-    lua_getfield(L, 1, "skin");
+    lcore_rawfield(L, 1, "skin");
     lmb_skin *skin = NULL;
     if (!lua_isnil(L, -1)) {
         skin = (lmb_skin *)luaL_testudata(L, -1, SKIN_MT);
@@ -369,6 +375,58 @@ static lbuffer *check_out_buffer(lua_State *L, int idx, const char *what) {
     return b;
 }
 
+/* The bytes one output stream writes: n vertices, `stride` bytes apart,
+ * `size` bytes each (size <= stride), from address lo. */
+typedef struct footprint {
+    uintptr_t lo;
+    size_t stride, size, n;
+    uint32_t job, stream;
+} footprint;
+
+static uintptr_t fp_end(const footprint *f) { return f->lo + (f->n - 1) * f->stride + f->size; }
+
+static footprint stream_footprint(const lmb_skin_stream *st, int k, size_t n) {
+    footprint f;
+    f.lo = (uintptr_t)(void *)st->base;
+    f.stride = st->stride * sizeof(float);
+    f.size = k == STREAM_TAN || st->wide ? 16 : 12;
+    f.n = n;
+    f.job = 0;
+    f.stream = (uint32_t)k;
+    return f;
+}
+
+/* True when some byte is written by both streams. Equal strides (the
+ * interleaved case) are compared exactly: both sets repeat with that
+ * period inside the span they share, so they meet there iff one attribute
+ * of a meets one of b, period for period. Other strides are compared by
+ * their spans (a refusal errs on the safe side). */
+static int fp_overlap(const footprint *fa, const footprint *fb) {
+    footprint ca = *fa, cb = *fb;
+    footprint *a = fa->lo <= fb->lo ? &ca : &cb, *b = fa->lo <= fb->lo ? &cb : &ca;
+    uintptr_t ahi = fp_end(a), bhi = fp_end(b);
+    if (ahi <= b->lo || bhi <= a->lo) return 0; /* disjoint spans */
+    /* one vertex alone repeats with any period at least its size */
+    if (a->n == 1 && b->stride >= a->size) a->stride = b->stride;
+    if (b->n == 1 && a->stride >= b->size) b->stride = a->stride;
+    if (a->stride != b->stride) return 1;
+    /* offsets from a->lo: a writes [m s, m s + p), b writes [d + m s, d + m s + q) */
+    int64_t s = (int64_t)a->stride, p = (int64_t)a->size, q = (int64_t)b->size;
+    int64_t d = (int64_t)(b->lo - a->lo);
+    int64_t hlo = d, hhi = (int64_t)((ahi < bhi ? ahi : bhi) - a->lo); /* shared span */
+    int64_t r = d % s; /* b's attribute within a period of a: [r, r + q) */
+    for (int w = 0; w < 2; w++) {
+        int64_t x = r - w * s;                           /* b's piece, unwrapped */
+        int64_t lo = x > 0 ? x : 0, hi = x + q < p ? x + q : p; /* meets a's [0, p)? */
+        if (lo >= hi) continue;
+        if (hhi - hlo >= s) return 1; /* the shared span holds a whole period */
+        int64_t m = (hlo - lo) / s;
+        for (int64_t k = m - 2; k <= m + 2; k++)
+            if (lo + k * s < hhi && hi + k * s > hlo) return 1;
+    }
+    return 0;
+}
+
 static size_t buffer_bytes(const lbuffer *b) { return b->count * b->width * lbuf_scalar_size(b->type); }
 
 /** core.skin_target(desc): where skinned vertices go, for `instances`
@@ -383,9 +441,9 @@ static int l_target_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
     lua_Integer V = 0, N = 1;
-    if (lua_getfield(L, 1, "mesh") != LUA_TNIL) V = check_mesh(L, 2)->vertex_count;
+    if (lcore_rawfield(L, 1, "mesh") != LUA_TNIL) V = check_mesh(L, 2)->vertex_count;
     lua_pop(L, 1);
-    if (lua_getfield(L, 1, "vertices") != LUA_TNIL) {
+    if (lcore_rawfield(L, 1, "vertices") != LUA_TNIL) {
         if (!lua_isinteger(L, -1)) return luaL_error(L, "limber.skinning.target: vertices must be an integer");
         V = lua_tointeger(L, -1);
     }
@@ -393,7 +451,7 @@ static int l_target_new(lua_State *L) {
     if (V < 1 || V > ((lua_Integer)1 << 28))
         return luaL_error(L, "limber.skinning.target: vertex count %I out of range [1, %I] (give "
                              "mesh or vertices)", V, (lua_Integer)1 << 28);
-    if (lua_getfield(L, 1, "instances") != LUA_TNIL) {
+    if (lcore_rawfield(L, 1, "instances") != LUA_TNIL) {
         if (!lua_isinteger(L, -1)) return luaL_error(L, "limber.skinning.target: instances must be an integer");
         N = lua_tointeger(L, -1);
     }
@@ -401,7 +459,7 @@ static int l_target_new(lua_State *L) {
     if (N < 1 || N > (1 << 24))
         return luaL_error(L, "limber.skinning.target: instance count %I out of range [1, %I]", N,
                           (lua_Integer)(1 << 24));
-    lua_getfield(L, 1, "order");
+    lcore_rawfield(L, 1, "order");
     int file_order = luaL_checkoption(L, -1, "sorted", orders);
     lua_pop(L, 1);
     size_t total = (size_t)V * (size_t)N; /* vertices over all instances */
@@ -412,10 +470,10 @@ static int l_target_new(lua_State *L) {
     tg.instances = (uint32_t)N;
     tg.file_order = file_order;
     /* stack: 1 desc, 2..4 the stream buffers (or nil) */
-    if (lua_getfield(L, 1, "buffer") != LUA_TNIL) {
+    if (lcore_rawfield(L, 1, "buffer") != LUA_TNIL) {
         lbuffer *b = check_out_buffer(L, 2, "buffer");
         tg.interleaved = 1;
-        lua_getfield(L, 1, "stride");
+        lcore_rawfield(L, 1, "stride");
         int isint;
         lua_Integer stride = lua_tointegerx(L, -1, &isint);
         lua_pop(L, 1);
@@ -426,7 +484,7 @@ static int l_target_new(lua_State *L) {
         int any = 0;
         for (int k = 0; k < 3; k++) {
             off[k] = -1;
-            if (lua_getfield(L, 1, offset_names[k]) != LUA_TNIL) {
+            if (lcore_rawfield(L, 1, offset_names[k]) != LUA_TNIL) {
                 lua_Integer o = lua_tointegerx(L, -1, &isint);
                 lua_Integer size = k == STREAM_TAN ? 16 : 12;
                 if (!isint || o < 0 || o % 4 != 0 || o + size > stride)
@@ -492,7 +550,7 @@ static int l_target_new(lua_State *L) {
         int any = 0;
         tg.spill_ok = 1; /* width 3: spills onto the next vertex; width 4: owned */
         for (int k = 0; k < 3; k++) {
-            int t = lua_getfield(L, 1, stream_names[k]); /* 2 + k */
+            int t = lcore_rawfield(L, 1, stream_names[k]); /* 2 + k */
             if (t == LUA_TNIL || (t == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
                 lua_pop(L, 1);
                 lua_pushnil(L);
@@ -524,6 +582,17 @@ static int l_target_new(lua_State *L) {
         if (!any)
             return luaL_error(L, "limber.skinning.target: no output stream (give positions, "
                                  "normals or tangents, or buffer + offsets)");
+        /* one stream must not write another's bytes (the same Buffer twice) */
+        for (int a = 0; a < 3; a++)
+            for (int c = a + 1; c < 3; c++) {
+                if (!tg.s[a].base || !tg.s[c].base) continue;
+                footprint fa = stream_footprint(&tg.s[a], a, total);
+                footprint fc = stream_footprint(&tg.s[c], c, total);
+                if (fp_overlap(&fa, &fc))
+                    return luaL_error(L, "limber.skinning.target: %s and %s write the same bytes "
+                                         "(the same Buffer, or overlapping ones)",
+                                      stream_names[a], stream_names[c]);
+            }
     }
     ltarget *t = (ltarget *)lua_newuserdatauv(L, sizeof(ltarget), 3);
     *t = tg;
@@ -613,11 +682,13 @@ typedef struct skin_job {
     const lmb_skin_task *tasks;
     const uint32_t *item_end; /* prefix sums of items per task */
     uint32_t task_count;
+    int simd_cap;             /* the calling state's SIMD level cap */
 } skin_job;
 
 static void run_item(void *ctx, uint32_t item, uint32_t worker) {
     (void)worker;
     const skin_job *j = (const skin_job *)ctx;
+    lmb_simd_use(j->simd_cap); /* workers serve one state, but run its current setting */
     uint32_t lo = 0, hi = j->task_count - 1;
     while (lo < hi) { /* first task whose end is > item */
         uint32_t mid = (lo + hi) / 2;
@@ -633,7 +704,7 @@ static void run_item(void *ctx, uint32_t item, uint32_t worker) {
 static void run_tasks(lua_State *L, const lmb_skin_task *tasks, const uint32_t *item_end,
                       uint32_t n) {
     if (n == 0 || item_end[n - 1] == 0) return;
-    skin_job job = {tasks, item_end, n};
+    skin_job job = {tasks, item_end, n, lcore_simd_cap(L)};
     lmb_pool_run(lcore_pool(L), item_end[n - 1], run_item, &job);
 }
 
@@ -671,7 +742,7 @@ static lbatch *check_batch(lua_State *L, int arg) {
 /* Reads an optional positive integer field; returns def when nil. */
 static uint32_t opt_field(lua_State *L, int t, const char *f, uint32_t def, lua_Integer k) {
     uint32_t v = def;
-    if (lua_getfield(L, t, f) != LUA_TNIL) {
+    if (lcore_rawfield(L, t, f) != LUA_TNIL) {
         int isint;
         lua_Integer x = lua_tointegerx(L, -1, &isint);
         if (!isint || x < 1 || x > (lua_Integer)UINT32_MAX)
@@ -694,6 +765,13 @@ static int cmp_range(const void *a, const void *b) {
     return x->job < y->job ? -1 : x->job > y->job;
 }
 
+static int cmp_footprint(const void *a, const void *b) {
+    const footprint *x = (const footprint *)a, *y = (const footprint *)b;
+    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    if (x->job != y->job) return x->job < y->job ? -1 : 1;
+    return x->stream < y->stream ? -1 : x->stream > y->stream;
+}
+
 /** core.skin_batch(jobs): a prepared list of skinning jobs run together by
  * batch:run(). Each job is {mesh = , palette = , target = , first = 1
  * (palette instance), count = (to the palette's end), slot = first (target
@@ -701,7 +779,7 @@ static int cmp_range(const void *a, const void *b) {
 static int l_batch_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
-    lua_Integer n = (lua_Integer)luaL_len(L, 1);
+    lua_Integer n = lcore_rawlen(L, 1);
     if (n < 1 || n > (1 << 20))
         return luaL_argerror(L, 1, lua_pushfstring(L, "job count %I out of range [1, %I]", n,
                                                    (lua_Integer)(1 << 20)));
@@ -715,11 +793,11 @@ static int l_batch_new(lua_State *L) {
     lua_insert(L, 1); /* scratch below the arguments: 1 scratch, 2 jobs, 3 batch, 4 anchors */
     uint64_t items = 0;
     for (lua_Integer k = 1; k <= n; k++) {
-        if (lua_geti(L, 2, k) != LUA_TTABLE) /* 5 */
+        if (lua_rawgeti(L, 2, k) != LUA_TTABLE) /* 5 */
             return luaL_error(L, "limber.skinning.batch: job %I is not a table", k);
-        lua_getfield(L, 5, "mesh");    /* 6 */
-        lua_getfield(L, 5, "palette"); /* 7 */
-        lua_getfield(L, 5, "target");  /* 8 */
+        lcore_rawfield(L, 5, "mesh");    /* 6 */
+        lcore_rawfield(L, 5, "palette"); /* 7 */
+        lcore_rawfield(L, 5, "target");  /* 8 */
         if (!luaL_testudata(L, 6, SKINMESH_MT))
             return luaL_error(L, "limber.skinning.batch: job %I: mesh must be a limber.SkinMesh", k);
         if (!luaL_testudata(L, 7, PALETTE_MT))
@@ -760,6 +838,36 @@ static int l_batch_new(lua_State *L) {
                               (lua_Integer)(x->job < y->job ? y->job : x->job),
                               (lua_Integer)y->slot + 1);
     }
+    /* Nor may two jobs write the same bytes through different targets (two
+     * targets on one Buffer): compare the bytes each stream of each job
+     * writes, sorted by first address. */
+    footprint *fp = (footprint *)lua_newuserdatauv(L, (size_t)n * 3 * sizeof(footprint), 0);
+    size_t nf = 0;
+    for (lua_Integer k = 0; k < n; k++) {
+        const lmb_skin_task *t = &b->tasks[k];
+        const lmb_skin_stream *st[3] = {&t->pos, &t->nrm, &t->tan};
+        for (int a = 0; a < 3; a++) {
+            if (!st[a]->base || t->instances == 0) continue;
+            fp[nf] = stream_footprint(st[a], a, (size_t)t->instances * t->mesh->vertex_count);
+            fp[nf].job = (uint32_t)k + 1;
+            nf++;
+        }
+    }
+    qsort(fp, nf, sizeof *fp, cmp_footprint);
+    for (size_t i = 0; i < nf; i++) {
+        uintptr_t end = fp_end(&fp[i]);
+        for (size_t j = i + 1; j < nf && fp[j].lo < end; j++)
+            if (fp_overlap(&fp[i], &fp[j])) {
+                const footprint *x = fp[i].job <= fp[j].job ? &fp[i] : &fp[j];
+                const footprint *y = x == &fp[i] ? &fp[j] : &fp[i];
+                return luaL_error(L, "limber.skinning.batch: jobs %I and %I write the same bytes "
+                                     "(%s of job %I, %s of job %I: their targets share a Buffer)",
+                                  (lua_Integer)x->job, (lua_Integer)y->job,
+                                  stream_names[x->stream], (lua_Integer)x->job,
+                                  stream_names[y->stream], (lua_Integer)y->job);
+            }
+    }
+    lua_pop(L, 1);
     b->count = (uint32_t)n;
     lua_setiuservalue(L, 3, 1); /* the batch reads meshes, palettes and targets */
     return 1;

@@ -16,35 +16,49 @@ const char *lmb_strerror(lmb_status s) {
     return "unknown error";
 }
 
-int lmb_cpu_has_avx2(void) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    return cached;
-#else
-    return 0;
-#endif
-}
+/* CPU features, detected once per process. Two states may open the module
+ * at the same time on two threads: the answer is computed by whichever
+ * thread comes first (possibly by both, with the same result) and
+ * published with atomic operations, so no thread reads a half-written
+ * cache. Bits: CPU_KNOWN | CPU_AVX2 | CPU_AVX512. */
+enum { CPU_KNOWN = 1, CPU_AVX2 = 2, CPU_AVX512 = 4 };
+static int cpu_bits;
 
-int lmb_cpu_has_avx512(void) {
+static int cpu_features(void) {
+    int bits = __atomic_load_n(&cpu_bits, __ATOMIC_ACQUIRE);
+    if (bits & CPU_KNOWN) return bits;
+    bits = CPU_KNOWN;
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        bits |= CPU_AVX2;
         /* libgcc also checks that the OS saves the 512-bit state (XCR0) */
-        cached = lmb_cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
-                 __builtin_cpu_supports("avx512vl");
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
+            bits |= CPU_AVX512;
     }
-    return cached;
-#else
-    return 0;
 #endif
+    __atomic_store_n(&cpu_bits, bits, __ATOMIC_RELEASE);
+    return bits;
 }
 
-static int simd_limit = LMB_SIMD_AVX512;
+int lmb_cpu_has_avx2(void) { return (cpu_features() & CPU_AVX2) != 0; }
+
+int lmb_cpu_has_avx512(void) { return (cpu_features() & CPU_AVX512) != 0; }
+
+/* The level cap is per thread: the Lua binding sets it from its state's
+ * setting (lmb_simd_use) on entry to every call and in every pool job, so
+ * a setting made in one lua_State never shows in another. */
+static __thread int simd_limit = LMB_SIMD_AVX512;
+
+static int clamp_level(int level) {
+    return level < LMB_SIMD_PORTABLE ? LMB_SIMD_PORTABLE
+         : level > LMB_SIMD_AVX512   ? LMB_SIMD_AVX512
+                                     : level;
+}
+
+void lmb_simd_use(int level) { simd_limit = clamp_level(level); }
+
+int lmb_simd_cap(void) { return simd_limit; }
 
 int lmb_set_simd(int enable) {
     int old = lmb_simd_active();
@@ -53,15 +67,14 @@ int lmb_set_simd(int enable) {
 }
 
 int lmb_simd_cpu_level(void) {
-    return lmb_cpu_has_avx512() ? LMB_SIMD_AVX512 : lmb_cpu_has_avx2() ? LMB_SIMD_AVX2
-                                                                        : LMB_SIMD_PORTABLE;
+    int bits = cpu_features();
+    return (bits & CPU_AVX512) ? LMB_SIMD_AVX512 : (bits & CPU_AVX2) ? LMB_SIMD_AVX2
+                                                                      : LMB_SIMD_PORTABLE;
 }
 
 int lmb_set_simd_level(int level) {
     int old = lmb_simd_level();
-    simd_limit = level < LMB_SIMD_PORTABLE ? LMB_SIMD_PORTABLE
-               : level > LMB_SIMD_AVX512   ? LMB_SIMD_AVX512
-                                           : level;
+    simd_limit = clamp_level(level);
     return old;
 }
 

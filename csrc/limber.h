@@ -57,8 +57,14 @@ int lmb_cpu_has_avx512(void);
  * others use their AVX2 kernel at that level). */
 enum { LMB_SIMD_PORTABLE = 0, LMB_SIMD_AVX2 = 1, LMB_SIMD_AVX512 = 2 };
 
-/* Selects the kernels used: 1 = best available (default), 0 = portable only.
- * Used by specs and benchmarks to compare both paths. Returns the previous. */
+/* The kernel level is a cap per thread (default: the best the CPU allows),
+ * never process-wide: the Lua binding keeps one setting per lua_State and
+ * applies it with lmb_simd_use on the thread that runs each call and on
+ * the pool workers of each job. CPU features are detected once per
+ * process, thread-safely.
+ *
+ * Selects the kernels used by the calling thread: 1 = best available
+ * (default), 0 = portable only. Returns the previous. */
 int lmb_set_simd(int enable);
 int lmb_simd_active(void);
 
@@ -68,5 +74,10 @@ int lmb_simd_active(void);
 int lmb_set_simd_level(int level);
 int lmb_simd_level(void);
 int lmb_simd_cpu_level(void);
+
+/* Sets the calling thread's cap (LMB_SIMD_*, clamped) without reading the
+ * CPU; lmb_simd_cap returns it. */
+void lmb_simd_use(int level);
+int lmb_simd_cap(void);
 
 #endif

@@ -198,6 +198,17 @@ void lmb_pool_shutdown(lmb_pool *p) {
     p->stop = 0;
 }
 
+void lmb_pool_close(lmb_pool *p) {
+    lmb_pool_shutdown(p);
+    if (!p->sync_ready) return;
+    /* no worker is left: nobody waits on these any more. Without them
+     * start_workers starts nothing, so every later job runs on its caller. */
+    p->sync_ready = 0;
+    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->lock);
+}
+
 void lmb_pool_set_threads(lmb_pool *p, uint32_t threads) {
     /* Workers beyond the new count stay parked (they sit jobs out), so
      * switching back and forth costs nothing; more start with the next job. */
@@ -246,6 +257,8 @@ void lmb_pool_run(lmb_pool *p, uint32_t items, lmb_pool_fn fn, void *ctx) {
 #else /* single-threaded build */
 
 void lmb_pool_shutdown(lmb_pool *p) { (void)p; }
+
+void lmb_pool_close(lmb_pool *p) { (void)p; }
 
 void lmb_pool_set_threads(lmb_pool *p, uint32_t threads) { p->threads = clamp_threads(threads); }
 

@@ -11,8 +11,9 @@
  *
  * Memory: the pool lives in caller-provided memory (lmb_pool_bytes), so the
  * binding keeps it inside a userdata. Threads are started lazily on the
- * first job that can use them and stopped by lmb_pool_shutdown (idempotent;
- * the binding calls it from __gc). No allocation per job.
+ * first job that can use them and stopped by lmb_pool_shutdown (idempotent)
+ * or, for good, by lmb_pool_close (the binding calls it from __gc). No
+ * allocation per job.
  *
  * Single-threaded builds (LIMBER_THREADS not defined, CMake option
  * LIMBER_THREADS=OFF) keep the same API: every job runs on the caller. */
@@ -51,6 +52,13 @@ void lmb_pool_run(lmb_pool *p, uint32_t items, lmb_pool_fn fn, void *ctx);
 /* Stops and joins every worker. Idempotent; the pool stays usable (workers
  * restart on the next job). */
 void lmb_pool_shutdown(lmb_pool *p);
+
+/* Stops and joins every worker for good: later jobs still run, on the
+ * caller alone, and never start a thread again; the pool's memory may be
+ * freed once this returns and no job runs. Idempotent. The binding calls it
+ * from the pool's __gc, so objects finalized after it (at lua_close) leave
+ * no thread behind on freed memory. */
+void lmb_pool_close(lmb_pool *p);
 
 /* Number of online CPUs (at least 1). */
 uint32_t lmb_cpu_count(void);

@@ -399,3 +399,55 @@ describe("buffer", function()
     assert.error_matches(function() pose:models():set(1, H.identity()) end, "read-only", 1, true)
   end)
 end)
+
+-- Issue 13, items 3 and 13: integers across the whole 64-bit range give a
+-- clear range error and no signed overflow (UBSan stops the sanitizer run on
+-- one); the shared float reader names the function and argument.
+describe("buffer ranges over the whole integer range", function()
+  local ints = { math.mininteger, math.mininteger + 1, -1, 0, 1, 2, 3, 4, 5,
+                 math.maxinteger - 1, math.maxinteger }
+
+  it("bytes, set_bytes, get and [] refuse every out-of-range integer", function()
+    local b = core.buffer("f32", 1, { 1, 2, 3, 4 })
+    local ref = b:bytes()
+    for _, first in ipairs(ints) do
+      for _, count in ipairs(ints) do
+        local ok, s = pcall(b.bytes, b, first, count)
+        if first >= 1 and first <= 5 and count >= 0 and count <= 5 - first then
+          assert.is_true(ok, s)
+          assert.equal(ref:sub((first - 1) * 4 + 1, (first - 1 + count) * 4), s)
+        else
+          assert.is_false(ok)
+          assert.truthy(s:find("out of range", 1, true), s)
+        end
+      end
+      local ok, s = pcall(b.bytes, b, first)
+      assert.equal(first >= 1 and first <= 5, ok, s)
+      if ok then assert.equal(ref:sub((first - 1) * 4 + 1), s) end
+      ok = pcall(b.set_bytes, b, string.pack("<f", 9), first)
+      assert.equal(first >= 1 and first <= 4, ok)
+      if ok then b:set_bytes(ref) end
+      ok = pcall(b.get, b, first)
+      assert.equal(first >= 1 and first <= 4, ok)
+      assert.equal(first >= 1 and first <= 4 and first or nil, b[first])
+    end
+    assert.error_matches(function() b:bytes(math.mininteger) end,
+      "bad argument #1 to 'bytes' (first element " .. math.mininteger .. " out of range [1, 5])", 1, true)
+    assert.error_matches(function() b:bytes(2, math.maxinteger) end,
+      "bad argument #2 to 'bytes' (count " .. math.maxinteger .. " out of range [0, 3])", 1, true)
+    assert.equal(ref, b:bytes())
+  end)
+
+  it("names the function when a float table is wrong", function()
+    assert.error_matches(function() core.follow_filter({ 1, 2, "x" }, "full") end,
+      "bad argument #1 to 'follow_filter' (matrix[3] must be a number (got string))", 1, true)
+    local m = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
+    m[7] = 0 / 0
+    assert.error_matches(function() core.follow_filter(m, "full") end,
+      "bad argument #1 to 'follow_filter' (matrix[7] is not a finite float", 1, true)
+    -- read raw: an __index answer does not count
+    local proxy = setmetatable({}, { __index = function() return 1 end, __len = function() return 16 end })
+    assert.error_matches(function() core.follow_filter(proxy, "full") end,
+      "matrix[1] must be a number (got nil)", 1, true)
+  end)
+end)

@@ -210,4 +210,29 @@ H.root = (debug.getinfo(1, "S").source:match("^@(.*)spec/helper%.lua$") or "./")
 H.assets = H.root .. "examples/assets/"
 H.reference = H.root .. "spec/reference/"
 
+--- Runs a shell command with its output captured, without the sanitizer
+-- preload the test command puts into lua5.4 (compilers and C hosts bring
+-- their own runtime); returns ok, output.
+function H.sh(cmd)
+  local p = assert(io.popen("unset LD_PRELOAD; (" .. cmd .. ") 2>&1"))
+  local out = p:read("a")
+  local ok = p:close()
+  return ok, out
+end
+
+--- Registers, with the spec file's busted `setup` and `teardown`, a temporary
+-- directory; returns a function giving its path (valid between the two).
+function H.tmpdir(setup, teardown)
+  local dir
+  setup(function()
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute(("mkdir -p '%s'"):format(dir)))
+  end)
+  teardown(function()
+    if dir then os.execute(("rm -rf '%s'"):format(dir)) end
+  end)
+  return function() return dir end
+end
+
 return H

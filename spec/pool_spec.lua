@@ -8,28 +8,12 @@
 -- the next job (as ours did until it closed each job's ticket) fails both.
 local H = require "spec.helper"
 
-local function sh(cmd)
-  -- the sanitizer pass preloads ASan into lua5.4; keep it out of cc and the test
-  local p = assert(io.popen("env -u LD_PRELOAD " .. cmd .. " 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  return ok, out
-end
+local sh = H.sh
 
-local tmpdir
-
-setup(function()
-  tmpdir = os.tmpname()
-  os.remove(tmpdir)
-  assert(os.execute(("mkdir -p '%s'"):format(tmpdir)))
-end)
-
-teardown(function()
-  if tmpdir then os.execute(("rm -rf '%s'"):format(tmpdir)) end
-end)
+local tmp = H.tmpdir(setup, teardown)
 
 local function build(name, flags)
-  local exe = tmpdir .. "/" .. name
+  local exe = tmp() .. "/" .. name
   local ok, out = sh(("${CC:-cc} -std=c11 %s -D_POSIX_C_SOURCE=200809L -DLIMBER_THREADS=1 "
     .. "-I'%scsrc' '%sspec/c/pool_stress.c' '%scsrc/threadpool.c' -pthread -o '%s'"):format(
     flags, H.root, H.root, H.root, exe))

@@ -11,8 +11,33 @@
 -- No Lua garbage is made per frame.
 -- @module limber.skinning
 local core = require "limber.core"
+local skin_run = core.skin_run
 
 local M = {}
+
+-- Argument checks: errors in the standard form, blamed on the caller of the
+-- public function (level 3 from here).
+local function expect(v, n, fname, want, name)
+  local got = type(v)
+  if got == "userdata" then
+    local mt = getmetatable(v)
+    local tn = type(mt) == "table" and rawget(mt, "__name") or nil
+    if name and tn == name then return end
+    got = type(tn) == "string" and tn or got
+  elseif got == want and not name then
+    return
+  end
+  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, name or want, got), 3)
+end
+
+-- Re-raises an error of core function `cname` called by `fname` at the
+-- caller of `fname`, under the public name.
+local function rethrow(err, fname, cname)
+  if type(err) == "string" then
+    err = err:gsub("^bad argument (#%d+) to '[%w_.:]*" .. cname .. "'", "bad argument %1 to '" .. fname .. "'")
+  end
+  error(err, 3)
+end
 
 --- Prepares an immutable skinned mesh.
 -- `desc` fields: `positions` (f32 Buffer of width 3 or a flat table, required),
@@ -28,8 +53,9 @@ local M = {}
 -- @tparam table desc
 -- @treturn limber.SkinMesh
 function M.mesh(desc)
+  expect(desc, 1, "mesh", "table")
   local ok, mesh = pcall(core.skin_mesh, desc)
-  if not ok then error(mesh, 2) end
+  if not ok then rethrow(mesh, "mesh", "skin_mesh") end
   return mesh
 end
 
@@ -44,8 +70,9 @@ end
 -- @tparam table desc
 -- @treturn limber.SkinTarget
 function M.target(desc)
+  expect(desc, 1, "target", "table")
   local ok, target = pcall(core.skin_target, desc)
-  if not ok then error(target, 2) end
+  if not ok then rethrow(target, "target", "skin_target") end
   return target
 end
 
@@ -55,7 +82,11 @@ end
 -- @tparam limber.Palette palette
 -- @tparam limber.SkinTarget target
 function M.skin(mesh, palette, target)
-  core.skin_run(mesh, palette, target)
+  expect(mesh, 1, "skin", "userdata", "limber.SkinMesh")
+  expect(palette, 2, "skin", "userdata", "limber.Palette")
+  expect(target, 3, "skin", "userdata", "limber.SkinTarget")
+  local ok, err = pcall(skin_run, mesh, palette, target)
+  if not ok then rethrow(err, "skin", "skin_run") end
 end
 
 --- Prepares a list of jobs run together by `batch:run()`. Each job is a
@@ -64,8 +95,9 @@ end
 -- @tparam table jobs
 -- @treturn limber.SkinBatch
 function M.batch(jobs)
+  expect(jobs, 1, "batch", "table")
   local ok, batch = pcall(core.skin_batch, jobs)
-  if not ok then error(batch, 2) end
+  if not ok then rethrow(batch, "batch", "skin_batch") end
   return batch
 end
 
@@ -77,7 +109,13 @@ end
 -- @treturn integer cores
 -- @treturn boolean whether the build has threads (CMake option LIMBER_THREADS)
 function M.threads(n)
-  return core.threads(n)
+  if n ~= nil and math.type(n) ~= "integer" then
+    local got = math.type(n) == "float" and "number (not an integer)" or type(n)
+    error(("bad argument #1 to 'threads' (integer expected, got %s)"):format(got), 2)
+  end
+  local ok, threads, cores, has = pcall(core.threads, n)
+  if not ok then rethrow(threads, "threads", "threads") end
+  return threads, cores, has
 end
 
 return M
