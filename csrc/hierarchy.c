@@ -366,6 +366,18 @@ void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t newp, const float *slot, i
     lmb_hier_touch(h, id);
 }
 
+uint32_t lmb_hier_subtree_size(const lmb_hier *h, uint32_t id) {
+    if (h->node[id].nchild == 0) return 1;
+    const lmb_hlink *link = h->link;
+    int32_t d = link[id].depth;
+    uint32_t n = 1, cur = id;
+    do {
+        n += h->node[cur].nchild;
+        cur = link[cur].next;
+    } while (link[cur].depth > d);
+    return n;
+}
+
 uint32_t lmb_hier_destroy(lmb_hier *h, uint32_t id, uint32_t *out) {
     lmb_hnode *node = h->node;
     uint32_t n = 0;

@@ -134,6 +134,11 @@ void lmb_hier_touch(lmb_hier *h, uint32_t id);
  * O(1); a node with children one scan of the parent ids. */
 uint32_t lmb_hier_destroy(lmb_hier *h, uint32_t id, uint32_t *out);
 
+/* How many nodes lmb_hier_destroy(h, id, ...) would destroy: 1 + the
+ * child counts of id's non-leaf run (every node of the subtree but id has
+ * one parent in that run). O(non-leaf descendants); changes nothing. */
+uint32_t lmb_hier_subtree_size(const lmb_hier *h, uint32_t id);
+
 /* The per-frame update (see the header comment). Returns the pass size. */
 uint32_t lmb_hier_update(lmb_hier *h);
 

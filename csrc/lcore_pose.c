@@ -33,7 +33,7 @@ static uint32_t *scratch_u32(lua_State *L, size_t n) {
  * remap[input index] = new index. */
 static int l_skeleton_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
-    lua_Integer n = (lua_Integer)luaL_len(L, 1);
+    lua_Integer n = lcore_rawlen(L, 1);
     if (n < 1 || n > (lua_Integer)LMB_MAX_JOINTS)
         return luaL_argerror(L, 1, lua_pushfstring(L, "joint count %I out of range [1, %I]", n,
                                                    (lua_Integer)LMB_MAX_JOINTS));
@@ -48,8 +48,9 @@ static int l_skeleton_new(lua_State *L) {
     uint32_t *in_parent = scratch_u32(L, J); /* 5 */
     uint32_t *order = scratch_u32(L, J);     /* 6 */
     uint32_t *remap = scratch_u32(L, J);     /* 7 */
+    int sorted = 1;
     for (uint32_t i = 0; i < J; i++) {
-        lua_geti(L, 1, i + 1);
+        lua_rawgeti(L, 1, i + 1);
         int isint;
         lua_Integer p = lua_tointegerx(L, -1, &isint);
         lua_pop(L, 1);
@@ -63,11 +64,16 @@ static int l_skeleton_new(lua_State *L) {
             return luaL_error(L, "limber.skeleton: joint %I is its own parent (cycle)",
                               (lua_Integer)i + 1);
         in_parent[i] = p == 0 ? LMB_NO_PARENT : (uint32_t)(p - 1);
+        if (p > (lua_Integer)i) sorted = 0;
     }
+    /* the reordering's work space (only for joints not listed parent
+     * first), through the Lua allocator like every byte of limber: a host's
+     * memory limit sees it */
+    uint32_t *work = scratch_u32(L, sorted ? 1 : lmb_skeleton_order_scratch(J)); /* 8 */
     if (has_names) {
-        lua_newtable(L); /* 8: name -> input index, for duplicates */
+        lua_newtable(L); /* 9: name -> input index, for duplicates */
         for (uint32_t i = 0; i < J; i++) {
-            int t = lua_geti(L, 2, i + 1);
+            int t = lua_rawgeti(L, 2, i + 1);
             if (t == LUA_TNIL || (t == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
                 lua_pop(L, 1);
                 continue;
@@ -76,31 +82,31 @@ static int l_skeleton_new(lua_State *L) {
                 return luaL_error(L, "limber.skeleton: joint %I: name must be a string (got %s)",
                                   (lua_Integer)i + 1, luaL_typename(L, -1));
             lua_pushvalue(L, -1);
-            if (lua_rawget(L, 8) != LUA_TNIL)
+            if (lua_rawget(L, 9) != LUA_TNIL)
                 return luaL_error(L, "limber.skeleton: joints %I and %I share the name '%s'",
                                   lua_tointeger(L, -1), (lua_Integer)i + 1, lua_tostring(L, -2));
             lua_pop(L, 1);
             lua_pushinteger(L, (lua_Integer)i + 1);
-            lua_rawset(L, 8);
+            lua_rawset(L, 9);
         }
     } else {
         lua_pushnil(L);
     }
-    if (has_rest && luaL_len(L, 3) != (lua_Integer)J * LMB_TRS_FLOATS)
+    if (has_rest && lcore_rawlen(L, 3) != (lua_Integer)J * LMB_TRS_FLOATS)
         return luaL_error(L, "limber.skeleton: rest has %I numbers, expected %I (10 per joint)",
-                          (lua_Integer)luaL_len(L, 3), (lua_Integer)J * LMB_TRS_FLOATS);
-    if (has_ibm && luaL_len(L, 4) != (lua_Integer)J * 16)
+                          lcore_rawlen(L, 3), (lua_Integer)J * LMB_TRS_FLOATS);
+    if (has_ibm && lcore_rawlen(L, 4) != (lua_Integer)J * 16)
         return luaL_error(L, "limber.skeleton: inverse_binds has %I numbers, expected %I (16 per joint)",
-                          (lua_Integer)luaL_len(L, 4), (lua_Integer)J * 16);
+                          lcore_rawlen(L, 4), (lua_Integer)J * 16);
 
     uint32_t bad = 0;
-    lmb_status st = lmb_skeleton_order(J, in_parent, order, remap, &bad);
+    lmb_status st = lmb_skeleton_order_into(J, in_parent, order, remap, work, &bad);
     if (st == LMB_ECYCLE)
         return luaL_error(L, "limber.skeleton: joint %I is its own ancestor (cycle)",
                           (lua_Integer)bad + 1);
     if (st != LMB_OK) return lcore_status_error(L, st, "limber.skeleton");
 
-    lmb_skeleton *s = (lmb_skeleton *)lcore_newobject(L, lmb_skeleton_bytes(J), 1, SKELETON_MT); /* 9 */
+    lmb_skeleton *s = (lmb_skeleton *)lcore_newobject(L, lmb_skeleton_bytes(J), 1, SKELETON_MT); /* 10 */
     lmb_skeleton_place(s, J);
     for (uint32_t k = 0; k < J; k++) {
         uint32_t i = order[k];
@@ -131,12 +137,12 @@ static int l_skeleton_new(lua_State *L) {
         return lcore_status_error(L, st, "limber.skeleton: joint %I", (lua_Integer)order[bad] + 1);
 
     /* info table: names in new order and name -> new index */
-    lua_createtable(L, 0, 2);   /* 10 */
+    lua_createtable(L, 0, 2);   /* 11 */
     lua_createtable(L, (int)J, 0);
     lua_newtable(L);
     if (has_names) {
         for (uint32_t k = 0; k < J; k++) {
-            int t = lua_geti(L, 2, order[k] + 1);
+            int t = lua_rawgeti(L, 2, order[k] + 1);
             if (t == LUA_TSTRING) {
                 lua_pushvalue(L, -1);
                 lua_rawseti(L, -4, k + 1);
@@ -149,9 +155,9 @@ static int l_skeleton_new(lua_State *L) {
     }
     lua_setfield(L, -3, "index");
     lua_setfield(L, -2, "names");
-    lua_setiuservalue(L, 9, 1);
+    lua_setiuservalue(L, 10, 1);
 
-    lua_pushvalue(L, 9);
+    lua_pushvalue(L, 10);
     lua_createtable(L, (int)J, 0);
     for (uint32_t i = 0; i < J; i++) {
         lua_pushinteger(L, (lua_Integer)remap[i] + 1);
@@ -255,6 +261,7 @@ static int l_pose_new(lua_State *L) {
         return luaL_argerror(L, 2, lua_pushfstring(L, "instance count %I out of range [1, %I]", n,
                                                    (lua_Integer)(1 << 24)));
     size_t bytes = lmb_pose_bytes(s->joint_count, (uint32_t)n);
+    if (bytes == 0) return luaL_error(L, "limber.pose: size overflows");
     void *mem = lua_newuserdatauv(L, bytes, 1);
     luaL_setmetatable(L, POSE_MT);
     lmb_pose_place(mem, s, (uint32_t)n);
@@ -270,12 +277,12 @@ static int opt_vec(lua_State *L, int arg, const char *what, float *out, int n) {
     if (!lua_istable(L, arg))
         return luaL_argerror(L, arg, lua_pushfstring(L, "%s must be a table of %d numbers or nil",
                                                      what, n));
-    if (luaL_len(L, arg) != n)
+    if (lcore_rawlen(L, arg) != n)
         return luaL_argerror(L, arg, lua_pushfstring(L, "%s must have %d numbers (got %I)", what, n,
-                                                     (lua_Integer)luaL_len(L, arg)));
+                                                     lcore_rawlen(L, arg)));
     for (int k = 0; k < n; k++) {
         int isnum;
-        lua_geti(L, arg, k + 1);
+        lua_rawgeti(L, arg, k + 1);
         lua_Number v = lua_tonumberx(L, -1, &isnum);
         lua_pop(L, 1);
         if (!isnum)
@@ -432,22 +439,22 @@ static lmb_skin *push_skin(lua_State *L, int skel_arg, int joints_arg, int ibm_a
     lmb_skeleton *s = lcore_check_skeleton(L, skel_arg);
     uint32_t K = s->joint_count;
     if (joints_arg) {
-        lua_Integer n = (lua_Integer)luaL_len(L, joints_arg);
+        lua_Integer n = lcore_rawlen(L, joints_arg);
         if (n < 1 || n > (lua_Integer)LMB_MAX_JOINTS)
             luaL_argerror(L, joints_arg, lua_pushfstring(L, "skin joint count %I out of range [1, %I]",
                                                          n, (lua_Integer)LMB_MAX_JOINTS));
         K = (uint32_t)n;
     }
-    if (ibm_arg && luaL_len(L, ibm_arg) != (lua_Integer)K * 16)
+    if (ibm_arg && lcore_rawlen(L, ibm_arg) != (lua_Integer)K * 16)
         luaL_argerror(L, ibm_arg, lua_pushfstring(L, "inverse binds have %I numbers, expected %I",
-                                                  (lua_Integer)luaL_len(L, ibm_arg),
+                                                  lcore_rawlen(L, ibm_arg),
                                                   (lua_Integer)K * 16));
     void *mem = lcore_newobject(L, lmb_skin_bytes(K), 1, SKIN_MT);
     lmb_skin *k = lmb_skin_place(mem, s, K);
     for (uint32_t i = 0; i < K; i++) {
         uint32_t j = i;
         if (joints_arg) {
-            lua_geti(L, joints_arg, i + 1);
+            lua_rawgeti(L, joints_arg, i + 1);
             int isint;
             lua_Integer v = lua_tointegerx(L, -1, &isint);
             lua_pop(L, 1);
@@ -558,13 +565,15 @@ static int l_palette_new(lua_State *L) {
 static int l_palette_update(lua_State *L) {
     lpalette *pal = check_palette(L, 1);
     lua_Integer first = luaL_optinteger(L, 2, 1);
-    lua_Integer count = luaL_optinteger(L, 3, (lua_Integer)pal->instances - first + 1);
+    /* first is range-checked before any arithmetic; then instances - first
+     * + 1 is in [1, instances] and count is compared with it, never added */
     if (first < 1 || first > (lua_Integer)pal->instances)
         return luaL_argerror(L, 2, lua_pushfstring(L, "instance index %I out of range [1, %I]",
                                                    first, (lua_Integer)pal->instances));
-    if (count < 0 || first - 1 + count > (lua_Integer)pal->instances)
-        return luaL_argerror(L, 3, lua_pushfstring(L, "count %I out of range [0, %I]", count,
-                                                   (lua_Integer)pal->instances - first + 1));
+    lua_Integer left = (lua_Integer)pal->instances - first + 1;
+    lua_Integer count = luaL_optinteger(L, 3, left);
+    if (count < 0 || count > left)
+        return luaL_argerror(L, 3, lua_pushfstring(L, "count %I out of range [0, %I]", count, left));
     uint32_t width = lmb_palette_width(pal->layout);
     lmb_palette_run(pal->pose, pal->skin, pal->layout,
                     pal->data + (size_t)(first - 1) * pal->joints * width, (uint32_t)(first - 1),

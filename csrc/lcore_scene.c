@@ -141,16 +141,27 @@ static int l_hier_new(lua_State *L) {
 }
 
 /** h:grow(capacity): a new, larger hierarchy holding a copy of every node.
- * Slot owners stay anchored (the anchor table is shared). */
+ * The new hierarchy gets its own copy of the anchor table (the slot owners
+ * its nodes read): a destroy or link on one of the two must never release
+ * an owner the other still reads. The old one is left unchanged. */
 static int l_hier_grow(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
     lua_Integer cap = luaL_checkinteger(L, 2);
     luaL_argcheck(L, cap >= (lua_Integer)h->capacity && cap <= (1 << 26), 2,
                   "capacity must not shrink and must be at most 67108864");
-    lmb_hier *d = push_hier(L, (uint32_t)cap, h->stale_bound);
-    lmb_hier_copy(d, h);
-    lua_getiuservalue(L, 1, 1);
-    lua_setiuservalue(L, -2, 1);
+    lua_settop(L, 2);
+    lmb_hier *d = push_hier(L, (uint32_t)cap, h->stale_bound); /* 3 */
+    lua_getiuservalue(L, 1, 1);                                 /* 4: the old anchors */
+    lua_createtable(L, 0, 0);                                   /* 5: the new ones */
+    lua_pushnil(L);
+    while (lua_next(L, 4)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, 5);
+    }
+    lua_setiuservalue(L, 3, 1);
+    lua_settop(L, 3);
+    lmb_hier_copy(d, h); /* nothing can fail from here */
     return 1;
 }
 
@@ -164,6 +175,12 @@ static int l_hier_create(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
     uint32_t id = check_slot_id(L, h, 2);
     if (h->node[id].flags & LMB_HIER_ALIVE) return luaL_error(L, "limber.Hierarchy: node %I is in use", (lua_Integer)id);
+    /* the node's anchor entry exists from now on (false: no owner), so a
+     * later link stores its owner without allocating: an allocation failure
+     * happens here, before the node exists, or never */
+    lua_getiuservalue(L, 1, 1);
+    lua_pushboolean(L, 0);
+    lua_rawseti(L, -2, (lua_Integer)id);
     lmb_hier_create(h, id);
     return 0;
 }
@@ -177,11 +194,13 @@ static int l_hier_alive(lua_State *L) {
     return 1;
 }
 
+/* Raw reads, each element once, into `out`: no metamethod can run code in
+ * the middle of a change or answer differently later. */
 static void read_vec(lua_State *L, int arg, const char *what, float *out, int n) {
     if (!lua_istable(L, arg))
         scene_error(L, "%s must be a table of %d numbers (got %s)", what, n, luaL_typename(L, arg));
     for (int k = 0; k < n; k++) {
-        lua_geti(L, arg, k + 1);
+        lua_rawgeti(L, arg, k + 1);
         lua_Number v = lua_tonumber(L, -1);
         if (lua_type(L, -1) != LUA_TNUMBER || !isfinite(v) || fabs(v) > 3.4e38)
             scene_error(L, "%s[%d] must be a finite number (got %s)", what, k + 1, describe(L, -1));
@@ -301,9 +320,15 @@ static int l_hier_link(lua_State *L) {
             return luaL_typeerror(L, 5, "limber.Slots or limber.Pose");
         }
     }
+    /* the node reads the owner's memory; with no owner the entry stays
+     * (false), so this store does not allocate for a node made by create.
+     * It comes before the link: if it raises, nothing has changed */
     lua_getiuservalue(L, 1, 1);
-    lua_pushvalue(L, 5);
-    lua_rawseti(L, -2, (lua_Integer)id); /* the node reads the owner's memory */
+    if (slot)
+        lua_pushvalue(L, 5);
+    else
+        lua_pushboolean(L, 0);
+    lua_rawseti(L, -2, (lua_Integer)id);
     lmb_hier_link(h, id, parent, slot, mode, animated);
     return 0;
 }
@@ -320,9 +345,14 @@ static int l_hier_touch(lua_State *L) {
 static int l_hier_destroy(lua_State *L) {
     lmb_hier *h = check_hier(L, 1);
     uint32_t id = check_live(L, h, 2, "node");
-    uint32_t n = lmb_hier_destroy(h, id, h->scratch);
+    /* the result table is allocated (array part sized) before anything
+     * changes, so an allocation failure leaves the hierarchy as it was;
+     * storing ids in the array part and clearing anchors cannot allocate */
+    uint32_t n = lmb_hier_subtree_size(h, id);
     lua_getiuservalue(L, 1, 1);
     lua_createtable(L, (int)n, 0);
+    uint32_t done = lmb_hier_destroy(h, id, h->scratch);
+    (void)done; /* == n */
     for (uint32_t k = 0; k < n; k++) {
         lua_pushinteger(L, (lua_Integer)h->scratch[k]);
         lua_rawseti(L, -2, (lua_Integer)k + 1);
@@ -332,6 +362,7 @@ static int l_hier_destroy(lua_State *L) {
     return 1;
 }
 
+
 /** h:update([followers, count]): marks followers[1..count] changed (nodes
  * on pose joints), then runs the update. Returns the pass size. */
 static int l_hier_update(lua_State *L) {
@@ -339,6 +370,9 @@ static int l_hier_update(lua_State *L) {
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
         lua_Integer count = luaL_checkinteger(L, 3);
+        if (count < 0 || count > (lua_Integer)h->capacity)
+            return luaL_argerror(L, 3, lua_pushfstring(L, "follower count %I out of range [0, %I]",
+                                                       count, (lua_Integer)h->capacity));
         for (lua_Integer k = 1; k <= count; k++) {
             lua_rawgeti(L, 2, k);
             lua_Integer id = lua_tointeger(L, -1);
@@ -399,9 +433,13 @@ static int l_hier_gather(lua_State *L) {
     if (count < 0 || count > (lua_Integer)h->capacity)
         return luaL_argerror(L, 3, lua_pushfstring(L, "count %I out of range [0, %I]", count,
                                                    (lua_Integer)h->capacity));
-    if (first < 1 || (size_t)(first - 1) + (size_t)count > b->count)
-        return luaL_argerror(L, 5, lua_pushfstring(L, "elements %I .. %I do not fit a buffer of %I",
-                                                   first, first + count - 1, (lua_Integer)b->count));
+    /* count is in [0, capacity] here; first is any integer: compare before
+     * any arithmetic on it (b->count < 2^63) */
+    if (first < 1 || (uint64_t)(first - 1) > (uint64_t)b->count ||
+        (uint64_t)count > (uint64_t)b->count - (uint64_t)(first - 1))
+        return luaL_argerror(L, 5, lua_pushfstring(L, "%I elements from element %I do not fit a "
+                                                      "buffer of %I", count, first,
+                                                   (lua_Integer)b->count));
     uint32_t *ids = h->scratch;
     for (lua_Integer k = 0; k < count; k++) {
         lua_rawgeti(L, 2, k + 1);
@@ -578,7 +616,7 @@ static lslots *push_slots(lua_State *L, int names, uint32_t count) {
 
 static uint32_t check_slot_count(lua_State *L, int names) {
     luaL_checktype(L, names, LUA_TTABLE);
-    lua_Integer count = (lua_Integer)luaL_len(L, names);
+    lua_Integer count = lcore_rawlen(L, names);
     if (count < 1 || count > (1 << 24))
         luaL_argerror(L, names, lua_pushfstring(L, "slot count %I out of range [1, 16777216]",
                                                 count));
@@ -591,10 +629,10 @@ static uint32_t check_slot_count(lua_State *L, int names) {
 static int l_slots_new(lua_State *L) {
     uint32_t count = check_slot_count(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
-    if (luaL_len(L, 2) != (lua_Integer)count * 16)
+    if (lcore_rawlen(L, 2) != (lua_Integer)count * 16)
         return luaL_argerror(L, 2, lua_pushfstring(L, "expected %I numbers (16 per slot), got %I",
                                                    (lua_Integer)count * 16,
-                                                   (lua_Integer)luaL_len(L, 2)));
+                                                   lcore_rawlen(L, 2)));
     lua_settop(L, 2);
     lslots *s = push_slots(L, 1, count);
     lcore_read_floats(L, 2, "matrices", 1, s->m, (size_t)count * 16);

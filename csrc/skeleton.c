@@ -29,8 +29,8 @@ lmb_skeleton *lmb_skeleton_place(void *mem, uint32_t count) {
     return s;
 }
 
-lmb_status lmb_skeleton_order(uint32_t count, const uint32_t *in_parent, uint32_t *order,
-                              uint32_t *remap, uint32_t *bad) {
+lmb_status lmb_skeleton_order_into(uint32_t count, const uint32_t *in_parent, uint32_t *order,
+                                   uint32_t *remap, uint32_t *scratch, uint32_t *bad) {
     if (count == 0 || count > LMB_MAX_JOINTS) {
         *bad = count;
         return LMB_ERANGE;
@@ -51,13 +51,10 @@ lmb_status lmb_skeleton_order(uint32_t count, const uint32_t *in_parent, uint32_
     }
     /* Children in CSR form (first[p] .. first[p+1]), then an explicit-stack
      * depth-first walk from the roots: no recursion, so deep chains are fine. */
-    uint32_t *first = (uint32_t *)calloc((size_t)count + 2, sizeof(uint32_t));
-    uint32_t *child = (uint32_t *)malloc((size_t)count * sizeof(uint32_t));
-    uint32_t *stack = (uint32_t *)malloc((size_t)count * sizeof(uint32_t));
-    if (!first || !child || !stack) {
-        free(first), free(child), free(stack);
-        return LMB_ENOMEM;
-    }
+    uint32_t *first = scratch;               /* count + 2 */
+    uint32_t *child = first + count + 2;     /* count */
+    uint32_t *stack = child + count;         /* count */
+    memset(first, 0, ((size_t)count + 2) * sizeof(uint32_t));
     for (uint32_t i = 0; i < count; i++)
         if (in_parent[i] != LMB_NO_PARENT) first[in_parent[i] + 2]++;
     for (uint32_t i = 2; i < count + 2; i++) first[i] += first[i - 1];
@@ -90,7 +87,17 @@ lmb_status lmb_skeleton_order(uint32_t count, const uint32_t *in_parent, uint32_
         *bad = j;
         st = LMB_ECYCLE;
     }
-    free(first), free(child), free(stack);
+    return st;
+}
+
+lmb_status lmb_skeleton_order(uint32_t count, const uint32_t *in_parent, uint32_t *order,
+                              uint32_t *remap, uint32_t *bad) {
+    if (count == 0 || count > LMB_MAX_JOINTS)
+        return lmb_skeleton_order_into(count, in_parent, order, remap, NULL, bad);
+    uint32_t *scratch = (uint32_t *)malloc(lmb_skeleton_order_scratch(count) * sizeof(uint32_t));
+    if (!scratch) return LMB_ENOMEM;
+    lmb_status st = lmb_skeleton_order_into(count, in_parent, order, remap, scratch, bad);
+    free(scratch);
     return st;
 }
 

@@ -9,7 +9,7 @@
  *
  * Memory: the caller provides one block of lmb_skeleton_bytes(count) bytes,
  * 16-byte aligned; lmb_skeleton_place() carves the arrays out of it. Nothing
- * here frees memory. */
+ * here allocates but lmb_skeleton_order, which the Lua binding never uses. */
 #ifndef LIMBER_SKELETON_H
 #define LIMBER_SKELETON_H
 
@@ -42,10 +42,24 @@ lmb_skeleton *lmb_skeleton_place(void *mem, uint32_t count);
  * Errors (nothing written to *bad on success):
  *   LMB_ERANGE: count is 0 or above LMB_MAX_JOINTS (*bad = count), or a
  *               parent index is >= count (*bad = the joint);
- *   LMB_ECYCLE: a joint is its own ancestor (*bad = a joint on the cycle);
- *   LMB_ENOMEM: scratch allocation failed. */
+ *   LMB_ECYCLE: a joint is its own ancestor (*bad = a joint on the cycle).
+ *
+ * `scratch` is the caller's work space of lmb_skeleton_order_scratch(count)
+ * entries: nothing here allocates (the binding takes it from the Lua
+ * allocator, so a host's memory limit covers it). */
+lmb_status lmb_skeleton_order_into(uint32_t count, const uint32_t *in_parent, uint32_t *order,
+                                   uint32_t *remap, uint32_t *scratch, uint32_t *bad);
+
+/* The same with scratch from malloc, for C programs without a Lua state
+ * (the fuzz harnesses); never used by the Lua binding. Also
+ * LMB_ENOMEM: the scratch allocation failed. */
 lmb_status lmb_skeleton_order(uint32_t count, const uint32_t *in_parent, uint32_t *order,
                               uint32_t *remap, uint32_t *bad);
+
+/* Entries of the scratch array lmb_skeleton_order needs for `count` joints. */
+static inline size_t lmb_skeleton_order_scratch(uint32_t count) {
+    return 3 * (size_t)count + 2;
+}
 
 /* Checks a filled skeleton: parent order, finite rest values and inverse
  * binds, non-zero rotations (normalised in place). *bad receives the

@@ -22,14 +22,44 @@ local function fail(msg, level)
   error("limber." .. msg, (level or 1) + 1)
 end
 
+-- The type name of a value for "bad argument" messages (__name if any).
+local function typename(v)
+  local mt = getmetatable(v)
+  if type(mt) == "table" and type(rawget(mt, "__name")) == "string" then return mt.__name end
+  return type(v)
+end
+
+-- Raises the standard "bad argument #n to 'name' (expected, got type)" at
+-- the caller of the public function.
+local function argcheck(ok, n, name, expected, v)
+  if not ok then
+    error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, name, expected, typename(v)), 3)
+  end
+end
+
+local function is_a(v, name)
+  local mt = getmetatable(v)
+  return type(v) == "userdata" and type(mt) == "table" and rawget(mt, "__name") == name
+end
+
 local IDENTITY <const> = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
 
 local function vec(v, n, default, what, level)
   if v == nil then return default end
-  if type(v) ~= "table" or #v ~= n then
+  if type(v) ~= "table" or rawlen(v) ~= n then
     fail(("skeleton: %s must be a table of %d numbers"):format(what, n), level + 1)
   end
-  return v
+  local c = {}
+  for k = 1, n do c[k] = rawget(v, k) end
+  return c
+end
+
+-- A plain copy of a table's own fields, read raw: the caller's tables are
+-- read once, then checked and used from the copies.
+local function snapshot(t)
+  local c = {}
+  for k, v in next, t do c[k] = v end
+  return c
 end
 
 --- Builds a skeleton from joints given in any order.
@@ -48,14 +78,19 @@ end
 -- @treturn table remap: remap[input index] = skeleton index
 function M.skeleton(desc)
   if type(desc) ~= "table" then fail("skeleton: expected a table of joints", 2) end
-  local joints = desc.joints or desc
-  local n = #joints
+  local joints = rawget(desc, "joints") or desc
+  if type(joints) ~= "table" then fail("skeleton: joints must be a table of joints", 2) end
+  local n = rawlen(joints)
   if n == 0 then fail("skeleton: no joints", 2) end
   if n > 65535 then fail(("skeleton: %d joints, more than the supported 65535"):format(n), 2) end
+  local given = joints
+  joints = {}
   local by_name = {}
   for i = 1, n do
-    local j = joints[i]
+    local j = rawget(given, i)
     if type(j) ~= "table" then fail(("skeleton: joint %d is not a table"):format(i), 2) end
+    j = snapshot(j)
+    joints[i] = j
     if j.name ~= nil then
       if type(j.name) ~= "string" then
         fail(("skeleton: joint %d: name must be a string"):format(i), 2)
@@ -104,7 +139,10 @@ end
 -- @tparam[opt=1] integer instances in [1, 2^24]
 -- @treturn limber.Pose
 function M.pose(skeleton, instances)
-  return core.pose(skeleton, instances or 1)
+  argcheck(is_a(skeleton, "limber.Skeleton"), 1, "pose", "limber.Skeleton", skeleton)
+  if instances == nil then instances = 1 end
+  argcheck(math.tointeger(instances) ~= nil, 2, "pose", "integer", instances)
+  return core.pose(skeleton, instances)
 end
 
 --- A skin: which skeleton joints a mesh uses and their inverse bind matrices.
@@ -114,6 +152,7 @@ end
 --   (array of arrays, or one flat array); default: the skeleton's
 -- @treturn limber.Skin
 function M.skin(skeleton, joints, inverse_binds)
+  argcheck(is_a(skeleton, "limber.Skeleton"), 1, "skin", "limber.Skeleton", skeleton)
   local idx
   if joints ~= nil then
     if type(joints) ~= "table" then fail("skin: joints must be a table", 2) end
@@ -134,7 +173,9 @@ function M.skin(skeleton, joints, inverse_binds)
     if type(inverse_binds[1]) == "table" then
       flat = {}
       for k, m in ipairs(inverse_binds) do
-        if #m ~= 16 then fail(("skin: inverse_binds[%d] must have 16 numbers"):format(k), 2) end
+        if type(m) ~= "table" or #m ~= 16 then
+          fail(("skin: inverse_binds[%d] must have 16 numbers"):format(k), 2)
+        end
         table.move(m, 1, 16, (k - 1) * 16 + 1, flat)
       end
     else
@@ -155,8 +196,13 @@ end
 -- @tparam[opt] table opts `skin` (default: every joint, skeleton inverse binds), `layout`
 -- @treturn limber.Palette
 function M.palette(pose, opts)
-  opts = opts or {}
-  return core.palette(pose, opts.skin, opts.layout)
+  argcheck(is_a(pose, "limber.Pose"), 1, "palette", "limber.Pose", pose)
+  if opts == nil then opts = {} end
+  argcheck(type(opts) == "table", 2, "palette", "table", opts)
+  local skin, layout = opts.skin, opts.layout
+  argcheck(skin == nil or is_a(skin, "limber.Skin"), 2, "palette", "opts.skin: limber.Skin", skin)
+  argcheck(layout == nil or type(layout) == "string", 2, "palette", "opts.layout: string", layout)
+  return core.palette(pose, skin, layout)
 end
 
 --- A new typed buffer: `type` "f32", "u8", "u16" or "u32", `width` scalars

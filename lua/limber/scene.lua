@@ -42,6 +42,21 @@ local function describe(v)
   return type(v)
 end
 
+-- The type name of a value for "bad argument" messages (__name if any).
+local function typename(v)
+  local mt = getmetatable(v)
+  if type(mt) == "table" and type(rawget(mt, "__name")) == "string" then return mt.__name end
+  return type(v)
+end
+
+-- Scene methods called on something that is not a scene (scene.create(5),
+-- a dot instead of a colon) raise the standard argument error.
+local function check_self(self, name)
+  if getmetatable(self) ~= Scene then
+    error(fmt("bad argument #1 to '%s' (limber.Scene expected, got %s)", name, typename(self)), 3)
+  end
+end
+
 -- ---- argument checks (all before any change) ------------------------------
 
 local function check_id(self, id, what, level)
@@ -70,15 +85,26 @@ local function check_num(v, what, level)
   end
 end
 
+-- Checks a vector argument and returns a plain copy of it (each element
+-- read once), which is what the C side then reads: a table whose __index
+-- answers differently the second time cannot get past the check.
 local function check_vec(v, n, what, level)
-  if v == nil then return end
+  if v == nil then return nil end
   if type(v) ~= "table" then
     fail(fmt("%s must be a table of %d numbers (got %s)", what, n, type(v)), level + 1)
   end
-  for k = 1, n do check_num(v[k], fmt("%s[%d]", what, k), level + 1) end
-  if n == 4 and v[1] * v[1] + v[2] * v[2] + v[3] * v[3] + v[4] * v[4] <= 1e-24 then
+  local c = {}
+  for k = 1, n do
+    local x = v[k]
+    check_num(x, fmt("%s[%d]", what, k), level + 1)
+    c[k] = x
+  end
+  -- the C side refuses a float quaternion of length <= 1e-12; the margin
+  -- covers the rounding to float, so what passes here passes there
+  if n == 4 and c[1] * c[1] + c[2] * c[2] + c[3] * c[3] + c[4] * c[4] <= 1.0001e-24 then
     fail(what .. " is a zero quaternion", level + 1)
   end
+  return c
 end
 
 local function is_a(v, name)
@@ -128,24 +154,70 @@ local function resolve_slot(self, parent, name, level)
   return prov, i, nil, false
 end
 
+-- ---- changes that survive an allocation failure ------------------------------
+--
+-- A method that changes the scene runs in three steps: checks; then every
+-- step that can allocate (Lua tables get an entry for each key written
+-- later, the store grows or allocates its result); then the commit, which
+-- only assigns to existing keys (Lua reuses a key's slot: only a new key
+-- allocates) and calls C functions that cannot allocate. An out-of-memory
+-- error therefore leaves the scene as it was. The commit calls no Lua
+-- function that calls another (a deeper call could need a new CallInfo).
+
+-- Gives every per-node table an entry for `id`, the follower list room for
+-- one more when `follower`, and the free list room for one more node: the
+-- free list always has entries free_tail + 1 .. free_tail + count, so a
+-- destroy records its ids without allocating.
+local function reserve(self, id, follower)
+  local alive, parents, slot, follow, prov = self.alive, self.parents, self.slot, self.follow,
+    self.provider
+  if alive[id] == nil then alive[id] = false end
+  if parents[id] == nil then parents[id] = NONE end
+  if slot[id] == nil then slot[id] = false end
+  if follow[id] == nil then follow[id] = "full" end
+  if prov[id] == nil then prov[id] = false end
+  local free, k = self.free, self.free_tail + self.count + 1
+  if free[k] == nil then free[k] = false end
+  if follower then
+    local pos, n = self.follower_pos, self.nfollowers + 1
+    if pos[id] == nil then pos[id] = false end
+    if self.followers[n] == nil then self.followers[n] = false end
+  end
+end
+
+-- Adds or removes a follower (reserved). Calls nothing.
 local function set_follower(self, id, on)
   local pos = self.follower_pos
   if on and not pos[id] then
     local n = self.nfollowers + 1
-    self.followers[n], pos[id], self.nfollowers = id, n, n
+    self.followers[n] = id
+    pos[id] = n
+    self.nfollowers = n
   elseif not on and pos[id] then
     local k, n = pos[id], self.nfollowers
     local last = self.followers[n]
-    self.followers[k], pos[last] = last, k
+    self.followers[k] = last
+    pos[last] = k
     self.followers[n], pos[id], self.nfollowers = nil, nil, n - 1
   end
 end
 
--- Moves `id` below `newp` (already checked: alive, no cycle, slot resolved).
-local function relink(self, id, newp, slot, follow, owner, a, b, animated)
-  self.store:link(id, newp, follow, owner, a, b)
+-- The Lua half of a link already made in the store (reserved). Calls nothing.
+local function commit_link(self, id, newp, slot, follow, animated)
   self.parents[id], self.slot[id], self.follow[id] = newp, slot or false, follow
-  set_follower(self, id, animated)
+  local pos = self.follower_pos
+  if animated and not pos[id] then
+    local n = self.nfollowers + 1
+    self.followers[n] = id
+    pos[id] = n
+    self.nfollowers = n
+  elseif not animated and pos[id] then
+    local k, n = pos[id], self.nfollowers
+    local last = self.followers[n]
+    self.followers[k] = last
+    pos[last] = k
+    self.followers[n], pos[id], self.nfollowers = nil, nil, n - 1
+  end
 end
 
 -- ---- construction ----------------------------------------------------------
@@ -156,8 +228,10 @@ end
 --   may keep before it is rebuilt; default 256)
 -- @treturn limber.Scene
 function M.new(opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then fail("new: opts must be a table or nil", 2) end
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" then
+    error(fmt("bad argument #1 to 'new' (table expected, got %s)", typename(opts)), 2)
+  end
   local cap = opts.capacity or 1024
   if math_type(cap) ~= "integer" or cap < 1 or cap > 1 << 26 then
     fail("new: capacity must be an integer in [1, 67108864]", 2)
@@ -174,24 +248,19 @@ function M.new(opts)
   }, Scene)
 end
 
-local function alloc(self)
-  local id
-  if self.free_head <= self.free_tail then
-    id = self.free[self.free_head]
-    self.free[self.free_head] = nil
-    self.free_head = self.free_head + 1
-  else
-    id = self.top + 1
-    if id > self.cap then
-      local cap = math.min(self.cap * 2, 1 << 26)
-      if id > cap then fail("create: the scene is full (67108864 nodes)", 3) end
-      self.store = self.store:grow(cap)
-      self.cap = cap
-    end
-    self.top = id
+-- The id the next create takes (recycled first in, first out), growing the
+-- store when it is beyond the capacity; nothing else changes.
+local function next_id(self)
+  if self.free_head <= self.free_tail then return self.free[self.free_head], true end
+  local id = self.top + 1
+  if id > self.cap then
+    local cap = math.min(self.cap * 2, 1 << 26)
+    if id > cap then fail("create: the scene is full (67108864 nodes)", 3) end
+    -- a complete copy with its own anchors: switching to it changes no node
+    self.store = self.store:grow(cap)
+    self.cap = cap
   end
-  self.count = self.count + 1
-  return id
+  return id, false
 end
 
 --- Creates a node and returns its id. It gets its world matrix at the next
@@ -204,14 +273,16 @@ end
 --   `pose` + `instance` (a limber.Pose instance whose joints are the slots)
 -- @treturn integer id
 function Scene:create(opts)
-  opts = opts or {}
+  check_self(self, "create")
+  if opts == nil then opts = {} end
   if type(opts) ~= "table" then fail("create: opts must be a table or nil", 2) end
   local p = check_parent(self, opts.parent, 2)
   local follow = check_follow(opts.follow, 2)
-  local owner, a, b, animated = resolve_slot(self, p, opts.slot, 2)
-  check_vec(opts.translation, 3, "translation", 2)
-  check_vec(opts.rotation, 4, "rotation", 2)
-  check_vec(opts.scale, 3, "scale", 2)
+  local slot_name = opts.slot
+  local owner, a, b, animated = resolve_slot(self, p, slot_name, 2)
+  local t = check_vec(opts.translation, 3, "translation", 2)
+  local r = check_vec(opts.rotation, 4, "rotation", 2)
+  local s = check_vec(opts.scale, 3, "scale", 2)
   local prov
   if opts.slots ~= nil and opts.pose ~= nil then fail("create: give slots or pose, not both", 2) end
   if opts.slots ~= nil then
@@ -228,14 +299,23 @@ function Scene:create(opts)
     end
     prov = { pose = pose, instance = inst, skeleton = pose:skeleton() }
   end
-  local id = alloc(self)
+  -- what can allocate
+  local id, recycled = next_id(self)
+  reserve(self, id, animated)
   local store = self.store
-  store:create(id)
-  if opts.translation or opts.rotation or opts.scale then
-    store:set_srt(id, opts.translation, opts.rotation, opts.scale)
+  store:create(id) -- its anchor entry is its only allocation, made before the node exists
+  -- the commit
+  if recycled then
+    self.free[self.free_head] = nil
+    self.free_head = self.free_head + 1
+  else
+    self.top = id
   end
-  self.alive[id], self.parents[id], self.provider[id] = true, NONE, prov
-  relink(self, id, p, opts.slot, follow, owner, a, b, animated)
+  self.count = self.count + 1
+  if t or r or s then store:set_srt(id, t, r, s) end
+  self.alive[id], self.provider[id] = true, prov
+  store:link(id, p, follow, owner, a, b)
+  commit_link(self, id, p, slot_name, follow, animated)
   return id
 end
 
@@ -260,12 +340,15 @@ end
 -- @tparam[opt] string slot
 -- @tparam[opt] string follow "full" (default), "rigid" or "translation"
 function Scene:set_parent(id, parent, slot, follow)
+  check_self(self, "set_parent")
   check_id(self, id, "node", 2)
   local p = check_parent(self, parent, 2)
   check_not_descendant(self, id, p, 2)
   follow = check_follow(follow, 2)
   local owner, a, b, animated = resolve_slot(self, p, slot, 2)
-  relink(self, id, p, slot, follow, owner, a, b, animated)
+  reserve(self, id, animated)
+  self.store:link(id, p, follow, owner, a, b) -- changes nothing when it raises
+  commit_link(self, id, p, slot, follow, animated)
 end
 
 --- Moves node `id` to another slot of the same parent (nil: the parent's origin).
@@ -273,11 +356,14 @@ end
 -- @tparam[opt] string slot
 -- @tparam[opt] string follow "full" (default), "rigid" or "translation"
 function Scene:set_slot(id, slot, follow)
+  check_self(self, "set_slot")
   check_id(self, id, "node", 2)
   follow = check_follow(follow, 2)
   local p = self.parents[id]
   local owner, a, b, animated = resolve_slot(self, p, slot, 2)
-  relink(self, id, p, slot, follow, owner, a, b, animated)
+  reserve(self, id, animated)
+  self.store:link(id, p, follow, owner, a, b)
+  commit_link(self, id, p, slot, follow, animated)
 end
 
 --- Parent id (0 = none), slot name (or nil) and follow mode of a node.
@@ -286,6 +372,7 @@ end
 -- @treturn string|nil slot
 -- @treturn string follow
 function Scene:parent(id)
+  check_self(self, "parent")
   check_id(self, id, "node", 2)
   return self.parents[id], self.slot[id] or nil, self.follow[id]
 end
@@ -294,6 +381,7 @@ end
 -- @param id any value
 -- @treturn boolean
 function Scene:exists(id)
+  check_self(self, "exists")
   return self.alive[id] == true
 end
 
@@ -306,6 +394,7 @@ Scene.child_count = C.child_count
 --- Number of live nodes.
 -- @treturn integer
 function Scene:size()
+  check_self(self, "size")
   return self.count
 end
 
@@ -317,11 +406,15 @@ end
 -- @tparam integer id
 -- @treturn integer
 function Scene:destroy(id)
+  check_self(self, "destroy")
   check_id(self, id, "node", 2)
+  -- the store allocates its result before it destroys anything; the free
+  -- list has room for every live node (see reserve)
   local gone = self.store:destroy(id)
-  local alive, parents, slot, prov, free = self.alive, self.parents, self.slot, self.provider, self.free
-  local t = self.free_tail
-  for k = 1, #gone do
+  -- the commit
+  local n, free, t = #gone, self.free, self.free_tail
+  local alive, parents, slot, prov = self.alive, self.parents, self.slot, self.provider
+  for k = 1, n do
     local x = gone[k]
     set_follower(self, x, false)
     alive[x], parents[x], slot[x], prov[x] = false, NONE, false, nil
@@ -329,8 +422,8 @@ function Scene:destroy(id)
     free[t] = x
   end
   self.free_tail = t
-  self.count = self.count - #gone
-  return #gone
+  self.count = self.count - n
+  return n
 end
 
 -- ---- transforms ------------------------------------------------------------------
@@ -387,6 +480,7 @@ Scene.srt = C.srt
 -- see this frame's pose.
 -- @treturn integer how many nodes the pass computed
 function Scene:update()
+  check_self(self, "update")
   return self.store:update(self.followers, self.nfollowers)
 end
 
@@ -411,6 +505,7 @@ Scene.has_changed = C.has_changed
 -- (updates so far), `changed`, `pending` (changes waiting for the next update).
 -- @treturn table
 function Scene:stats()
+  check_self(self, "stats")
   local pass, cached, cache, frame, changed, pending = self.store:stats()
   return { pass = pass, cached = cached, cache = cache, frame = frame, changed = changed,
            pending = pending }
@@ -460,6 +555,7 @@ Scene.gather = C.gather
 -- @tparam[opt] table out
 -- @treturn table 16 numbers
 function Scene:slot_world(id, name, out)
+  check_self(self, "slot_world")
   check_id(self, id, "node", 2)
   local prov = self.provider[id]
   if type(prov) ~= "userdata" then fail(fmt("node %d has no slot table", id), 2) end
@@ -475,6 +571,7 @@ end
 -- (creating nodes beyond its capacity).
 -- @treturn limber.Buffer
 function Scene:worlds()
+  check_self(self, "worlds")
   return self.store:worlds()
 end
 
