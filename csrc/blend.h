@@ -21,7 +21,8 @@
 
 typedef struct lmb_blend_layer {
     const lmb_pose *pose;       /* same skeleton and instance count as the output */
-    const float *weight;        /* per instance weights >= 0, lanes padded (block_count * 8) */
+    const float *weight;        /* per instance weights in [0, 1e6] (the binding's bound: 64
+                                 * layers' sums stay finite), lanes padded (block_count * 8) */
     const float *mask;          /* joint_count weights in [0, 1], or NULL (all 1) */
     const lmb_pose *reference;  /* additive: 1 instance (shared) or the same count */
     uint32_t additive;

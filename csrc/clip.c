@@ -44,8 +44,48 @@ static uint64_t track_order(const lmb_track *t) {
     return (uint64_t)t->target * 4u + t->path;
 }
 
+/* Whether track a sorts before track b: by track_order, then by input
+ * position (unique), so the order is total and the sort stable. */
+static int track_less(const lmb_track *a, const lmb_track *b) {
+    uint64_t oa = track_order(a), ob = track_order(b);
+    return oa < ob || (oa == ob && a->input < b->input);
+}
+
+static void sift_down(lmb_track *t, uint32_t root, uint32_t n) {
+    for (;;) {
+        uint32_t child = 2 * root + 1;
+        if (child >= n) return;
+        if (child + 1 < n && track_less(t + child, t + child + 1)) child++;
+        if (!track_less(t + root, t + child)) return;
+        lmb_track tmp = t[root];
+        t[root] = t[child], t[child] = tmp;
+        root = child;
+    }
+}
+
+/* Sorts the tracks in O(n log n) without extra memory (heapsort; keys are
+ * unique, so the result is the stable order); an already sorted array
+ * (the common case) is left as is after one linear check. */
+static void sort_tracks(lmb_track *t, uint32_t n) {
+    uint32_t k = 1;
+    while (k < n && track_less(t + k - 1, t + k)) k++;
+    if (k >= n) return;
+    for (uint32_t r = n / 2; r-- > 0;) sift_down(t, r, n);
+    for (uint32_t end = n - 1; end > 0; end--) {
+        lmb_track tmp = t[0];
+        t[0] = t[end], t[end] = tmp;
+        sift_down(t, 0, end);
+    }
+}
+
+/* Distinct key-time ranges remembered for sharing by content (see below). */
+#define SHARE_WINDOW 8
+
 lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
     float duration = 0.0f;
+    /* ends of the key-time and record ranges introduced so far (input order):
+     * a shared range must lie inside what was already validated */
+    uint64_t end_t = 0, end_v = 0;
     for (uint32_t k = 0; k < c->track_count; k++) {
         lmb_track *tr = c->tracks + k;
         uint32_t n = tr->key_count, w = tr->width;
@@ -54,25 +94,34 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
         *track = tr->input;
         int width_ok = tr->path == LMB_PATH_F ? (tr->is_node && w >= 1 && w <= LMB_FLOAT_WIDTH)
                                               : w == (tr->path == LMB_PATH_R ? 4u : 3u);
-        if (n == 0 || !width_ok || tr->times > c->key_total ||
-            n > c->key_total - tr->times || tr->values > c->value_total ||
-            (uint64_t)n * st > (uint64_t)(c->value_total - tr->values)) {
+        uint64_t t_end = (uint64_t)tr->times + n, v_end = (uint64_t)tr->values + (uint64_t)n * st;
+        if (n == 0 || !width_ok || t_end > c->key_total || v_end > c->value_total ||
+            ((tr->shared & LMB_SHARE_TIMES) && t_end > end_t) ||
+            ((tr->shared & LMB_SHARE_RECORDS) && (v_end > end_v || !(tr->shared & LMB_SHARE_TIMES)))) {
             *key = 0;
             return LMB_CLIP_LAYOUT;
         }
         tr->stride = st;
         const float *tm = c->times + tr->times;
         float *rec = c->values + tr->values;
-        for (uint32_t i = 0; i < n; i++) {
-            if (!isfinite(tm[i]) || tm[i] < 0.0f) {
-                *key = i;
-                return LMB_CLIP_NAN_TIME;
+        tr->first = tm[0];
+        tr->last = tm[n - 1];
+        if (!(tr->shared & LMB_SHARE_TIMES)) {
+            for (uint32_t i = 0; i < n; i++) {
+                if (!isfinite(tm[i]) || tm[i] < 0.0f) {
+                    *key = i;
+                    return LMB_CLIP_NAN_TIME;
+                }
+                if (i > 0 && !(tm[i] > tm[i - 1])) {
+                    *key = i;
+                    return LMB_CLIP_ORDER;
+                }
             }
-            if (i > 0 && !(tm[i] > tm[i - 1])) {
-                *key = i;
-                return LMB_CLIP_ORDER;
-            }
+            if (t_end > end_t) end_t = t_end;
         }
+        if (tm[n - 1] > duration) duration = tm[n - 1];
+        if (tr->shared & LMB_SHARE_RECORDS) continue; /* validated with their first track */
+        if (v_end > end_v) end_v = v_end;
         for (uint32_t i = 0; i < n; i++) {
             rec[(size_t)i * st] = tm[i];
             for (uint32_t m = 0; m < per_key; m++) {
@@ -95,36 +144,36 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
                 for (int m = 0; m < 4; m++) q[m] = (float)((double)q[m] / len);
             }
         }
-        tr->first = tm[0];
-        tr->last = tm[n - 1];
-        if (tm[n - 1] > duration) duration = tm[n - 1];
     }
     /* Tracks with identical key times (glTF samplers often share one input
      * accessor) share one dense times array, so binary searches for seeks
-     * touch far less memory. */
-    for (uint32_t k = 1; k < c->track_count; k++) {
+     * touch far less memory and the dense form can see one grid. Tracks
+     * given the very same times object already share (the binding); others
+     * are compared with the last SHARE_WINDOW distinct ranges only, so this
+     * stays linear in the key total. */
+    uint32_t recent[SHARE_WINDOW], nrecent = 0;
+    for (uint32_t k = 0; k < c->track_count; k++) {
         lmb_track *tr = c->tracks + k;
-        for (uint32_t m = 0; m < k; m++) {
-            const lmb_track *o = c->tracks + m;
-            if (o->key_count == tr->key_count && o->first == tr->first && o->last == tr->last &&
-                memcmp(c->times + o->times, c->times + tr->times,
-                       (size_t)tr->key_count * sizeof(float)) == 0) {
+        int found = 0;
+        for (uint32_t r = 0; r < nrecent && !found; r++) {
+            const lmb_track *o = c->tracks + recent[r];
+            if (o->times == tr->times) {
+                found = 1;
+            } else if (o->key_count == tr->key_count && o->first == tr->first &&
+                       o->last == tr->last &&
+                       memcmp(c->times + o->times, c->times + tr->times,
+                              (size_t)tr->key_count * sizeof(float)) == 0) {
                 tr->times = o->times;
-                break;
+                found = 1;
             }
         }
-    }
-    /* insertion sort (tracks are few; stable, so node tracks keep input order) */
-    for (uint32_t k = 1; k < c->track_count; k++) {
-        lmb_track t = c->tracks[k];
-        uint64_t o = track_order(&t);
-        uint32_t m = k;
-        while (m > 0 && track_order(c->tracks + m - 1) > o) {
-            c->tracks[m] = c->tracks[m - 1];
-            m--;
+        if (!found) {
+            if (nrecent < SHARE_WINDOW) nrecent++;
+            memmove(recent + 1, recent, (nrecent - 1) * sizeof recent[0]);
+            recent[0] = k;
         }
-        c->tracks[m] = t;
     }
+    sort_tracks(c->tracks, c->track_count);
     uint32_t joint_tracks = 0, span = 0;
     for (uint32_t k = 0; k < c->track_count; k++) {
         const lmb_track *t = c->tracks + k;
@@ -260,14 +309,24 @@ static inline void dense_frames(const lmb_dense *d, float t, uint32_t *fa, uint3
     *alpha = (t - tm[k]) / (tm[k + 1] - tm[k]);
 }
 
-float lmb_clip_time(const lmb_clip *c, float t, int loop) {
-    float d = c->duration;
+/* lmb_clip_time in double (for the sampler's stored times). */
+static double clip_time_d(const lmb_clip *c, double t, int loop) {
+    double d = (double)c->duration;
     if (loop) {
-        if (!(d > 0.0f)) return 0.0f;
-        double r = (double)t - (double)d * floor((double)t / (double)d);
-        return (float)r;
+        if (!(d > 0.0) || !isfinite(t)) return 0.0;
+        double r = t - d * floor(t / d);
+        if (!(r >= 0.0 && r < d)) { /* t / d rounded across an integer, or t is huge */
+            r = fmod(t, d);
+            if (r < 0.0) r += d;
+            if (!(r < d)) r = 0.0;
+        }
+        return r;
     }
-    return t < 0.0f ? 0.0f : t > d ? d : t;
+    return t < 0.0 ? 0.0 : t > d ? d : t;
+}
+
+float lmb_clip_time(const lmb_clip *c, double t, int loop) {
+    return (float)clip_time_d(c, t, loop);
 }
 
 /* Largest k in [lo, hi] with times[k] <= t, given times[lo] <= t.
@@ -394,13 +453,13 @@ void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_curso
     sample_inline(c, tr, t, cursor, out);
 }
 
-void lmb_sampler_advance(lmb_sampler *s, float dt) {
+void lmb_sampler_advance(lmb_sampler *s, double dt) {
     uint32_t n = s->pose->instance_count;
     for (uint32_t i = 0; i < n; i++) {
         if (s->clip[i] < 0) continue;
         const lmb_clip *c = s->clips[s->clip[i]];
-        float t = s->time[i] + s->rate[i] * dt;
-        s->time[i] = lmb_clip_time(c, t, s->loop[i]);
+        double t = s->time[i] + (double)s->rate[i] * dt;
+        s->time[i] = clip_time_d(c, t, s->loop[i]);
     }
 }
 

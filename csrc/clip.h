@@ -52,6 +52,7 @@ typedef struct lmb_track {
     uint8_t interp;      /* LMB_STEP / LMB_LINEAR / LMB_CUBIC */
     uint8_t width;       /* floats per value: 3 (T, S), 4 (R), 1 .. LMB_FLOAT_WIDTH (F) */
     uint8_t is_node;     /* 1: not a skeleton joint */
+    uint8_t shared;      /* LMB_SHARE_*: ranges of an earlier track (input order) */
     uint32_t stride;     /* floats per key record: 1 + width (CUBICSPLINE 1 + 3 width) */
     uint32_t key_count;  /* >= 1 */
     uint32_t times;      /* index of the first key time in clip->times */
@@ -59,6 +60,14 @@ typedef struct lmb_track {
     uint32_t input;      /* position of the track in the description (0-based) */
     float first, last;   /* first and last key time (set by lmb_clip_finish) */
 } lmb_track;
+
+/* lmb_track.shared: LMB_SHARE_TIMES, the key times are exactly those
+ * (offset and count) of an earlier track in input order, validated there;
+ * LMB_SHARE_RECORDS (with LMB_SHARE_TIMES), so are the key records (same
+ * values, interpolation, path and width), filled, validated and normalised
+ * once, with their first track. Tracks that use the very same key arrays
+ * (e.g. glTF channels of one sampler) so store their keys once. */
+enum { LMB_SHARE_TIMES = 1, LMB_SHARE_RECORDS = 2 };
 
 /* Dense form of a clip whose joint tracks all share one uniform key grid
  * (same key times, every time within a small tolerance of t0 + k dt, all
@@ -85,7 +94,7 @@ typedef struct lmb_clip {
     uint32_t track_count;
     uint32_t joint_track_count; /* tracks[0 .. joint_track_count) target joints */
     uint32_t joint_span;       /* largest joint target + 1 (0: no joint track) */
-    uint32_t key_total;        /* floats in times */
+    uint32_t key_total;        /* floats in times (shared keys stored once) */
     uint32_t value_total;      /* floats in values (key records) */
     lmb_track *tracks;
     float *times;
@@ -100,7 +109,11 @@ size_t lmb_clip_bytes(uint32_t tracks, uint32_t keys, uint32_t values);
  * path, interp, width, is_node, key_count, times, values (record offset,
  * records of 1 + width floats, 1 + 3 width for CUBICSPLINE) and input, the
  * dense key times, and the values part (record[1 ..]) of every record;
- * lmb_clip_finish copies the times into the records and sets `stride`. */
+ * lmb_clip_finish copies the times into the records and sets `stride`.
+ * `shared` (LMB_SHARE_*) marks tracks that reuse an earlier track's ranges:
+ * their arrays are neither filled nor validated again. Tracks that
+ * introduce ranges should do so in increasing offsets (a shared range must
+ * lie inside the ranges introduced before it, else LMB_CLIP_LAYOUT). */
 lmb_clip *lmb_clip_place(void *mem, uint32_t tracks, uint32_t keys, uint32_t values);
 
 /* What lmb_clip_finish found wrong. */
@@ -141,8 +154,10 @@ void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_curso
                       float *out);
 
 /* Wraps (loop) or clamps a time into [0, duration]: loop uses
- * t - d * floor(t / d), so t = d gives 0 and negative times wrap. */
-float lmb_clip_time(const lmb_clip *c, float t, int loop);
+ * t - d * floor(t / d) (exact fmod where that rounds outside [0, d)), so
+ * t = d gives 0 and negative times wrap. t must not be NaN; an infinite t
+ * gives 0 (loop) or an end (clamp). */
+float lmb_clip_time(const lmb_clip *c, double t, int loop);
 
 /* ---- batched sampling -------------------------------------------------- */
 
@@ -163,7 +178,7 @@ typedef struct lmb_sampler {
     const uint32_t *untracked;
     lmb_cursor *cursors;           /* instance_count * cursor_stride */
     int32_t *clip;                 /* per instance: clip index, -1 = not sampled */
-    float *time;                   /* per instance: clip time (before wrapping) */
+    double *time;                  /* per instance: clip time (before wrapping) */
     float *rate;                   /* per instance: rate used by lmb_sampler_advance */
     uint8_t *loop;                 /* per instance: 1 loop, 0 clamp */
     int32_t root_joint;            /* root motion removal: joint, or -1 for none */
@@ -178,8 +193,9 @@ enum { LMB_ROOT_XZ = 1, LMB_ROOT_YAW = 2 };
 /* Yaw angle (about +Y) of a unit quaternion xyzw, in radians. */
 float lmb_quat_yaw(const float q[4]);
 
-/* Every instance: time += rate * dt (wrapped into [0, d) when looping). */
-void lmb_sampler_advance(lmb_sampler *s, float dt);
+/* Every instance: time += rate * dt in double (wrapped into [0, d) when
+ * looping, clamped otherwise), so finite floats always give a finite time. */
+void lmb_sampler_advance(lmb_sampler *s, double dt);
 
 /* Samples instances [first, first + count) into the pose's locals and marks
  * them changed. Cannot fail (the binding checked targets and sizes). With

@@ -24,13 +24,62 @@ static lmb_clip *check_clip(lua_State *L, int arg) {
     return (lmb_clip *)lmb_align_ptr(luaL_checkudata(L, arg, CLIP_MT), 64);
 }
 
-/* Number of floats in field `field` (a table or an f32 Buffer) of the
- * track table on top of the stack; leaves the stack unchanged. */
-static size_t field_count(lua_State *L, lua_Integer k, const char *field) {
-    int t = lua_getfield(L, -1, field);
-    size_t n = 0;
-    if (t == LUA_TTABLE) {
-        n = (size_t)luaL_len(L, -1);
+/* core.clip reads the tracks table exactly once, raw (no metamethods), into
+ * C memory, validates that copy and builds from it: a table whose __len or
+ * __index answer differently on a second look cannot get past a check.
+ * Times and values objects are identified by identity (the same table or
+ * Buffer on several tracks is one source, read once), so tracks that share
+ * them share their keys in the clip. */
+
+/* One times or values object of core.clip. */
+typedef struct clip_src {
+    const float *data;     /* Buffer data, or the table's copy in the scratch floats */
+    size_t count;          /* floats */
+    lua_Integer track;     /* first track using it, for errors */
+    uint32_t times_offset; /* in clip->times, UINT32_MAX until used as times */
+    uint8_t is_table;
+    uint8_t as_values;     /* first used as values (names the field in errors) */
+} clip_src;
+
+/* One track of core.clip, as read. */
+typedef struct clip_desc {
+    uint32_t target, tsrc, vsrc, times, values;
+    uint32_t nt, nv;
+    uint8_t is_node, path, interp, width, shared;
+} clip_desc;
+
+/* Pushes t[field] (raw) of the table at idx; returns its type. */
+static int raw_field(lua_State *L, int idx, const char *field) {
+    idx = lua_absindex(L, idx);
+    lua_pushstring(L, field);
+    return lua_rawget(L, idx);
+}
+
+/* Index of a string option (the value on top of the stack), or -1. */
+static int option_index(lua_State *L, const char *const names[]) {
+    if (lua_type(L, -1) != LUA_TSTRING) return -1;
+    const char *str = lua_tostring(L, -1);
+    for (int m = 0; names[m]; m++)
+        if (strcmp(str, names[m]) == 0) return m;
+    return -1;
+}
+
+/* The source index of the times or values object on top of the stack (popped),
+ * registering it in map (object -> index + 1) and objs (index + 1 -> object). */
+static uint32_t clip_source(lua_State *L, lua_Integer k, const char *field, int map, int objs,
+                            clip_src *src, uint32_t *nsrc) {
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, map) == LUA_TNUMBER) {
+        uint32_t i = (uint32_t)lua_tointeger(L, -1) - 1;
+        lua_pop(L, 2);
+        return i;
+    }
+    lua_pop(L, 1);
+    clip_src *c = src + *nsrc;
+    if (lua_type(L, -1) == LUA_TTABLE) {
+        c->is_table = 1;
+        c->data = NULL;
+        c->count = (size_t)lua_rawlen(L, -1);
     } else {
         lbuffer *b = (lbuffer *)luaL_testudata(L, -1, BUFFER_MT);
         if (!b)
@@ -38,39 +87,140 @@ static size_t field_count(lua_State *L, lua_Integer k, const char *field) {
                        k, field, luaL_typename(L, -1));
         if (b->type != LBUF_F32)
             luaL_error(L, PREFIX ": tracks[%I]: %s Buffer must be f32", k, field);
-        n = b->count * b->width;
+        c->is_table = 0;
+        c->data = (const float *)b->data;
+        c->count = b->count * b->width;
     }
-    lua_pop(L, 1);
-    return n;
+    c->track = k;
+    c->times_offset = UINT32_MAX;
+    c->as_values = field[0] == 'v';
+    uint32_t i = (*nsrc)++;
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, objs, (lua_Integer)i + 1);
+    lua_pushinteger(L, (lua_Integer)i + 1);
+    lua_rawset(L, map);
+    return i;
 }
 
-/* Copies field `field` of the track table on top of the stack into out:
- * `per` floats per record, records `stride` floats apart. */
-static void field_read(lua_State *L, lua_Integer k, const char *field, float *out, size_t n,
-                       size_t per, size_t stride) {
-    int t = lua_getfield(L, -1, field);
-    if (t == LUA_TTABLE) {
+/* Reads every track of the table at index 1 once into d[0 .. n); returns the
+ * number of sources. */
+static uint32_t clip_read_tracks(lua_State *L, lua_Integer n, clip_desc *d, clip_src *src,
+                                 int map, int objs, int recs, size_t *keys_out,
+                                 size_t *values_out) {
+    uint32_t nsrc = 0;
+    size_t keys = 0, values = 0;
+    for (lua_Integer k = 1; k <= n; k++) {
+        clip_desc *tr = d + (k - 1);
+        if (lua_rawgeti(L, 1, k) != LUA_TTABLE)
+            luaL_error(L, PREFIX ": tracks[%I] must be a table", k);
+        int tt = lua_gettop(L);
+        int tj = raw_field(L, tt, "joint"), tn = raw_field(L, tt, "node");
+        if ((tj == LUA_TNIL) == (tn == LUA_TNIL))
+            luaL_error(L, PREFIX ": tracks[%I] needs exactly one of joint or node", k);
+        int isint;
+        lua_Integer target = lua_tointegerx(L, tj != LUA_TNIL ? -2 : -1, &isint);
+        lua_pop(L, 2);
+        if (!isint || target < (tj != LUA_TNIL ? 1 : 0) ||
+            target > (tj != LUA_TNIL ? (lua_Integer)LMB_MAX_JOINTS : (lua_Integer)UINT32_MAX))
+            luaL_error(L, PREFIX ": tracks[%I]: %s must be an integer in [%d, %I]", k,
+                       tj != LUA_TNIL ? "joint" : "node", tj != LUA_TNIL ? 1 : 0,
+                       tj != LUA_TNIL ? (lua_Integer)LMB_MAX_JOINTS : (lua_Integer)UINT32_MAX);
+        tr->is_node = tj == LUA_TNIL;
+        tr->target = (uint32_t)(tr->is_node ? target : target - 1);
+        raw_field(L, tt, "path");
+        int pi = option_index(L, path_names);
+        if (pi < 0)
+            luaL_error(L, PREFIX ": tracks[%I]: path must be \"translation\", \"rotation\", "
+                       "\"scale\" or \"float\" (got %s)", k,
+                       lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        lua_pop(L, 1);
+        size_t w = pi == LMB_PATH_R ? 4 : 3;
+        if (pi == LMB_PATH_F) {
+            if (!tr->is_node)
+                luaL_error(L, PREFIX ": tracks[%I]: float tracks need a node target, not a joint", k);
+            int isw = 1;
+            lua_Integer fw = raw_field(L, tt, "width") == LUA_TNIL ? 1 : lua_tointegerx(L, -1, &isw);
+            lua_pop(L, 1);
+            if (!isw || fw < 1 || fw > LMB_FLOAT_WIDTH)
+                luaL_error(L, PREFIX ": tracks[%I]: float track width must be an integer in [1, %d]",
+                           k, LMB_FLOAT_WIDTH);
+            w = (size_t)fw;
+        }
+        int ii = LMB_LINEAR;
+        if (raw_field(L, tt, "interpolation") != LUA_TNIL) ii = option_index(L, interp_names);
+        if (ii < 0)
+            luaL_error(L, PREFIX ": tracks[%I]: interpolation must be \"STEP\", \"LINEAR\" or "
+                       "\"CUBICSPLINE\" (got %s)", k,
+                       lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        lua_pop(L, 1);
+        tr->path = (uint8_t)pi, tr->interp = (uint8_t)ii, tr->width = (uint8_t)w;
+        raw_field(L, tt, "times");
+        tr->tsrc = clip_source(L, k, "times", map, objs, src, &nsrc);
+        raw_field(L, tt, "values");
+        tr->vsrc = clip_source(L, k, "values", map, objs, src, &nsrc);
+        size_t nt = src[tr->tsrc].count, nv = src[tr->vsrc].count;
+        size_t per = ii == LMB_CUBIC ? 3 * w : w;
+        if (nt == 0) luaL_error(L, PREFIX ": tracks[%I]: no key times", k);
+        if (nt > 0x7fffffff || nv != nt * per)
+            luaL_error(L, PREFIX ": tracks[%I]: %I values for %I keys, expected %I (%I per key%s)",
+                       k, (lua_Integer)nv, (lua_Integer)nt, (lua_Integer)(nt * per),
+                       (lua_Integer)per, ii == LMB_CUBIC ? ": in-tangent, value, out-tangent" : "");
+        tr->nt = (uint32_t)nt, tr->nv = (uint32_t)nv;
+        tr->shared = 0;
+        clip_src *ts = src + tr->tsrc;
+        if (ts->times_offset == UINT32_MAX) {
+            if (nt > 0x7fffffff - keys) luaL_error(L, PREFIX ": too many keys");
+            ts->times_offset = (uint32_t)keys;
+            keys += nt;
+        } else {
+            tr->shared = LMB_SHARE_TIMES;
+        }
+        tr->times = ts->times_offset;
+        /* records: shared by tracks with the same times, values, interpolation, path, width */
+        lua_Integer rkey = ((((lua_Integer)tr->tsrc << 21 | (lua_Integer)tr->vsrc) << 2 | ii) << 2 | pi)
+                               << 5 | (lua_Integer)w;
+        if (lua_rawgeti(L, recs, rkey) == LUA_TNUMBER) {
+            tr->values = (uint32_t)lua_tointeger(L, -1);
+            tr->shared |= LMB_SHARE_RECORDS;
+        } else {
+            if (nv + nt > 0x7fffffff - values) luaL_error(L, PREFIX ": too many keys");
+            tr->values = (uint32_t)values;
+            values += nv + nt;
+            lua_pushinteger(L, (lua_Integer)tr->values);
+            lua_rawseti(L, recs, rkey);
+        }
+        lua_pop(L, 2);
+    }
+    *keys_out = keys, *values_out = values;
+    return nsrc;
+}
+
+/* Copies every table source (objs[i + 1]) once into floats, checking each
+ * number as it is read; sets each source's data. */
+static void clip_read_tables(lua_State *L, clip_src *src, uint32_t nsrc, int objs, float *out) {
+    for (uint32_t i = 0; i < nsrc; i++) {
+        clip_src *c = src + i;
+        if (!c->is_table) continue;
+        const char *field = c->as_values ? "values" : "times";
+        lua_rawgeti(L, objs, (lua_Integer)i + 1);
         int tab = lua_gettop(L);
-        for (size_t m = 0; m < n; m++) {
+        for (size_t m = 0; m < c->count; m++) {
             int isnum;
-            lua_geti(L, tab, (lua_Integer)m + 1);
+            lua_rawgeti(L, tab, (lua_Integer)m + 1);
             lua_Number v = lua_tonumberx(L, -1, &isnum);
             if (!isnum)
-                luaL_error(L, PREFIX ": tracks[%I]: %s[%I] is not a number (got %s)", k, field,
-                           (lua_Integer)m + 1, luaL_typename(L, -1));
+                luaL_error(L, PREFIX ": tracks[%I]: %s[%I] is not a number (got %s)", c->track,
+                           field, (lua_Integer)m + 1, luaL_typename(L, -1));
             if (!isfinite(v) || fabs(v) > 3.4e38)
-                luaL_error(L, PREFIX ": tracks[%I]: %s[%I] is not a finite float (%f)", k, field,
-                           (lua_Integer)m + 1, v);
-            out[m / per * stride + m % per] = (float)v;
+                luaL_error(L, PREFIX ": tracks[%I]: %s[%I] is not a finite float (%f)", c->track,
+                           field, (lua_Integer)m + 1, v);
+            out[m] = (float)v;
             lua_pop(L, 1);
         }
-    } else {
-        lbuffer *b = (lbuffer *)lua_touserdata(L, -1);
-        const float *src = (const float *)b->data;
-        for (size_t r = 0; r < n / per; r++)
-            memcpy(out + r * stride, src + r * per, per * sizeof(float));
+        lua_pop(L, 1);
+        c->data = out;
+        out += c->count;
     }
-    lua_pop(L, 1);
 }
 
 static void push_track_label(lua_State *L, const lmb_track *tr) {
@@ -78,127 +228,63 @@ static void push_track_label(lua_State *L, const lmb_track *tr) {
                     (lua_Integer)tr->target + (tr->is_node ? 0 : 1), path_names[tr->path]);
 }
 
-/* The `width` of float track k of the tracks table at index 1 (the track
- * table is on top of the stack): an integer in [1, LMB_FLOAT_WIDTH], default 1. */
-static size_t track_width(lua_State *L, lua_Integer k) {
-    lua_getfield(L, -1, "width");
-    int isint;
-    lua_Integer w = lua_isnil(L, -1) ? 1 : lua_tointegerx(L, -1, &isint);
-    if (!lua_isnil(L, -1) && !isint) w = 0;
-    lua_pop(L, 1);
-    if (w < 1 || w > LMB_FLOAT_WIDTH)
-        luaL_error(L, PREFIX ": tracks[%I]: float track width must be an integer in [1, %d]", k,
-                   LMB_FLOAT_WIDTH);
-    return (size_t)w;
-}
-
 /** core.clip(tracks [, name [, dense]]): builds an immutable clip. tracks[k] =
  * { joint = j (1-based) | node = id, path = "translation" | "rotation" |
  * "scale", interpolation = "STEP" | "LINEAR" | "CUBICSPLINE" (default
  * LINEAR), times = table | f32 Buffer, values = table | f32 Buffer }.
- * dense (default true): build the dense form when the joint tracks share
- * a uniform key grid (false: always the cursor path). */
+ * Every table is read once, raw (metamethods are not used). Tracks given
+ * the very same times (and values) table or Buffer share those keys in
+ * the clip (stored once). dense (default true): build the dense form when
+ * the joint tracks share a uniform key grid (false: always the cursor path). */
 static int l_clip_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     const char *name = luaL_optstring(L, 2, NULL);
     if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TBOOLEAN);
     int want_dense = lua_isnoneornil(L, 3) || lua_toboolean(L, 3);
     lua_settop(L, 2);
-    lua_Integer n = (lua_Integer)luaL_len(L, 1);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
     if (n > 1000000) return luaL_error(L, PREFIX ": %I tracks is too many", n);
+    size_t off_src = lmb_align_up((size_t)n * sizeof(clip_desc), 16);
+    unsigned char *scratch =
+        (unsigned char *)lua_newuserdatauv(L, off_src + 2 * (size_t)n * sizeof(clip_src) + 1, 0); /* 3 */
+    clip_desc *desc = (clip_desc *)(void *)scratch;
+    clip_src *src = (clip_src *)(void *)(scratch + off_src);
+    lua_newtable(L); /* 4: object -> source index + 1 (anchors the objects) */
+    lua_createtable(L, (int)(n < 1024 ? n : 1024), 0); /* 5: source index + 1 -> object */
+    lua_newtable(L); /* 6: record key -> record offset */
     size_t keys = 0, values = 0;
-    /* pass 1: shapes and counts */
-    for (lua_Integer k = 1; k <= n; k++) {
-        if (lua_geti(L, 1, k) != LUA_TTABLE)
-            return luaL_error(L, PREFIX ": tracks[%I] must be a table", k);
-        int tj = lua_getfield(L, -1, "joint"), tn = lua_getfield(L, -2, "node");
-        lua_pop(L, 2);
-        if ((tj == LUA_TNIL) == (tn == LUA_TNIL))
-            return luaL_error(L, PREFIX ": tracks[%I] needs exactly one of joint or node", k);
-        lua_getfield(L, -1, tj != LUA_TNIL ? "joint" : "node");
-        int isint;
-        lua_Integer target = lua_tointegerx(L, -1, &isint);
-        lua_pop(L, 1);
-        if (!isint || target < (tj != LUA_TNIL ? 1 : 0) ||
-            target > (tj != LUA_TNIL ? (lua_Integer)LMB_MAX_JOINTS : (lua_Integer)UINT32_MAX))
-            return luaL_error(L, PREFIX ": tracks[%I]: %s must be an integer in [%d, %I]", k,
-                              tj != LUA_TNIL ? "joint" : "node", tj != LUA_TNIL ? 1 : 0,
-                              tj != LUA_TNIL ? (lua_Integer)LMB_MAX_JOINTS : (lua_Integer)UINT32_MAX);
-        lua_getfield(L, -1, "path");
-        const char *path = lua_tostring(L, -1);
-        int pi = -1;
-        for (int m = 0; path && path_names[m]; m++)
-            if (strcmp(path, path_names[m]) == 0) pi = m;
-        if (pi < 0)
-            return luaL_error(L, PREFIX ": tracks[%I]: path must be \"translation\", \"rotation\", "
-                              "\"scale\" or \"float\" (got %s)", k, path ? path : luaL_typename(L, -1));
-        lua_pop(L, 1);
-        size_t fw = 0;
-        if (pi == LMB_PATH_F) {
-            if (tj != LUA_TNIL)
-                return luaL_error(L, PREFIX ": tracks[%I]: float tracks need a node target, not a joint", k);
-            fw = track_width(L, k);
-        }
-        lua_getfield(L, -1, "interpolation");
-        const char *ip = lua_isnil(L, -1) ? "LINEAR" : lua_tostring(L, -1);
-        int ii = -1;
-        for (int m = 0; ip && interp_names[m]; m++)
-            if (strcmp(ip, interp_names[m]) == 0) ii = m;
-        if (ii < 0)
-            return luaL_error(L, PREFIX ": tracks[%I]: interpolation must be \"STEP\", \"LINEAR\" or "
-                              "\"CUBICSPLINE\" (got %s)", k, ip ? ip : luaL_typename(L, -1));
-        lua_pop(L, 1);
-        size_t nt = field_count(L, k, "times"), nv = field_count(L, k, "values");
-        size_t w = pi == LMB_PATH_F ? fw : pi == LMB_PATH_R ? 4 : 3, per = ii == LMB_CUBIC ? 3 * w : w;
-        if (nt == 0) return luaL_error(L, PREFIX ": tracks[%I]: no key times", k);
-        if (nt > 0x7fffffff || nv != nt * per)
-            return luaL_error(L, PREFIX ": tracks[%I]: %I values for %I keys, expected %I (%I per key%s)",
-                              k, (lua_Integer)nv, (lua_Integer)nt, (lua_Integer)(nt * per),
-                              (lua_Integer)per, ii == LMB_CUBIC ? ": in-tangent, value, out-tangent" : "");
-        keys += nt;
-        values += nv + nt;
-        if (keys > 0x7fffffff || values > 0x7fffffff)
-            return luaL_error(L, PREFIX ": too many keys");
-        lua_pop(L, 1);
-    }
+    uint32_t nsrc = clip_read_tracks(L, n, desc, src, 4, 5, 6, &keys, &values);
+    size_t table_floats = 0;
+    for (uint32_t i = 0; i < nsrc; i++)
+        if (src[i].is_table) table_floats += src[i].count;
+    float *copy = (float *)lua_newuserdatauv(L, table_floats * sizeof(float) + 1, 0); /* 7 */
+    clip_read_tables(L, src, nsrc, 5, copy);
     size_t bytes = lmb_clip_bytes((uint32_t)n, (uint32_t)keys, (uint32_t)values);
-    lmb_clip *c = (lmb_clip *)lcore_newobject(L, bytes, 1, CLIP_MT); /* 3 */
+    lmb_clip *c = (lmb_clip *)lcore_newobject(L, bytes, 1, CLIP_MT); /* 8 */
     lmb_clip_place(c, (uint32_t)n, (uint32_t)keys, (uint32_t)values);
-    /* pass 2: fill (shapes were checked above) */
-    uint32_t ko = 0, vo = 0;
+    /* fill from the copy (shapes were checked when read) */
     for (lua_Integer k = 1; k <= n; k++) {
+        const clip_desc *d = desc + (k - 1);
         lmb_track *tr = c->tracks + (k - 1);
-        lua_geti(L, 1, k);
-        int tj = lua_getfield(L, -1, "joint");
-        lua_pop(L, 1);
-        lua_getfield(L, -1, tj != LUA_TNIL ? "joint" : "node");
-        lua_Integer target = lua_tointeger(L, -1);
-        lua_pop(L, 1);
-        tr->is_node = tj == LUA_TNIL;
-        tr->target = (uint32_t)(tr->is_node ? target : target - 1);
-        lua_getfield(L, -1, "path");
-        const char *path = lua_tostring(L, -1);
-        for (int m = 0; path_names[m]; m++)
-            if (strcmp(path, path_names[m]) == 0) tr->path = (uint8_t)m;
-        lua_pop(L, 1);
-        lua_getfield(L, -1, "interpolation");
-        const char *ip = lua_isnil(L, -1) ? "LINEAR" : lua_tostring(L, -1);
-        for (int m = 0; interp_names[m]; m++)
-            if (strcmp(ip, interp_names[m]) == 0) tr->interp = (uint8_t)m;
-        lua_pop(L, 1);
-        tr->width = (uint8_t)(tr->path == LMB_PATH_F ? track_width(L, k)
-                                                     : tr->path == LMB_PATH_R ? 4 : 3);
-        size_t nt = field_count(L, k, "times"), nv = field_count(L, k, "values");
-        tr->key_count = (uint32_t)nt;
-        tr->times = ko;
-        tr->values = vo;
+        tr->is_node = d->is_node;
+        tr->target = d->target;
+        tr->path = d->path;
+        tr->interp = d->interp;
+        tr->width = d->width;
+        tr->shared = d->shared;
+        tr->key_count = d->nt;
+        tr->times = d->times;
+        tr->values = d->values;
         tr->input = (uint32_t)(k - 1);
-        size_t per = nv / nt;
-        field_read(L, k, "times", c->times + ko, nt, 1, 1);
-        field_read(L, k, "values", c->values + vo + 1, nv, per, per + 1);
-        ko += (uint32_t)nt;
-        vo += (uint32_t)(nv + nt);
-        lua_pop(L, 1);
+        if (!(d->shared & LMB_SHARE_TIMES))
+            memcpy(c->times + d->times, src[d->tsrc].data, (size_t)d->nt * sizeof(float));
+        if (!(d->shared & LMB_SHARE_RECORDS)) {
+            size_t per = d->nv / d->nt;
+            const float *v = src[d->vsrc].data;
+            float *rec = c->values + d->values;
+            for (size_t r = 0; r < d->nt; r++)
+                memcpy(rec + r * (per + 1) + 1, v + r * per, per * sizeof(float));
+        }
     }
     uint32_t bt = 0, bk = 0;
     lmb_clip_error e = lmb_clip_finish(c, &bt, &bk);
@@ -249,7 +335,8 @@ static int l_clip_new(lua_State *L) {
         lmb_clip_dense_build(c, mem);
         lua_setfield(L, -2, "dense_frames");
     }
-    lua_setiuservalue(L, 3, 1);
+    lua_setiuservalue(L, 8, 1);
+    lua_settop(L, 8);
     return 1;
 }
 
@@ -353,7 +440,10 @@ static int l_clip_joint_span(lua_State *L) {
 
 /** clip:key_count(): total number of keys over every track. */
 static int l_clip_key_count(lua_State *L) {
-    lua_pushinteger(L, check_clip(L, 1)->key_total);
+    const lmb_clip *c = check_clip(L, 1);
+    lua_Integer total = 0; /* shared keys count once per track using them */
+    for (uint32_t m = 0; m < c->track_count; m++) total += c->tracks[m].key_count;
+    lua_pushinteger(L, total);
     return 1;
 }
 
@@ -380,13 +470,17 @@ static int l_sampler_new(lua_State *L) {
     lmb_pose *p = lcore_check_pose(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
-    lua_Integer nc = (lua_Integer)luaL_len(L, 2);
+    /* the clips are read once, raw, into a private array (4), checked and
+     * used from there: metamethods of the caller's table are never run */
+    lua_Integer nc = (lua_Integer)lua_rawlen(L, 2);
     if (nc < 1 || nc > 65535)
         return luaL_argerror(L, 2, lua_pushfstring(L, "clip count %I out of range [1, 65535]", nc));
     uint32_t J = p->joint_count, stride = 0;
     size_t untracked = 0;
+    lua_createtable(L, (int)nc, 0); /* 3: anchors the clips */
+    const lmb_clip **got = (const lmb_clip **)lua_newuserdatauv(L, (size_t)nc * sizeof(void *), 0); /* 4 */
     for (lua_Integer k = 1; k <= nc; k++) {
-        lua_geti(L, 2, k);
+        lua_rawgeti(L, 2, k);
         lmb_clip *c = (lmb_clip *)luaL_testudata(L, -1, CLIP_MT);
         if (!c)
             return luaL_argerror(L, 2, lua_pushfstring(L, "clips[%I] is not a limber.Clip (got %s)",
@@ -398,7 +492,8 @@ static int l_sampler_new(lua_State *L) {
                                                        (lua_Integer)c->joint_span, (lua_Integer)J));
         if (c->joint_track_count > stride) stride = c->joint_track_count;
         untracked += (size_t)J * 3 - c->joint_track_count;
-        lua_pop(L, 1);
+        got[k - 1] = c;
+        lua_rawseti(L, 3, k);
     }
     uint32_t N = p->instance_count;
     size_t off_clips = lmb_align_up(sizeof(lmb_sampler), 16);
@@ -407,10 +502,10 @@ static int l_sampler_new(lua_State *L) {
     size_t off_cur = off_u + lmb_align_up(untracked * 4 + 4, 16);
     size_t off_clip = off_cur + lmb_align_up((size_t)N * stride * sizeof(lmb_cursor) + 4, 64);
     size_t off_time = off_clip + lmb_align_up((size_t)N * 4, 16);
-    size_t off_rate = off_time + lmb_align_up((size_t)N * 4, 16);
+    size_t off_rate = off_time + lmb_align_up((size_t)N * 8, 16);
     size_t off_loop = off_rate + lmb_align_up((size_t)N * 4, 16);
     size_t bytes = off_loop + N;
-    unsigned char *m = (unsigned char *)lcore_newobject(L, bytes, 2, SAMPLER_MT); /* 3 */
+    unsigned char *m = (unsigned char *)lcore_newobject(L, bytes, 2, SAMPLER_MT); /* 5 */
     lmb_sampler *s = (lmb_sampler *)(void *)m;
     s->pose = p;
     s->clip_count = (uint32_t)nc;
@@ -422,15 +517,12 @@ static int l_sampler_new(lua_State *L) {
     s->untracked = u;
     s->cursors = (lmb_cursor *)(void *)(m + off_cur);
     s->clip = (int32_t *)(void *)(m + off_clip);
-    s->time = (float *)(void *)(m + off_time);
+    s->time = (double *)(void *)(m + off_time);
     s->rate = (float *)(void *)(m + off_rate);
     s->loop = m + off_loop;
-    lua_createtable(L, (int)nc, 0); /* anchor the clips */
     uint32_t pos = 0;
     for (lua_Integer k = 1; k <= nc; k++) {
-        lua_geti(L, 2, k);
-        const lmb_clip *c = (const lmb_clip *)lmb_align_ptr(lua_touserdata(L, -1), 64);
-        lua_rawseti(L, -2, k);
+        const lmb_clip *c = got[k - 1];
         clips[k - 1] = c;
         uf[k - 1] = pos;
         uint32_t t = 0;
@@ -444,9 +536,10 @@ static int l_sampler_new(lua_State *L) {
         }
     }
     uf[nc] = pos;
-    lua_setiuservalue(L, 3, 2);
+    lua_pushvalue(L, 3);
+    lua_setiuservalue(L, 5, 2);
     lua_pushvalue(L, 1);
-    lua_setiuservalue(L, 3, 1); /* the sampler writes into the pose */
+    lua_setiuservalue(L, 5, 1); /* the sampler writes into the pose */
     s->root_joint = -1;
     for (uint32_t i = 0; i < N; i++) {
         s->clip[i] = -1;
@@ -454,6 +547,13 @@ static int l_sampler_new(lua_State *L) {
         s->loop[i] = 1;
     }
     return 1;
+}
+
+/* A clip time: any finite number (kept in double). */
+static double check_time(lua_State *L, int arg) {
+    lua_Number v = luaL_checknumber(L, arg);
+    if (!isfinite(v)) luaL_argerror(L, arg, lua_pushfstring(L, "time is not a finite number (%f)", v));
+    return (double)v;
 }
 
 /** sampler:set(i, clip, time [, loop [, rate]]): instance i plays clip
@@ -466,7 +566,7 @@ static int l_sampler_set(lua_State *L) {
     int32_t k = -1;
     if (!lua_isnoneornil(L, 3) && !(lua_isinteger(L, 3) && lua_tointeger(L, 3) == 0))
         k = (int32_t)lcore_check_index(L, 3, s->clip_count, "clip");
-    float t = lcore_check_finite(L, 4, "time");
+    double t = check_time(L, 4);
     int loop = lua_isnoneornil(L, 5) ? 1 : lua_toboolean(L, 5);
     float rate = lua_isnoneornil(L, 6) ? s->rate[i] : lcore_check_finite(L, 6, "rate");
     if (k != s->clip[i]) /* cursors belong to the clip they were used with */
@@ -482,7 +582,7 @@ static int l_sampler_set(lua_State *L) {
 static int l_sampler_set_time(lua_State *L) {
     lmb_sampler *s = check_sampler(L, 1);
     uint32_t i = lcore_check_index(L, 2, s->pose->instance_count, "instance");
-    s->time[i] = lcore_check_finite(L, 3, "time");
+    s->time[i] = check_time(L, 3);
     return 0;
 }
 
@@ -498,10 +598,11 @@ static int l_sampler_get(lua_State *L) {
 }
 
 /** sampler:advance(dt): time += rate * dt for every instance with a clip
- * (wrapped into the clip when looping, clamped otherwise). */
+ * (wrapped into the clip when looping, clamped otherwise), in double:
+ * finite rates and dt (at most 3.4e38 in magnitude) give finite times. */
 static int l_sampler_advance(lua_State *L) {
     lmb_sampler *s = check_sampler(L, 1);
-    lmb_sampler_advance(s, lcore_check_finite(L, 2, "dt"));
+    lmb_sampler_advance(s, (double)lcore_check_finite(L, 2, "dt"));
     return 0;
 }
 
@@ -582,12 +683,15 @@ static lblender *check_blender(lua_State *L, int arg) {
 }
 
 /* Reads a mask (table or f32 Buffer of J numbers in [0, 1]) at stack index
- * `idx` into out; raises naming layer k. */
+ * `idx` into out, raw (each element read once, no metamethods); raises
+ * naming layer k. out may be written before a raise: callers pass scratch
+ * memory or memory no one sees yet. */
 static void read_mask(lua_State *L, int idx, lua_Integer k, uint32_t J, float *out) {
     idx = lua_absindex(L, idx);
     lbuffer *b = (lbuffer *)luaL_testudata(L, idx, BUFFER_MT);
-    size_t n = b ? b->count * b->width : lua_istable(L, idx) ? (size_t)luaL_len(L, idx) : 0;
-    if (!b && !lua_istable(L, idx))
+    int tab = !b && lua_type(L, idx) == LUA_TTABLE;
+    size_t n = b ? b->count * b->width : tab ? (size_t)lua_rawlen(L, idx) : 0;
+    if (!b && !tab)
         luaL_error(L, "limber.blender: layers[%I].mask must be a table or an f32 Buffer", k);
     if (b && b->type != LBUF_F32)
         luaL_error(L, "limber.blender: layers[%I].mask Buffer must be f32", k);
@@ -599,11 +703,11 @@ static void read_mask(lua_State *L, int idx, lua_Integer k, uint32_t J, float *o
         if (b) {
             v = ((const float *)b->data)[j];
         } else {
-            lua_geti(L, idx, j + 1);
+            lua_rawgeti(L, idx, (lua_Integer)j + 1);
             int isnum;
             lua_Number x = lua_tonumberx(L, -1, &isnum);
             lua_pop(L, 1);
-            v = isnum ? (float)x : -1.0f;
+            v = isnum && x >= 0.0 && x <= 1.0 ? (float)x : -1.0f;
         }
         if (!(v >= 0.0f && v <= 1.0f))
             luaL_error(L, "limber.blender: layers[%I].mask[%I] must be a number in [0, 1]", k,
@@ -616,48 +720,16 @@ static void read_mask(lua_State *L, int idx, lua_Integer k, uint32_t J, float *o
  * same skeleton and instance count). layers[k] = { pose = Pose, mask =
  * table | Buffer (one weight in [0, 1] per joint) or nil, additive = bool,
  * reference = Pose (additive only: 1 instance or as many as out) }.
- * Weights start at 1 for the first layer and 0 for the others. */
+ * Weights start at 1 for the first layer and 0 for the others. Every table
+ * is read once, raw (metamethods are not used), straight into the new
+ * blender, which is returned only when every layer passed. */
 static int l_blender_new(lua_State *L) {
     lmb_pose *out = lcore_check_pose(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
-    lua_Integer n = (lua_Integer)luaL_len(L, 2);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
     if (n < 1 || n > 64)
         return luaL_argerror(L, 2, lua_pushfstring(L, "layer count %I out of range [1, 64]", n));
-    for (lua_Integer k = 1; k <= n; k++) {
-        if (lua_geti(L, 2, k) != LUA_TTABLE)
-            return luaL_error(L, "limber.blender: layers[%I] must be a table", k);
-        lua_getfield(L, -1, "pose");
-        lmb_pose *p = (lmb_pose *)luaL_testudata(L, -1, POSE_MT);
-        if (!p) return luaL_error(L, "limber.blender: layers[%I].pose must be a limber.Pose", k);
-        p = (lmb_pose *)lmb_align_ptr(p, 64);
-        if (p == out)
-            return luaL_error(L, "limber.blender: layers[%I].pose is the output pose", k);
-        if (p->skel != out->skel || p->instance_count != out->instance_count)
-            return luaL_error(L, "limber.blender: layers[%I].pose must have the output's skeleton "
-                              "and %I instances", k, (lua_Integer)out->instance_count);
-        lua_pop(L, 1);
-        lua_getfield(L, -1, "additive");
-        int additive = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-        lua_getfield(L, -1, "reference");
-        if (additive) {
-            lmb_pose *r = (lmb_pose *)luaL_testudata(L, -1, POSE_MT);
-            if (!r)
-                return luaL_error(L, "limber.blender: layers[%I] is additive and needs a reference "
-                                  "Pose", k);
-            r = (lmb_pose *)lmb_align_ptr(r, 64);
-            if (r->skel != out->skel ||
-                (r->instance_count != 1 && r->instance_count != out->instance_count))
-                return luaL_error(L, "limber.blender: layers[%I].reference must have the output's "
-                                  "skeleton and 1 or %I instances", k,
-                                  (lua_Integer)out->instance_count);
-        } else if (!lua_isnil(L, -1)) {
-            return luaL_error(L, "limber.blender: layers[%I].reference is only for additive layers", k);
-        }
-        lua_pop(L, 1);
-        lua_pop(L, 1);
-    }
     uint32_t J = out->joint_count, lanes = out->block_count * LMB_LANES;
     size_t off_layers = lmb_align_up(sizeof(lblender), 16);
     size_t off_w = off_layers + lmb_align_up((size_t)n * sizeof(lmb_blend_layer), 64);
@@ -671,45 +743,81 @@ static int l_blender_new(lua_State *L) {
     bl->layers = (lmb_blend_layer *)(void *)(mem + off_layers);
     bl->weights = (float *)(void *)(mem + off_w);
     bl->masks = (float *)(void *)(mem + off_m);
-    lua_createtable(L, (int)n * 2 + 1, 0); /* anchors: out, layer poses, references */
+    lua_createtable(L, (int)n * 2 + 1, 0); /* 4: anchors: out, layer poses, references */
     lua_pushvalue(L, 1);
-    lua_rawseti(L, -2, 1);
+    lua_rawseti(L, 4, 1);
     for (lua_Integer k = 1; k <= n; k++) {
         lmb_blend_layer *ly = bl->layers + (k - 1);
-        lua_geti(L, 2, k);
-        lua_getfield(L, -1, "pose");
-        ly->pose = (const lmb_pose *)lmb_align_ptr(lua_touserdata(L, -1), 64);
-        lua_rawseti(L, -3, 2 * k);
-        lua_getfield(L, -1, "additive");
+        memset(ly, 0, sizeof *ly);
+        if (lua_rawgeti(L, 2, k) != LUA_TTABLE)
+            return luaL_error(L, "limber.blender: layers[%I] must be a table", k);
+        int lt = lua_gettop(L);
+        raw_field(L, lt, "pose");
+        lmb_pose *p = (lmb_pose *)luaL_testudata(L, -1, POSE_MT);
+        if (!p) return luaL_error(L, "limber.blender: layers[%I].pose must be a limber.Pose", k);
+        p = (lmb_pose *)lmb_align_ptr(p, 64);
+        if (p == out)
+            return luaL_error(L, "limber.blender: layers[%I].pose is the output pose", k);
+        if (p->skel != out->skel || p->instance_count != out->instance_count)
+            return luaL_error(L, "limber.blender: layers[%I].pose must have the output's skeleton "
+                              "and %I instances", k, (lua_Integer)out->instance_count);
+        ly->pose = p;
+        lua_rawseti(L, 4, 2 * k);
+        raw_field(L, lt, "additive");
         ly->additive = (uint32_t)lua_toboolean(L, -1);
         lua_pop(L, 1);
+        raw_field(L, lt, "reference");
         if (ly->additive) {
-            lua_getfield(L, -1, "reference");
-            ly->reference = (const lmb_pose *)lmb_align_ptr(lua_touserdata(L, -1), 64);
-            lua_rawseti(L, -3, 2 * k + 1);
+            lmb_pose *r = (lmb_pose *)luaL_testudata(L, -1, POSE_MT);
+            if (!r)
+                return luaL_error(L, "limber.blender: layers[%I] is additive and needs a reference "
+                                  "Pose", k);
+            r = (lmb_pose *)lmb_align_ptr(r, 64);
+            if (r->skel != out->skel ||
+                (r->instance_count != 1 && r->instance_count != out->instance_count))
+                return luaL_error(L, "limber.blender: layers[%I].reference must have the output's "
+                                  "skeleton and 1 or %I instances", k,
+                                  (lua_Integer)out->instance_count);
+            ly->reference = r;
+            lua_rawseti(L, 4, 2 * k + 1);
+        } else if (!lua_isnil(L, -1)) {
+            return luaL_error(L, "limber.blender: layers[%I].reference is only for additive layers", k);
+        } else {
+            lua_pop(L, 1);
         }
         ly->weight = bl->weights + (size_t)(k - 1) * lanes;
-        if (k == 1)
-            for (uint32_t i = 0; i < lanes; i++) bl->weights[i] = 1.0f;
-        lua_getfield(L, -1, "mask");
+        for (uint32_t i = 0; i < lanes; i++) bl->weights[(size_t)(k - 1) * lanes + i] = k == 1;
+        raw_field(L, lt, "mask");
         if (!lua_isnil(L, -1)) {
             float *mask = bl->masks + (size_t)(k - 1) * J;
             read_mask(L, -1, k, J, mask);
             ly->mask = mask;
         }
-        lua_pop(L, 2);
+        lua_settop(L, 4);
     }
     lua_setiuservalue(L, 3, 1);
     return 1;
 }
 
+/* Largest blend weight: the sum of 64 layers' weights stays far inside
+ * float range (3e38 + 3e38 would overflow to infinity and blend to 0). */
+#define BLEND_MAX_WEIGHT 1e6
+
 static float check_weight(lua_State *L, int arg) {
-    float w = lcore_check_finite(L, arg, "weight");
-    if (w < 0.0f) luaL_argerror(L, arg, lua_pushfstring(L, "weight %f must be >= 0", (lua_Number)w));
-    return w;
+    lua_Number w = luaL_checknumber(L, arg);
+    if (!isfinite(w) || fabs(w) > 3.4e38)
+        luaL_argerror(L, arg, lua_pushfstring(L, "weight is not a finite float (%f)", w));
+    if (w < 0.0)
+        luaL_argerror(L, arg, lua_pushfstring(L, "weight %f must be >= 0", w));
+    if (w > BLEND_MAX_WEIGHT)
+        luaL_argerror(L, arg, lua_pushfstring(L, "weight %f is above the largest blend weight %f",
+                                              w, (lua_Number)BLEND_MAX_WEIGHT));
+    return (float)w;
 }
 
-/** blender:set_weight(i, layer, w): the weight (>= 0) of a layer for instance i. */
+/** blender:set_weight(i, layer, w): the weight of a layer for instance i, a
+ * number in [0, 1e6] (weights are relative; the bound keeps their sums
+ * finite in float). */
 static int l_blender_set_weight(lua_State *L) {
     lblender *b = check_blender(L, 1);
     uint32_t i = lcore_check_index(L, 2, b->out->instance_count, "instance");
@@ -727,7 +835,8 @@ static int l_blender_weight(lua_State *L) {
     return 1;
 }
 
-/** blender:set_layer_weight(layer, w): the weight of a layer for every instance. */
+/** blender:set_layer_weight(layer, w): the weight (in [0, 1e6]) of a layer
+ * for every instance. */
 static int l_blender_set_layer_weight(lua_State *L) {
     lblender *b = check_blender(L, 1);
     uint32_t l = lcore_check_index(L, 2, b->layer_count, "layer");
@@ -745,14 +854,11 @@ static int l_blender_set_mask(lua_State *L) {
         b->layers[l].mask = NULL;
         return 0;
     }
-    float tmp[1024];
     uint32_t J = b->out->joint_count;
-    if (J <= 1024) {
-        read_mask(L, 3, (lua_Integer)l + 1, J, tmp); /* check first, then commit */
-        memcpy(mask, tmp, J * sizeof(float));
-    } else {
-        read_mask(L, 3, (lua_Integer)l + 1, J, mask);
-    }
+    float small[1024];
+    float *tmp = J <= 1024 ? small : (float *)lua_newuserdatauv(L, (size_t)J * sizeof(float), 0);
+    read_mask(L, 3, (lua_Integer)l + 1, J, tmp); /* check everything first, then commit */
+    memcpy(mask, tmp, J * sizeof(float));
     b->layers[l].mask = mask;
     return 0;
 }

@@ -16,8 +16,65 @@ local floor <const> = math.floor
 -- clip -> { times = {...}, names = {...}, loop_times = {...}, loop_names = {...} }
 local events_of = setmetatable({}, { __mode = "k" })
 
+-- A plain copy of a table's own fields, read raw (no metamethods): what a
+-- caller's table says is read exactly once, then checked and used from the
+-- copy.
+local function snapshot(t)
+  local c = {}
+  for k, v in next, t do c[k] = v end
+  return c
+end
+
 local function fail(msg, level)
   error("limber.anim." .. msg, (level or 1) + 1)
+end
+
+-- Largest magnitude of times, rates and dt (the float range the C side keeps).
+local MAX_FLOAT <const> = 3.4e38
+-- Largest player weight (the blender's bound: sums of 64 layers stay finite).
+local MAX_WEIGHT <const> = 1e6
+
+local function typename(v)
+  local mt = getmetatable(v)
+  local name = type(mt) == "table" and rawget(mt, "__name")
+  return type(name) == "string" and name or type(v)
+end
+
+local function is_a(v, name)
+  return type(v) == "userdata" and typename(v) == name
+end
+
+-- Raises "bad argument #n to 'fname' (expected expected, got <type>)" at
+-- the caller of the function that called arg_error.
+local function arg_error(n, fname, expected, v, level)
+  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, expected, typename(v)), level or 3)
+end
+
+local function finite(v)
+  return type(v) == "number" and v == v and v >= -MAX_FLOAT and v <= MAX_FLOAT
+end
+
+-- A finite number in float range (times, rates, dt), else a bad argument.
+local function check_finite(v, n, fname, what)
+  if not finite(v) then
+    if type(v) ~= "number" then arg_error(n, fname, "number", v, 4) end
+    error(("bad argument #%d to '%s' (%s must be a finite number of magnitude <= 3.4e38, got %s)")
+      :format(n, fname, what, tostring(v)), 4)
+  end
+  return v
+end
+
+-- The loop wrap t - d floor(t / d) into [0, d) (exact fmod where that
+-- rounds outside, e.g. for huge t).
+local function wrap(t, d)
+  local r = t - d * floor(t / d)
+  if not (r >= 0 and r < d) then
+    r = math.fmod(t, d)
+    if r ~= r then return 0 end
+    if r < 0 then r = r + d end
+    if r >= d then r = 0 end
+  end
+  return r
 end
 
 --- Builds an immutable clip (`limber.Clip`).
@@ -41,12 +98,22 @@ end
 -- @treturn limber.Clip
 function M.clip(desc, skeleton)
   if type(desc) ~= "table" then fail("clip: expected a description table", 2) end
+  if skeleton ~= nil and not is_a(skeleton, "limber.Skeleton") then
+    arg_error(2, "clip", "limber.Skeleton or nil", skeleton)
+  end
+  -- the description is read once, raw, into plain copies (a table whose
+  -- __index or __len answers differently each time cannot pass the checks
+  -- with one answer and be used with another)
+  desc = snapshot(desc)
   if type(desc.tracks) ~= "table" then fail("clip: desc.tracks must be an array of tracks", 2) end
   if desc.name ~= nil and type(desc.name) ~= "string" then fail("clip: desc.name must be a string", 2) end
   local tracks, missing = {}, {}
   local J = skeleton and skeleton:count()
-  for k, tr in ipairs(desc.tracks) do
+  local given = desc.tracks
+  for k = 1, rawlen(given) do
+    local tr = rawget(given, k)
     if type(tr) ~= "table" then fail(("clip: tracks[%d] must be a table"):format(k), 2) end
+    tr = snapshot(tr)
     local joint = tr.joint
     if type(joint) == "string" then
       if not skeleton then
@@ -68,6 +135,14 @@ function M.clip(desc, skeleton)
   end
   local events = desc.events
   if events ~= nil and type(events) ~= "table" then fail("clip: desc.events must be an array", 2) end
+  if events then
+    local ev = {}
+    for k = 1, rawlen(events) do
+      local e = rawget(events, k)
+      ev[k] = type(e) == "table" and snapshot(e) or e
+    end
+    events = ev
+  end
   local ok, clip = pcall(core.clip, tracks, desc.name, desc.dense ~= false)
   if not ok then error(clip, 2) end
   if events and #events > 0 then
@@ -99,12 +174,15 @@ end
 --- The events of a clip, sorted by time: array of { time =, name = }.
 -- @tparam limber.Clip clip
 function M.events(clip)
+  if not is_a(clip, "limber.Clip") then arg_error(1, "events", "limber.Clip", clip) end
   local ev, out = events_of[clip], {}
   if ev then
     for k = 1, #ev.times do out[k] = { time = ev.times[k], name = ev.names[k] } end
   end
   return out
 end
+
+local step_core
 
 --- Moves a clip time by `delta` and reports every event crossed.
 -- Forward, an event at e is crossed when t0 < e <= t1; backward when
@@ -120,6 +198,20 @@ end
 -- @param[opt] arg first argument of fn
 -- @treturn number the new clip time
 function M.step(clip, t0, delta, loop, fn, arg)
+  if not is_a(clip, "limber.Clip") then arg_error(1, "step", "limber.Clip", clip) end
+  if type(t0) ~= "number" or t0 ~= t0 or t0 == math.huge or t0 == -math.huge then
+    arg_error(2, "step", "finite number", t0)
+  end
+  if type(delta) ~= "number" or delta ~= delta or delta == math.huge or delta == -math.huge then
+    arg_error(3, "step", "finite number", delta)
+  end
+  if fn ~= nil and type(fn) ~= "function" then arg_error(5, "step", "function or nil", fn) end
+  return step_core(clip, t0, delta, loop, fn, arg)
+end
+
+-- M.step without the argument checks (the crowd's per-frame loop: its
+-- arguments are its own, checked where they were set).
+step_core = function(clip, t0, delta, loop, fn, arg)
   local d = clip:duration()
   local ev = fn and events_of[clip]
   if not loop or d <= 0 then
@@ -142,7 +234,7 @@ function M.step(clip, t0, delta, loop, fn, arg)
     end
     return b
   end
-  local a = t0 - d * floor(t0 / d)
+  local a = wrap(t0, d)
   local b = a + delta
   if ev then
     local times, names, n = ev.loop_times, ev.loop_names, #ev.loop_times
@@ -167,7 +259,7 @@ function M.step(clip, t0, delta, loop, fn, arg)
       end
     end
   end
-  return b - d * floor(b / d)
+  return wrap(b, d)
 end
 
 --- A one-instance pose of `skeleton` holding `clip` sampled at `time`:
@@ -177,8 +269,12 @@ end
 -- @tparam[opt=0] number time
 -- @treturn limber.Pose
 function M.reference_pose(skeleton, clip, time)
+  if not is_a(skeleton, "limber.Skeleton") then arg_error(1, "reference_pose", "limber.Skeleton", skeleton) end
+  if not is_a(clip, "limber.Clip") then arg_error(2, "reference_pose", "limber.Clip", clip) end
+  if time ~= nil then check_finite(time, 3, "reference_pose", "time") end
   local pose = core.pose(skeleton, 1)
-  local s = core.sampler(pose, { clip })
+  local ok, s = pcall(core.sampler, pose, { clip })
+  if not ok then error(s, 2) end
   s:set(1, 1, time or 0, false)
   s:run()
   return pose
@@ -209,6 +305,13 @@ local Crowd = {}
 Crowd.__index = Crowd
 Crowd.__name = "limber.anim.Crowd"
 
+-- The player or crowd `self` of method `name`, else a bad-self error.
+local function check_self(self, class, name)
+  if getmetatable(self) ~= class or type(self) ~= "table" then
+    error(("calling '%s' on bad self (%s expected, got %s)"):format(name, class.__name, typename(self)), 3)
+  end
+end
+
 local function yaw_of(x, y, z, w)
   return math.atan(2 * (w * y + x * z), 1 - 2 * (y * y + x * x))
 end
@@ -222,7 +325,7 @@ local function root_pos(clip, j, x, loop, d)
   local laps = 0
   if loop and d > 0 then
     laps = floor(x / d)
-    x = x - laps * d
+    x = wrap(x, d) -- x - laps * d can round outside [0, d) for a large x
   else
     x = x < 0 and 0 or (x > d and d or x)
   end
@@ -244,7 +347,7 @@ local function root_pos(clip, j, x, loop, d)
 end
 
 --- The instance this player animates (1-based).
-function Player:instance() return self.i end
+function Player:instance() check_self(self, Player, "instance"); return self.i end
 
 --- The clip playing (nil when stopped), its time, rate, loop flag and weight.
 -- @treturn limber.Clip|nil clip
@@ -253,12 +356,13 @@ function Player:instance() return self.i end
 -- @treturn boolean loop
 -- @treturn number weight
 function Player:state()
+  check_self(self, Player, "state")
   local c = self.crowd
   return self.k and c.clips[self.k], self.t, self.rate, self.loop, self.w
 end
 
 --- The current clip time in seconds.
-function Player:time() return self.t end
+function Player:time() check_self(self, Player, "time"); return self.t end
 
 --- Starts `clip` (a Clip of the crowd's set, its 1-based number or its name).
 -- `opts`: `time` (default 0), `rate` (default: keep, initially 1; negative
@@ -268,15 +372,26 @@ function Player:time() return self.t end
 -- @tparam[opt] table opts
 -- @return self
 function Player:play(clip, opts)
+  check_self(self, Player, "play")
   local crowd = self.crowd
-  local k = crowd.index[clip]
+  local k = clip ~= nil and clip == clip and crowd.index[clip]
   if not k then fail("Player:play: clip is not in the crowd's clip set: " .. tostring(clip), 2) end
+  if opts ~= nil and type(opts) ~= "table" then arg_error(2, "play", "table or nil", opts) end
   opts = opts or {}
-  local fade = opts.fade or 0
-  if type(fade) ~= "number" or fade < 0 or fade ~= fade then
-    fail("Player:play: fade must be a number >= 0", 2)
+  -- each option read once, raw: a table whose __index answers differently on
+  -- a second read cannot slip a value past the checks below
+  local fade, rate, time, loop = rawget(opts, "fade"), rawget(opts, "rate"), rawget(opts, "time"),
+    rawget(opts, "loop")
+  fade = fade or 0
+  if type(fade) ~= "number" or not (fade >= 0 and fade <= MAX_FLOAT) then
+    fail("Player:play: fade must be a finite number >= 0", 2)
   end
-  if opts.rate ~= nil and type(opts.rate) ~= "number" then fail("Player:play: rate must be a number", 2) end
+  if rate ~= nil and not finite(rate) then
+    fail("Player:play: rate must be a finite number of magnitude <= 3.4e38", 2)
+  end
+  if time ~= nil and not finite(time) then
+    fail("Player:play: time must be a finite number of magnitude <= 3.4e38", 2)
+  end
   if fade > 0 and self.k then
     self.from_k, self.from_t, self.from_rate, self.from_loop = self.k, self.t, self.rate, self.loop
     self.fade_t, self.fade_d = 0, fade
@@ -285,15 +400,16 @@ function Player:play(clip, opts)
     self.from_k, self.fade_d = nil, 0
   end
   self.k = k
-  self.t = opts.time or 0
-  self.rate = opts.rate or self.rate
-  if opts.loop == nil then self.loop = true else self.loop = opts.loop and true or false end
+  self.t = time or 0
+  self.rate = rate or self.rate
+  if loop == nil then self.loop = true else self.loop = loop and true or false end
   self.dirty = true
   return self
 end
 
 --- Stops the player (its layer weight for this instance becomes 0).
 function Player:stop()
+  check_self(self, Player, "stop")
   self.k, self.from_k, self.fade_d = nil, nil, 0
   self.dirty = true
 end
@@ -303,17 +419,18 @@ end
 -- @tparam number t clip time in seconds
 -- @tparam[opt] boolean report
 function Player:seek(t, report)
-  if type(t) ~= "number" or t ~= t then fail("Player:seek: time must be a number", 2) end
+  check_self(self, Player, "seek")
+  check_finite(t, 1, "seek", "time")
   if not self.k then fail("Player:seek: no clip playing", 2) end
   local crowd = self.crowd
   local clip = crowd.clips[self.k]
   if report and crowd.on_event then
     local d = clip:duration()
-    local target = self.loop and d > 0 and (t - d * floor(t / d)) or t
+    local target = self.loop and d > 0 and wrap(t, d) or t
     M.step(clip, self.t, target - self.t, false, crowd.on_event, self)
   end
   local d = clip:duration()
-  if self.loop then self.t = d > 0 and t - d * floor(t / d) or 0
+  if self.loop then self.t = d > 0 and wrap(t, d) or 0
   else self.t = t < 0 and 0 or (t > d and d or t) end
   self.seeked = true
   self.dirty = true
@@ -322,18 +439,27 @@ end
 --- Sets the playback rate (negative plays backwards).
 -- @tparam number r
 function Player:set_rate(r)
-  if type(r) ~= "number" or r ~= r then fail("Player:set_rate: rate must be a number", 2) end
+  check_self(self, Player, "set_rate")
+  check_finite(r, 1, "set_rate", "rate")
   self.rate = r
 end
 
 --- Sets loop (true) or clamp (false) mode.
 -- @tparam boolean loop
-function Player:set_loop(loop) self.loop = loop and true or false; self.dirty = true end
+function Player:set_loop(loop)
+  check_self(self, Player, "set_loop")
+  self.loop = loop and true or false
+  self.dirty = true
+end
 
 --- Sets the player's weight (>= 0) in its layer's blend.
 -- @tparam number w
 function Player:set_weight(w)
-  if type(w) ~= "number" or w ~= w or w < 0 then fail("Player:set_weight: weight must be a number >= 0", 2) end
+  check_self(self, Player, "set_weight")
+  if type(w) ~= "number" then arg_error(1, "set_weight", "number", w) end
+  if not (w >= 0 and w <= MAX_WEIGHT) then
+    fail("Player:set_weight: weight must be a number in [0, 1e6] (got " .. tostring(w) .. ")", 2)
+  end
   self.w = w
   self.dirty = true
 end
@@ -342,6 +468,7 @@ end
 -- @treturn boolean fading
 -- @treturn number progress (1 when no fade runs)
 function Player:fading()
+  check_self(self, Player, "fading")
   if self.from_k then return true, self.fade_t / self.fade_d end
   return false, 1
 end
@@ -354,6 +481,7 @@ end
 -- @treturn number dz
 -- @treturn number yaw
 function Player:root_delta()
+  check_self(self, Player, "root_delta")
   return self.rdx, self.rdy, self.rdz, self.ryaw
 end
 
@@ -369,11 +497,45 @@ end
 -- @tparam[opt] table opts
 -- @treturn Crowd
 function M.crowd(pose, clips, opts)
-  opts = opts or {}
-  if type(clips) ~= "table" or #clips == 0 then fail("crowd: clips must be a non-empty array of Clips", 2) end
+  if not is_a(pose, "limber.Pose") then arg_error(1, "crowd", "limber.Pose", pose) end
+  if type(clips) ~= "table" then arg_error(2, "crowd", "table", clips) end
+  if opts ~= nil and type(opts) ~= "table" then arg_error(3, "crowd", "table or nil", opts) end
+  -- options read once, raw, into plain copies used from here on
+  opts = snapshot(opts or {})
+  if type(opts.root_motion) == "table" then opts.root_motion = snapshot(opts.root_motion) end
+  if type(opts.layers) == "table" then
+    local ls = {}
+    for l = 1, rawlen(opts.layers) do
+      local ly = rawget(opts.layers, l)
+      ls[l] = type(ly) == "table" and snapshot(ly) or ly
+    end
+    opts.layers = ls
+  end
+  -- the caller's array is read once, raw, into a private copy used from here on
+  local list = {}
+  for k = 1, rawlen(clips) do
+    local c = rawget(clips, k)
+    if not is_a(c, "limber.Clip") then
+      fail(("crowd: clips[%d] must be a limber.Clip (got %s)"):format(k, typename(c)), 2)
+    end
+    list[k] = c
+  end
+  clips = list
+  if #clips == 0 then fail("crowd: clips must be a non-empty array of Clips", 2) end
+  if opts.on_event ~= nil and type(opts.on_event) ~= "function" then
+    fail("crowd: opts.on_event must be a function", 2)
+  end
+  local rm = opts.root_motion
+  if rm ~= nil and (type(rm) ~= "table" or math.type(rm.joint) ~= "integer") then
+    fail("crowd: opts.root_motion must be { joint = integer, yaw = boolean }", 2)
+  end
   local skel = pose:skeleton()
   local N = pose:instances()
   local layers = opts.layers or { { name = "base" } }
+  if type(layers) ~= "table" then fail("crowd: opts.layers must be an array of layer tables", 2) end
+  for l, ly in ipairs(layers) do
+    if type(ly) ~= "table" then fail(("crowd: layers[%d] must be a table"):format(l), 2) end
+  end
   local crowd = setmetatable({ pose = pose, clips = clips, index = {}, n = N, layers = {},
     samplers = {}, on_event = opts.on_event, players = {}, names = {} }, Crowd)
   for k, c in ipairs(clips) do
@@ -389,7 +551,10 @@ function M.crowd(pose, clips, opts)
       local p = core.pose(skel, N)
       local ok, smp = pcall(core.sampler, p, clips)
       if not ok then error(smp, 2) end
-      if opts.root_motion then smp:set_root_motion(opts.root_motion.joint, true, opts.root_motion.yaw) end
+      if rm then
+        local ok2, err = pcall(smp.set_root_motion, smp, rm.joint, true, rm.yaw)
+        if not ok2 then error(err, 2) end
+      end
       slots[s] = smp
       crowd.samplers[#crowd.samplers + 1] = smp
       blend_layers[#blend_layers + 1] = { pose = p, mask = ly.mask, additive = ly.additive,
@@ -400,7 +565,7 @@ function M.crowd(pose, clips, opts)
     for i = 1, N do
       players[i] = setmetatable({ crowd = crowd, layer = l, i = i, slot = 1, t = 0, rate = 1,
         loop = true, w = 1, fade_t = 0, fade_d = 0, rdx = 0, rdy = 0, rdz = 0, ryaw = 0,
-        dirty = true }, Player)
+        dirty = true, eclip = false, e0 = 0, ed = 0, eloop = true }, Player)
     end
     crowd.players[l] = players
   end
@@ -417,7 +582,8 @@ end
 -- @tparam[opt=1] integer|string layer
 -- @treturn Player
 function Crowd:player(i, layer)
-  local l = self.names[layer] or layer or 1
+  check_self(self, Crowd, "player")
+  local l = layer == nil and 1 or (layer == layer and self.names[layer]) or layer
   local ps = self.players[l]
   if not ps then fail("Crowd:player: no layer " .. tostring(layer), 2) end
   local p = ps[i]
@@ -427,21 +593,30 @@ end
 
 --- Advances every player of every layer by `dt` seconds: times (rate,
 -- loop or clamp), cross-fades, events (on_event) and root motion.
--- @tparam number dt seconds
+-- All or nothing: `dt` is checked first and nothing after can fail, so
+-- either every player moves or none does. Events are reported after every
+-- player has moved, in player order (an error raised by on_event leaves
+-- the crowd advanced and drops that frame's later events).
+-- @tparam number dt seconds (finite, magnitude <= 3.4e38)
 function Crowd:advance(dt)
+  check_self(self, Crowd, "advance")
+  check_finite(dt, 1, "advance", "dt")
   local on_event, root, bl = self.on_event, self.root, self.blender
-  local step, clips = M.step, self.clips
+  local step, clips = step_core, self.clips
   for l = 1, #self.players do
     local players, slots = self.players[l], self.layers[l]
     local b0 = 2 * l - 1
     for i = 1, self.n do
       local p = players[i]
+      -- events left by a frame whose on_event raised are dropped, not replayed late
+      p.eclip = false
       local k = p.k
       if k then
         local clip = clips[k]
         local t0, delta = p.t, p.rate * dt
         if p.seeked then p.seeked = false end
-        p.t = step(clip, t0, delta, p.loop, on_event, p)
+        p.t = step(clip, t0, delta, p.loop)
+        if on_event then p.eclip, p.e0, p.ed, p.eloop = clip, t0, delta, p.loop end
         if root then
           local d = clip:duration()
           local ax, ay, az, ayaw = root_pos(clip, root, t0, p.loop, d)
@@ -450,8 +625,11 @@ function Crowd:advance(dt)
         end
         local f = 1
         if p.from_k then
-          p.fade_t = p.fade_t + dt
-          f = p.fade_t / p.fade_d
+          -- a negative dt moves a fade back, but never before its start
+          local ft = p.fade_t + dt
+          if ft < 0 then ft = 0 end
+          p.fade_t = ft
+          f = ft / p.fade_d
           if f >= 1 then
             f, p.from_k, p.fade_d = 1, nil, 0
           else
@@ -477,12 +655,26 @@ function Crowd:advance(dt)
       p.dirty = false
     end
   end
+  if not on_event then return end
+  -- events: every player has moved; replay each step for its events only
+  for l = 1, #self.players do
+    local players = self.players[l]
+    for i = 1, self.n do
+      local p = players[i]
+      local clip = p.eclip
+      if clip then
+        p.eclip = false
+        step(clip, p.e0, p.ed, p.eloop, on_event, p)
+      end
+    end
+  end
 end
 
 --- Samples every layer slot (one C call each, all instances) and blends
 -- them into the crowd's pose (one call). Instances with no weight on any
 -- normal layer get the rest pose.
 function Crowd:evaluate()
+  check_self(self, Crowd, "evaluate")
   local s = self.samplers
   for k = 1, #s do s[k]:run() end
   self.blender:run()
@@ -490,6 +682,6 @@ end
 
 --- The blender (limber.Blender) behind the crowd, for example to change masks.
 -- @treturn limber.Blender
-function Crowd:blend() return self.blender end
+function Crowd:blend() check_self(self, Crowd, "blend"); return self.blender end
 
 return M
