@@ -34,8 +34,18 @@ end
 
 local function floats(t) return string.pack("<" .. ("f"):rep(#t), table.unpack(t)) end
 
+-- cjson writes an empty Lua table as {}, a JSON object, which the loader
+-- refuses where an array belongs: leave the builder's empty lists out.
+local function encode(doc)
+  local out = {}
+  for k, v in pairs(doc) do
+    if type(v) ~= "table" or next(v) ~= nil then out[k] = v end
+  end
+  return cjson.encode(out)
+end
+
 local function load(doc, opts)
-  return gltf.load_bytes(cjson.encode(doc), opts or { clips = false })
+  return gltf.load_bytes(encode(doc), opts or { clips = false })
 end
 
 local function refused(text, fn)

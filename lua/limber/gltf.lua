@@ -25,10 +25,28 @@ local json = cjson.new()
 json.decode_invalid_numbers(false)
 json.decode_max_depth(64)
 
---- Default limit on the bytes a load may decode (buffers plus accessor
--- outputs): 64 MiB plus 16 times the size of the input. Override with
--- `opts.max_bytes`.
+--- Default limit on the bytes a load may decode (buffers, accessor
+-- outputs, and every structure derived from the file at the costs in
+-- `M.COSTS`): 64 MiB plus 16 times the size of the input. Override with
+-- `opts.max_bytes`. (The decoded JSON itself, about 40 bytes per byte of
+-- a file of empty objects, is not counted.)
 M.DEFAULT_BASE_BYTES = 64 * 1024 * 1024
+
+--- Memory counted against `max_bytes` for each structure the loader
+-- derives from the file, besides decoded bytes (estimates of what the Lua
+-- 5.4 tables and limber objects of each take, so a small file of many
+-- small objects is refused as a large one is): `node` (its table, children,
+-- TRS, local and world matrices: 1 to 1.5 KiB measured), `scene_node` (a
+-- scene's root entry), `accessor`, `view` (a bufferView), `primitive`,
+-- `skin_joint` (joint list, inverse bind and skin entries), `path_step` (a
+-- node on a skin's path to its root, walked to find the skeleton),
+-- `skeleton_joint` (a joint of a built limber skeleton), `channel` and
+-- `track` (one clip track; each animation gets one clip plus one per
+-- skeleton, and each clip also holds a copy of its keys, which is counted).
+M.COSTS = {
+  node = 1024, scene_node = 48, accessor = 512, view = 256, primitive = 512, skin_joint = 256,
+  path_step = 32, skeleton_joint = 256, channel = 384, track = 256,
+}
 
 --- Required extensions limber can load (they only change data limber
 -- decodes anyway, or materials, which limber ignores).
@@ -41,6 +59,41 @@ M.SUPPORTED_EXTENSIONS = {
 
 local function fail(where, fmt, ...)
   error("limber.gltf: " .. where .. ": " .. fmt:format(...), 0)
+end
+
+-- "bad argument #n to 'name' (what expected, got type)", blamed on the caller
+-- level: of the public function's caller, seen from bad_arg (3 when a
+-- public function calls bad_arg itself, 4 through check_type / check_numbers)
+local function bad_arg(n, name, what, v, level)
+  local got = type(v)
+  local mt = getmetatable(v)
+  if type(mt) == "table" and type(rawget(mt, "__name")) == "string" then got = rawget(mt, "__name") end
+  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, name, what, got), level or 3)
+end
+
+local function check_type(n, name, v, want, optional)
+  if v == nil and optional then return end
+  if type(v) ~= want then bad_arg(n, name, want, v, 4) end
+end
+
+-- a table of k finite numbers (raw access)
+local function check_numbers(n, name, v, k)
+  local ok = type(v) == "table"
+  for i = 1, ok and k or 0 do
+    local x = rawget(v, i)
+    if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then ok = false end
+  end
+  if not ok then bad_arg(n, name, ("table of %d finite numbers"):format(k), v, 4) end
+end
+
+-- an asset returned by load / load_bytes
+local function check_asset(n, name, v)
+  if type(v) ~= "table" then bad_arg(n, name, "glTF asset", v) end
+  for _, k in ipairs { "nodes", "roots", "scenes", "skins", "skeletons", "meshes", "animations", "warnings" } do
+    if type(rawget(v, k)) ~= "table" then
+      error(("bad argument #%d to '%s' (glTF asset expected, got a table without '%s')"):format(n, name, k), 3)
+    end
+  end
 end
 
 local function at(where, key, i)
@@ -71,9 +124,14 @@ local function opt_int(v, where, what, default, min)
   return int(v, where, what, min)
 end
 
+-- core.gltf_mark_empty writes each empty JSON object as {"\0": null}, so
+-- that it is not taken for an empty array; object() removes the marker.
+local EMPTY_MARK <const> = "\0"
+
 local function list(v, where, what)
   if v == nil then return {} end
-  if type(v) ~= "table" then fail(where, "%s must be an array", what) end
+  -- a JSON object decodes to a table too: its keys are names, not 1..n
+  if type(v) ~= "table" or type(next(v)) == "string" then fail(where, "%s must be an array", what) end
   return v
 end
 
@@ -82,6 +140,7 @@ local function object(v, where, what)
   if type(v) ~= "table" or next(v) ~= nil and type(next(v)) ~= "string" then
     fail(where, "%s must be an object", what)
   end
+  if rawget(v, EMPTY_MARK) == cjson.null then v[EMPTY_MARK] = nil end
   return v
 end
 
@@ -137,13 +196,22 @@ end
 -- @tparam table q unit rotation quaternion {x, y, z, w}
 -- @tparam table s scale {x, y, z}
 -- @treturn table 16 numbers
-M.trs_matrix = trs_matrix
+M.trs_matrix = function(t, q, s)
+  check_numbers(1, "trs_matrix", t, 3)
+  check_numbers(2, "trs_matrix", q, 4)
+  check_numbers(3, "trs_matrix", s, 3)
+  return trs_matrix(t, q, s)
+end
 --- Product a x b of two 4x4 column-major matrices (double precision).
 -- @function mat_mul
 -- @tparam table a 16 numbers
 -- @tparam table b 16 numbers
 -- @treturn table 16 numbers
-M.mat_mul = mat_mul
+M.mat_mul = function(a, b)
+  check_numbers(1, "mat_mul", a, 16)
+  check_numbers(2, "mat_mul", b, 16)
+  return mat_mul(a, b)
+end
 
 local function normalize4(q, where, what)
   local n = math.sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3] + q[4] * q[4])
@@ -233,7 +301,11 @@ end
 -- @treturn table translation {x, y, z}
 -- @treturn table rotation, a unit quaternion {x, y, z, w}
 -- @treturn table scale {x, y, z} (0 for a zero-length axis)
-M.decompose = decompose
+M.decompose = function(m, where)
+  check_numbers(1, "decompose", m, 16)
+  check_type(2, "decompose", where, "string", true)
+  return decompose(m, where or "decompose")
+end
 
 -- ---- URIs and files ----------------------------------------------------------
 
@@ -259,24 +331,11 @@ local function resolve_uri(uri, base_dir, where)
   return base_dir .. path
 end
 
-local function read_file(path, where, limit)
-  local f, err = io.open(path, "rb")
-  if not f then fail(where, "cannot open '%s': %s", path, tostring(err)) end
-  local _, rerr = f:read(0)
-  if rerr then
-    f:close()
-    fail(where, "cannot read '%s': %s", path, tostring(rerr))
-  end
-  local size = f:seek("end")
-  if limit and size and size > limit then
-    f:close()
-    fail(where, "'%s' has %d bytes, over the limit of %d", path, size, limit)
-  end
-  f:seek("set", 0)
-  local data = f:read("a")
-  f:close()
-  if not data or not size then fail(where, "cannot read '%s'", path) end
-  return data
+-- The first `len` bytes of an external buffer file (core.gltf_read_file:
+-- a regular file whose resolved path, symlinks followed, is inside
+-- base_dir; never more than len bytes are read; a shorter file fails).
+local function read_file(base_dir, path, where, len)
+  return core.gltf_read_file(where, base_dir, path, len)
 end
 
 -- ---- loading ------------------------------------------------------------------
@@ -322,13 +381,15 @@ function Loader:buffers()
       end
       data = core.gltf_base64(where, payload)
     else
-      data = read_file(resolve_uri(b.uri, self.base_dir, where), where, self.max_bytes - self.used + len)
+      data = read_file(self.base_dir, resolve_uri(b.uri, self.base_dir, where), where, len)
     end
     if #data < len then fail(where, "byteLength is %d but only %d bytes are available", len, #data) end
     self.buf[i] = { data = data, len = len }
   end
   self.views = {}
-  for i, v in ipairs(list(doc.bufferViews, "bufferViews", "bufferViews")) do
+  local views = list(doc.bufferViews, "bufferViews", "bufferViews")
+  self:take("bufferViews", #views * M.COSTS.view)
+  for i, v in ipairs(views) do
     local where = ("bufferViews[%d]"):format(i - 1)
     object(v, where, "bufferView")
     local b = ref(v.buffer, self.buf, where, "buffer")
@@ -360,7 +421,9 @@ end
 -- @local
 function Loader:accessors()
   self.acc = {}
-  for i, a in ipairs(list(self.doc.accessors, "accessors", "accessors")) do
+  local accs = list(self.doc.accessors, "accessors", "accessors")
+  self:take("accessors", #accs * M.COSTS.accessor)
+  for i, a in ipairs(accs) do
     local where = ("accessors[%d]"):format(i - 1)
     object(a, where, "accessor")
     local ct = int(a.componentType, where, "componentType")
@@ -422,6 +485,7 @@ end
 function Loader:nodes()
   local nodes = {}
   local raw = list(self.doc.nodes, "nodes", "nodes")
+  self:take("nodes", #raw * M.COSTS.node)
   for i = 1, #raw do nodes[i] = { gltf_index = i - 1, children = {} } end
   for i, n in ipairs(raw) do
     local where = ("nodes[%d]"):format(i - 1)
@@ -474,7 +538,7 @@ function Loader:nodes()
   for i = 1, #nodes do
     if not nodes[i].parent then self.asset.roots[#self.asset.roots + 1] = i end
   end
-  M.update_worlds(self.asset)
+  core.gltf_worlds("nodes", nodes)
   for i = 1, #nodes do nodes[i].rest_world = nodes[i].world end
   -- scenes
   local scenes = {}
@@ -482,7 +546,9 @@ function Loader:nodes()
     local where = ("scenes[%d]"):format(s - 1)
     object(sc, where, "scene")
     local roots, listed = {}, {}
-    for k, n in ipairs(list(sc.nodes, where, "nodes")) do
+    local sn = list(sc.nodes, where, "nodes")
+    self:take(where, #sn * M.COSTS.scene_node)
+    for k, n in ipairs(sn) do
       local ni = ref(n, nodes, at(where, "nodes", k - 1), "node")
       if nodes[ni].parent then fail(at(where, "nodes", k - 1), "node %d is not a root node", ni - 1) end
       if listed[ni] then
@@ -511,6 +577,7 @@ function Loader:meshes()
     local prims = {}
     local raw = list(mesh.primitives, mw, "primitives")
     if #raw == 0 then fail(mw, "mesh has no primitives") end
+    self:take(mw, #raw * M.COSTS.primitive)
     for p, prim in ipairs(raw) do
       local where = at(mw, "primitives", p - 1)
       object(prim, where, "primitive")
@@ -568,6 +635,38 @@ function Loader:meshes()
   self.asset.meshes = meshes
 end
 
+--- Numbers the node forest depth first (iteratively): self.tin[n] and
+-- self.tout[n] are n's entry and exit counts.
+-- @local
+function Loader:number_tree()
+  local nodes, tin, tout, clock = self.asset.nodes, {}, {}, 0
+  local stack = {}
+  for _, r in ipairs(self.asset.roots) do
+    stack[1], stack[2] = r, 0 -- node, next child position
+    local top = 2
+    clock = clock + 1
+    tin[r] = clock
+    while top > 0 do
+      local n, c = stack[top - 1], stack[top] + 1
+      local kids = nodes[n].children
+      if c <= #kids then
+        stack[top] = c
+        local k = kids[c]
+        clock = clock + 1
+        tin[k] = clock
+        stack[top + 1], stack[top + 2] = k, 0
+        top = top + 2
+      else
+        clock = clock + 1
+        tout[n] = clock
+        stack[top - 1], stack[top] = nil, nil
+        top = top - 2
+      end
+    end
+  end
+  self.tin, self.tout = tin, tout
+end
+
 --- Checks every skin (joints, inverse bind matrices) into asset.skins.
 -- @local
 function Loader:skins()
@@ -580,6 +679,7 @@ function Loader:skins()
     local raw = list(sk.joints, where, "joints")
     if #raw == 0 then fail(where, "skin has no joints") end
     if #raw > limber.MAX_JOINTS then fail(where, "%d joints, more than %d", #raw, limber.MAX_JOINTS) end
+    self:take(where, #raw * M.COSTS.skin_joint)
     for k, j in ipairs(raw) do
       local n = ref(j, nodes, at(where, "joints", k - 1), "node")
       if seen[n] then fail(at(where, "joints", k - 1), "node %d is listed twice", n - 1) end
@@ -587,7 +687,20 @@ function Loader:skins()
       joints[k] = n
     end
     local skin = { name = type(sk.name) == "string" and sk.name or nil, joints = joints, gltf_index = s - 1 }
-    if sk.skeleton ~= nil then skin.skeleton_node = ref(sk.skeleton, nodes, where, "skeleton node") end
+    if sk.skeleton ~= nil then
+      local sn = ref(sk.skeleton, nodes, where, "skeleton node")
+      -- the skeleton node must be an ancestor of (or one of) every joint:
+      -- with DFS entry/exit numbers, a is an ancestor of b when
+      -- tin[a] <= tin[b] and tout[b] <= tout[a]
+      if not self.tin then self:number_tree() end
+      local tin, tout = self.tin, self.tout
+      for k, n in ipairs(joints) do
+        if not (tin[sn] <= tin[n] and tout[n] <= tout[sn]) then
+          fail(where, "skeleton node %d is not an ancestor of joint %d (joints[%d])", sn - 1, n - 1, k - 1)
+        end
+      end
+      skin.skeleton_node = sn
+    end
     if sk.inverseBindMatrices ~= nil then
       local ai = ref(sk.inverseBindMatrices, self.acc, where, "inverseBindMatrices accessor")
       local ibm = self:decode(ai, "f32", where, "inverseBindMatrices", { "MAT4" }, true)
@@ -639,14 +752,18 @@ function Loader:skeletons()
       for _, n in ipairs(skins[t].joints) do joints[n] = true end
     end
     -- every node on the joints' paths to their tree roots (each node visited once)
-    local set = {}
+    local set, steps = {}, 0
+    local budget = (self.max_bytes - self.used) // M.COSTS.path_step
     for n in pairs(joints) do
       local x = n
       while x and not set[x] do
         set[x] = true
         x = nodes[x].parent
+        steps = steps + 1
+        if steps > budget then self:take(("skins[%d]"):format(s - 1), steps * M.COSTS.path_step) end
       end
     end
+    self:take(("skins[%d]"):format(s - 1), steps * M.COSTS.path_step)
     local tops = {}
     for n in pairs(set) do
       if not nodes[n].parent then tops[#tops + 1] = n end
@@ -668,6 +785,7 @@ function Loader:skeletons()
     end
     local list_nodes = {}
     for n in pairs(set) do list_nodes[#list_nodes + 1] = n end
+    self:take(("skins[%d]"):format(s - 1), #list_nodes * M.COSTS.skeleton_joint)
     table.sort(list_nodes)
     local desc, pos, names = {}, {}, {}
     for k, n in ipairs(list_nodes) do pos[n] = k end
@@ -718,6 +836,9 @@ function Loader:skeletons()
       if not node.mesh then fail(where, "has a skin but no mesh") end
       local skin = skins[node.skin]
       for p, prim in ipairs(asset.meshes[node.mesh].primitives) do
+        if not prim.positions then
+          fail(where, "skinned, but meshes[%d].primitives[%d] has no POSITION", node.mesh - 1, p - 1)
+        end
         if not prim.joints then
           fail(where, "skinned, but meshes[%d].primitives[%d] has no JOINTS_0/WEIGHTS_0", node.mesh - 1, p - 1)
         end
@@ -767,7 +888,9 @@ function Loader:animations()
     end
     local anim = { name = type(an.name) == "string" and an.name or nil, channels = {}, unsupported = {},
                    duration = 0, gltf_index = a - 1 }
-    for c, ch in ipairs(list(an.channels, aw, "channels")) do
+    local chans = list(an.channels, aw, "channels")
+    self:take(aw, #chans * M.COSTS.channel)
+    for c, ch in ipairs(chans) do
       local where = at(aw, "channels", c - 1)
       object(ch, where, "channel")
       local si = ref(ch.sampler, samplers, where, "sampler")
@@ -797,12 +920,27 @@ end
 -- animation.clip has every channel as a node track (node = 1-based node);
 -- animation.clips[s] is bound to asset.skeletons[s]: channels on its
 -- joints are joint tracks, the others node tracks.
-local function build_clips(asset)
+local function build_clips(self)
+  local asset = self.asset
   local ok, anim_mod = pcall(require, "limber.anim")
   if not ok or type(anim_mod) ~= "table" or not anim_mod.clip then return false end
   for a, anim in ipairs(asset.animations) do
     local where = ("animations[%d]"):format(a - 1)
     if #anim.channels > 0 then
+      -- 1 + #skeletons clips, each with a track per channel and a copy of
+      -- the animation's distinct keys (at most 4 floats per value)
+      local keys, seen = 0, {}
+      for _, ch in ipairs(anim.channels) do
+        if not seen[ch.times] then
+          seen[ch.times] = true
+          keys = keys + #ch.times * 4
+        end
+        if not seen[ch.values] then
+          seen[ch.values] = true
+          keys = keys + #ch.values * 16
+        end
+      end
+      self:take(where, (1 + #asset.skeletons) * (#anim.channels * M.COSTS.track + keys))
       local function tracks(skel)
         local t = {}
         for k, ch in ipairs(anim.channels) do
@@ -841,7 +979,15 @@ end
 -- @treturn table the asset
 function M.load_bytes(bytes, opts)
   if type(bytes) ~= "string" then error("limber.gltf: load_bytes: bytes must be a string", 2) end
+  check_type(2, "load_bytes", opts, "table", true)
   opts = opts or {}
+  if opts.max_bytes ~= nil and (math.type(opts.max_bytes) ~= "integer" and
+      (type(opts.max_bytes) ~= "number" or opts.max_bytes ~= opts.max_bytes) or opts.max_bytes < 0) then
+    error("limber.gltf: load_bytes: opts.max_bytes must be a non-negative number", 2)
+  end
+  if opts.base_dir ~= nil and type(opts.base_dir) ~= "string" then
+    error("limber.gltf: load_bytes: opts.base_dir must be a string", 2)
+  end
   local self = setmetatable({
     base_dir = opts.base_dir, used = 0,
     max_bytes = opts.max_bytes or (M.DEFAULT_BASE_BYTES + 16 * #bytes),
@@ -852,9 +998,11 @@ function M.load_bytes(bytes, opts)
     text = text:gsub("%z+$", "") -- some writers pad the JSON chunk with NULs, not spaces
   end
   if text:sub(1, 3) == "\239\187\191" then text = text:sub(4) end -- UTF-8 byte order mark
+  text = core.gltf_mark_empty(text)
   local ok, doc = pcall(json.decode, text)
   if not ok then fail("JSON", "syntax error: %s", tostring(doc):gsub("^.-:%d+: ", "")) end
   if type(doc) ~= "table" or doc[1] ~= nil then fail("JSON", "top level must be an object") end
+  object(doc, "JSON", "top level")
   self.doc = doc
   local asset_info = object(doc.asset, "asset", "asset")
   local version = asset_info.version
@@ -880,17 +1028,19 @@ function M.load_bytes(bytes, opts)
   self:skins()
   self:skeletons()
   self:animations()
-  if opts.clips ~= false then self.asset.has_clips = build_clips(self.asset) end
+  if opts.clips ~= false then self.asset.has_clips = build_clips(self) end
   return self.asset
 end
 
 --- Loads a .gltf or .glb file. External buffers are read from the file's
--- directory only.
+-- directory only: regular files whose resolved path (symlinks followed)
+-- is inside that directory, and only their first byteLength bytes.
 -- @tparam string path
 -- @tparam[opt] table opts as for load_bytes (base_dir defaults to the file's directory)
 -- @treturn table the asset
 function M.load(path, opts)
   if type(path) ~= "string" then error("limber.gltf: load: path must be a string", 2) end
+  check_type(2, "load", opts, "table", true)
   local o = {}
   for k, v in pairs(opts or {}) do o[k] = v end
   o.base_dir = o.base_dir or (path:match("^(.*[/\\])") or "./")
@@ -902,28 +1052,37 @@ function M.load(path, opts)
   return M.load_bytes(bytes, o)
 end
 
+-- Runs f(...) for the public function `name` whose argument #n is an asset:
+-- an asset table damaged by its caller (a field removed or replaced) makes
+-- f fail on a plain Lua error; that comes out as a bad argument naming the
+-- function, not as "attempt to index a nil value" from inside this file.
+local function asset_call(n, name, f, ...)
+  local res = table.pack(pcall(f, ...))
+  if res[1] then return table.unpack(res, 2, res.n) end
+  local err = res[2]
+  if type(err) == "string" then err = err:gsub("^[^:]*%.lua:%d+: ", "") end
+  if type(err) == "string" and not err:find("^limber") and not err:find("^bad argument #%d+ to '" .. name .. "'")
+    and not err:find("not enough memory", 1, true) then
+    error(("bad argument #%d to '%s' (malformed glTF asset: %s)"):format(n, name, err), 3)
+  end
+  error(err, 3)
+end
+
+local function update_worlds_impl(asset, locals)
+  check_asset(1, "update_worlds", asset)
+  check_type(2, "update_worlds", locals, "table", true)
+  -- in C, one pass; everything is checked before any node changes
+  core.gltf_worlds("update_worlds", asset.nodes, locals)
+end
+
 --- Recomputes `node.world` for every node of an asset from each node's
 -- `local_matrix` (parents first; trees outside any scene from their root).
 -- @tparam table asset
 -- @tparam[opt] table locals node -> local matrix overriding node.local_matrix
-function M.update_worlds(asset, locals)
-  local nodes = asset.nodes
-  local stack = {}
-  for _, r in ipairs(asset.roots) do stack[#stack + 1] = r end
-  while #stack > 0 do
-    local i = table.remove(stack)
-    local node = nodes[i]
-    local l = locals and locals[i] or node.local_matrix
-    node.world = node.parent and mat_mul(nodes[node.parent].world, l) or l
-    for _, c in ipairs(node.children) do stack[#stack + 1] = c end
-  end
-end
+function M.update_worlds(asset, locals) return (asset_call(1, "update_worlds", update_worlds_impl, asset, locals)) end
 
---- What is in an asset: counts and names.
--- @tparam table asset
--- @treturn table { nodes, scenes, skeletons, skins = {{name, joints}},
---   meshes = {{name, primitives, vertices}}, animations = {{name, duration, channels}} }
-function M.info(asset)
+local function info_impl(asset)
+  check_asset(1, "info", asset)
   local out = { nodes = #asset.nodes, scenes = #asset.scenes, skeletons = #asset.skeletons,
                 skins = {}, meshes = {}, animations = {}, warnings = asset.warnings }
   for k, s in ipairs(asset.skins) do out.skins[k] = { name = s.name, joints = #s.joints } end
@@ -938,14 +1097,16 @@ function M.info(asset)
   return out
 end
 
---- A pose batch for skeleton `s` of an asset (default 1), every instance
--- at the rest pose with its root matrix set to the world matrix of the
--- skeleton root's parent node (identity when it has none).
+--- What is in an asset: counts and names.
 -- @tparam table asset
--- @tparam[opt=1] integer s skeleton index
--- @tparam[opt=1] integer instances
--- @treturn limber.Pose
-function M.pose(asset, s, instances)
+-- @treturn table { nodes, scenes, skeletons, skins = {{name, joints}},
+--   meshes = {{name, primitives, vertices}}, animations = {{name, duration, channels}} }
+function M.info(asset) return (asset_call(1, "info", info_impl, asset)) end
+
+local function pose_impl(asset, s, instances)
+  check_asset(1, "pose", asset)
+  if s ~= nil and math.type(s) ~= "integer" then bad_arg(2, "pose", "integer", s) end
+  if instances ~= nil and math.type(instances) ~= "integer" then bad_arg(3, "pose", "integer", instances) end
   local entry = asset.skeletons[s or 1]
   if not entry then error(("limber.gltf: pose: skeleton %s does not exist (the asset has %d)"):format(
     tostring(s), #asset.skeletons), 2) end
@@ -957,6 +1118,29 @@ function M.pose(asset, s, instances)
   return pose
 end
 
+--- A pose batch for skeleton `s` of an asset (default 1), every instance
+-- at the rest pose with its root matrix set to the world matrix of the
+-- skeleton root's parent node (identity when it has none).
+-- @tparam table asset
+-- @tparam[opt=1] integer s skeleton index
+-- @tparam[opt=1] integer instances
+-- @treturn limber.Pose
+function M.pose(asset, s, instances) return (asset_call(1, "pose", pose_impl, asset, s, instances)) end
+
+local function palette_impl(asset, k, pose, layout)
+  check_asset(1, "palette", asset)
+  if math.type(k) ~= "integer" then bad_arg(2, "palette", "integer", k) end
+  local pmt = getmetatable(pose)
+  if type(pose) ~= "userdata" or type(pmt) ~= "table" or rawget(pmt, "__name") ~= "limber.Pose" then
+    bad_arg(3, "palette", "limber.Pose", pose)
+  end
+  check_type(4, "palette", layout, "string", true)
+  local skin = asset.skins[k]
+  if not skin then error(("limber.gltf: palette: skin %s does not exist (the asset has %d)"):format(
+    tostring(k), #asset.skins), 2) end
+  return limber.palette(pose, { skin = skin.skin, layout = layout })
+end
+
 --- A palette for skin `k` of an asset over a pose of that skin's skeleton
 -- (made with gltf.pose): entry k of each instance is world(joint) * IBM,
 -- ready for the mesh primitives whose JOINTS_0 name the skin's slots.
@@ -965,17 +1149,10 @@ end
 -- @tparam limber.Pose pose
 -- @tparam[opt="mat4"] string layout "mat4" or "mat3x4"
 -- @treturn limber.Palette
-function M.palette(asset, k, pose, layout)
-  local skin = asset.skins[k]
-  if not skin then error(("limber.gltf: palette: skin %s does not exist (the asset has %d)"):format(
-    tostring(k), #asset.skins), 2) end
-  return limber.palette(pose, { skin = skin.skin, layout = layout })
-end
+function M.palette(asset, k, pose, layout) return (asset_call(1, "palette", palette_impl, asset, k, pose, layout)) end
 
---- A short human-readable summary of an asset (one line per item).
--- @tparam table asset
--- @treturn string
-function M.describe(asset)
+local function describe_impl(asset)
+  check_asset(1, "describe", asset)
   local info = M.info(asset)
   local out = { ("%s: %d nodes, %d scenes, %d skeletons"):format(asset.name or "glTF asset", info.nodes,
     info.scenes, info.skeletons) }
@@ -992,5 +1169,10 @@ function M.describe(asset)
   for _, w in ipairs(info.warnings) do out[#out + 1] = "  warning: " .. w end
   return table.concat(out, "\n")
 end
+
+--- A short human-readable summary of an asset (one line per item).
+-- @tparam table asset
+-- @treturn string
+function M.describe(asset) return (asset_call(1, "describe", describe_impl, asset)) end
 
 return M
