@@ -228,19 +228,26 @@ static void push_track_label(lua_State *L, const lmb_track *tr) {
                     (lua_Integer)tr->target + (tr->is_node ? 0 : 1), path_names[tr->path]);
 }
 
-/** core.clip(tracks [, name [, dense]]): builds an immutable clip. tracks[k] =
+/** core.clip(tracks [, name [, dense [, duration]]]): builds an immutable clip. tracks[k] =
  * { joint = j (1-based) | node = id, path = "translation" | "rotation" |
  * "scale", interpolation = "STEP" | "LINEAR" | "CUBICSPLINE" (default
  * LINEAR), times = table | f32 Buffer, values = table | f32 Buffer }.
  * Every table is read once, raw (metamethods are not used). Tracks given
  * the very same times (and values) table or Buffer share those keys in
  * the clip (stored once). dense (default true): build the dense form when
- * the joint tracks share a uniform key grid (false: always the cursor path). */
+ * the joint tracks share a uniform key grid (false: always the cursor path).
+ * duration (optional): the clip lasts at least this long (loops wrap there). */
 static int l_clip_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     const char *name = luaL_optstring(L, 2, NULL);
     if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TBOOLEAN);
     int want_dense = lua_isnoneornil(L, 3) || lua_toboolean(L, 3);
+    double min_duration = 0.0;
+    if (!lua_isnoneornil(L, 4)) {
+        min_duration = luaL_checknumber(L, 4);
+        luaL_argcheck(L, min_duration >= 0.0 && min_duration <= 3.4e38, 4,
+                      "duration must be a finite number >= 0");
+    }
     lua_settop(L, 2);
     lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
     if (n > 1000000) return luaL_error(L, PREFIX ": %I tracks is too many", n);
@@ -328,6 +335,9 @@ static int l_clip_new(lua_State *L) {
         lua_rawseti(L, -2, ++nk);
     }
     lua_setfield(L, -2, "node_slots");
+    /* a longer duration than the keys' (channels limber does not sample,
+     * such as glTF weights, can run longer): the tracks hold their last key */
+    if ((float)min_duration > c->duration) c->duration = (float)min_duration;
     size_t dense = want_dense ? lmb_clip_dense_bytes(c) : 0;
     if (dense > 0) {
         /* the dense frames live in a plain userdata anchored by the info table */

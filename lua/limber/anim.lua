@@ -90,6 +90,9 @@ end
 -- `desc.ignore_missing` drops tracks naming joints the skeleton lacks
 -- instead of raising. Rotation keys are normalised; key times must be
 -- strictly increasing (equal times are rejected, as glTF requires).
+-- `desc.duration` makes the clip last at least that long (loops wrap there;
+-- the tracks hold their last keys): glTF animations whose `weights` channels
+-- run longer than their joint channels use it.
 -- `desc.dense = false` skips the frame-major copy that clips keyed on one
 -- uniform time grid get for O(1) sampling (it costs memory, about as much
 -- as the keys themselves).
@@ -143,7 +146,11 @@ function M.clip(desc, skeleton)
     end
     events = ev
   end
-  local ok, clip = pcall(core.clip, tracks, desc.name, desc.dense ~= false)
+  local duration = desc.duration
+  if duration ~= nil and not (type(duration) == "number" and duration >= 0 and duration <= MAX_FLOAT) then
+    fail("clip: desc.duration must be a finite number >= 0", 2)
+  end
+  local ok, clip = pcall(core.clip, tracks, desc.name, desc.dense ~= false, duration)
   if not ok then error(clip, 2) end
   if events and #events > 0 then
     local d = clip:duration()

@@ -886,6 +886,21 @@ function Loader:animations()
       decoded[key] = { interpolation = interp, times = times, values = values, duration = hi }
       return decoded[key]
     end
+    -- the last key time of a sampler's input (channels limber does not
+    -- sample still set the animation's duration)
+    local function input_duration(si)
+      local where = at(aw, "samplers", si - 1)
+      local s = object(samplers[si], where, "sampler")
+      local key = si .. "#input"
+      if decoded[key] then return decoded[key] end
+      local ii = ref(s.input, self.acc, where, "input accessor")
+      local times = self:decode(ii, "f32", where, "input", { "SCALAR" }, true)
+      local lo, hi, bad = core.gltf_stats(times)
+      if bad then fail(where, "key times not increasing at key %d", bad - 1) end
+      if lo < 0 then fail(where, "negative key time %g", lo) end
+      decoded[key] = hi
+      return hi
+    end
     local anim = { name = type(an.name) == "string" and an.name or nil, channels = {}, unsupported = {},
                    duration = 0, gltf_index = a - 1 }
     local chans = list(an.channels, aw, "channels")
@@ -896,12 +911,21 @@ function Loader:animations()
       local si = ref(ch.sampler, samplers, where, "sampler")
       local target = object(ch.target, where, "target")
       local path = target.path
-      if PATHS[path] == nil then fail(where, "target.path '%s' is not a glTF path", tostring(path)) end
-      if target.node == nil then
+      local ext = type(target.extensions) == "table" and target.extensions or {}
+      if path == "pointer" or ext.KHR_animation_pointer ~= nil then
+        -- optional KHR_animation_pointer (a required one was refused with extensionsRequired)
+        anim.unsupported[#anim.unsupported + 1] = where .. ": KHR_animation_pointer channels are not supported"
+          .. " (skipped)"
+      elseif PATHS[path] == nil then
+        fail(where, "target.path '%s' is not a glTF path", tostring(path))
+      elseif target.node == nil then
         anim.unsupported[#anim.unsupported + 1] = where .. ": channel without a target node (ignored)"
       elseif path == "weights" then
         ref(target.node, nodes, where, "target node")
+        local d = input_duration(si)
+        if d > anim.duration then anim.duration = d end
         anim.unsupported[#anim.unsupported + 1] = where .. ": 'weights' (morph target) channels are not supported"
+          .. " (skipped; their keys count toward the animation's duration)"
       else
         local node = ref(target.node, nodes, where, "target node")
         local s = sampler(si, path)
@@ -926,7 +950,9 @@ local function build_clips(self)
   if not ok or type(anim_mod) ~= "table" or not anim_mod.clip then return false end
   for a, anim in ipairs(asset.animations) do
     local where = ("animations[%d]"):format(a - 1)
-    if #anim.channels > 0 then
+    -- an animation of only weights channels still gets (empty) clips of its
+    -- duration, so a player or gltf_dump plays the rest pose for that long
+    if #anim.channels > 0 or anim.duration > 0 then
       -- 1 + #skeletons clips, each with a track per channel and a copy of
       -- the animation's distinct keys (at most 4 floats per value)
       local keys, seen = 0, {}
@@ -950,12 +976,13 @@ local function build_clips(self)
         end
         return t
       end
-      local okc, clip = pcall(anim_mod.clip, { name = anim.name, tracks = tracks(nil) })
+      local okc, clip = pcall(anim_mod.clip, { name = anim.name, tracks = tracks(nil), duration = anim.duration })
       if not okc then fail(where, "%s", clip) end
       anim.clip = clip
       anim.clips = {}
       for s, skel in ipairs(asset.skeletons) do
-        local okk, c = pcall(anim_mod.clip, { name = anim.name, tracks = tracks(skel) }, skel.skeleton)
+        local okk, c = pcall(anim_mod.clip, { name = anim.name, tracks = tracks(skel), duration = anim.duration },
+          skel.skeleton)
         if not okk then fail(where, "%s", c) end
         anim.clips[s] = c
       end

@@ -1,0 +1,96 @@
+-- Animation channels limber does not sample: glTF `weights` (morph target)
+-- channels count toward the animation's duration (a loop wraps at the
+-- longest channel, not at the longest joint channel); an animation of only
+-- weights channels gets empty clips of its duration; an optional
+-- KHR_animation_pointer channel is skipped with a warning, a required one
+-- refuses the file by name.
+local H = require "spec.helper"
+local gltf = require "limber.gltf"
+local cjson = require "cjson"
+
+-- floats -> little-endian bytes
+local function f32(t)
+  return string.pack("<" .. ("f"):rep(#t), table.unpack(t))
+end
+
+-- A node 0 (translated by a 2 s channel unless `no_translation`) with a mesh
+-- (one triangle, one morph target) animated by a 4 s weights channel; extra
+-- channels and document fields from `more`.
+local function doc(opts)
+  opts = opts or {}
+  local parts = {
+    f32 { 0, 2 }, -- 0: times, 2 s
+    f32 { 0, 0, 0, 4, 0, 0 }, -- 1: translations
+    f32 { 0, 4 }, -- 2: times, 4 s
+    f32 { 0, 1 }, -- 3: weights
+    f32 { 0, 0, 0, 1, 0, 0, 0, 1, 0 }, -- 4: positions
+    f32 { 0, 0, 1, 0, 0, 1, 0, 0, 1 }, -- 5: morph target
+  }
+  local bin, views, off = table.concat(parts), {}, 0
+  for k, p in ipairs(parts) do
+    views[k] = { buffer = 0, byteOffset = off, byteLength = #p }
+    off = off + #p
+  end
+  local accessors = {
+    { bufferView = 0, componentType = 5126, count = 2, type = "SCALAR", min = { 0 }, max = { 2 } },
+    { bufferView = 1, componentType = 5126, count = 2, type = "VEC3" },
+    { bufferView = 2, componentType = 5126, count = 2, type = "SCALAR", min = { 0 }, max = { 4 } },
+    { bufferView = 3, componentType = 5126, count = 2, type = "SCALAR" },
+    { bufferView = 4, componentType = 5126, count = 3, type = "VEC3", min = { 0, 0, 0 }, max = { 1, 1, 0 } },
+    { bufferView = 5, componentType = 5126, count = 3, type = "VEC3" },
+  }
+  local channels, samplers = {}, { { input = 0, output = 1 }, { input = 2, output = 3 } }
+  if not opts.no_translation then
+    channels[#channels + 1] = { sampler = 0, target = { node = 0, path = "translation" } }
+  end
+  channels[#channels + 1] = { sampler = 1, target = { node = 0, path = "weights" } }
+  for _, c in ipairs(opts.channels or {}) do channels[#channels + 1] = c end
+  local d = {
+    asset = { version = "2.0" },
+    buffers = { { byteLength = #bin, uri = "data:application/octet-stream;base64," .. H.base64(bin) } },
+    bufferViews = views, accessors = accessors,
+    meshes = { { primitives = { { attributes = { POSITION = 4 }, targets = { { POSITION = 5 } } } },
+                 weights = { 0 } } },
+    nodes = { { mesh = 0 } },
+    scenes = { { nodes = { 0 } } },
+    animations = { { channels = channels, samplers = samplers } },
+  }
+  for k, v in pairs(opts.more or {}) do d[k] = v end
+  return cjson.encode(d)
+end
+
+describe("glTF channels limber does not sample", function()
+  it("count weights channels toward the duration, and the clip wraps there", function()
+    local asset = gltf.load_bytes(doc())
+    local an = asset.animations[1]
+    assert.equal(4, an.duration)
+    assert.equal(4, an.clip:duration())
+    assert.truthy(table.concat(asset.warnings, "\n"):find("'weights'", 1, true))
+    -- the 2 s translation holds its last key until 4 s, and the loop wraps at 4 s
+    local x = an.clip:sample_node(1, 3, true)
+    assert.near(4, x, 1e-6)
+    x = an.clip:sample_node(1, 4.5, true)
+    assert.near(1, x, 1e-6) -- 0.5 s into the loop: a quarter of the way to 4
+  end)
+
+  it("give an animation of only weights channels empty clips of its duration", function()
+    local asset = gltf.load_bytes(doc { no_translation = true })
+    local an = asset.animations[1]
+    assert.equal(4, an.duration)
+    assert.equal(4, an.clip:duration())
+    assert.equal(0, #an.clip:node_tracks())
+  end)
+
+  it("skip an optional KHR_animation_pointer channel with a warning", function()
+    local pointer = { sampler = 1, target = { path = "pointer",
+      extensions = { KHR_animation_pointer = { pointer = "/nodes/0/weights" } } } }
+    local asset = gltf.load_bytes(doc { channels = { pointer },
+      more = { extensionsUsed = { "KHR_animation_pointer" } } })
+    assert.equal(1, #asset.animations[1].channels)
+    assert.truthy(table.concat(asset.warnings, "\n"):find("KHR_animation_pointer", 1, true))
+    local ok, err = pcall(gltf.load_bytes, doc { channels = { pointer },
+      more = { extensionsUsed = { "KHR_animation_pointer" }, extensionsRequired = { "KHR_animation_pointer" } } })
+    assert.is_false(ok)
+    assert.truthy(err:find("KHR_animation_pointer", 1, true), err)
+  end)
+end)
