@@ -205,6 +205,10 @@ describe("argument errors", function()
     expect(function() limber.palette(pose, 5) end, "bad argument #2 to 'palette' %(table expected, got number%)")
     expect(function() limber.palette(pose, { skin = 5 }) end, "bad argument #2 to 'palette'")
     expect(function() limber.palette(pose, { layout = {} }) end, "bad argument #2 to 'palette'")
+    -- a layout given positionally, or a misspelt option, is an error, not a silent mat4
+    expect(function() limber.palette(pose, "mat3x4") end, "bad argument #2 to 'palette' %(table expected")
+    expect(function() limber.palette(pose, { layuot = "mat3x4" }) end, "unknown option 'layuot'")
+    assert.equal("mat3x4", select(3, limber.palette(pose, { layout = "mat3x4" }):info()))
   end)
 end)
 

@@ -199,7 +199,12 @@ function M.palette(pose, opts)
   argcheck(is_a(pose, "limber.Pose"), 1, "palette", "limber.Pose", pose)
   if opts == nil then opts = {} end
   argcheck(type(opts) == "table", 2, "palette", "table", opts)
-  local skin, layout = opts.skin, opts.layout
+  for k in next, opts do -- a misspelt option must not be silently ignored
+    if k ~= "skin" and k ~= "layout" then
+      error(("bad argument #2 to 'palette' (unknown option '%s'; options are skin, layout)"):format(tostring(k)), 2)
+    end
+  end
+  local skin, layout = rawget(opts, "skin"), rawget(opts, "layout")
   argcheck(skin == nil or is_a(skin, "limber.Skin"), 2, "palette", "opts.skin: limber.Skin", skin)
   argcheck(layout == nil or type(layout) == "string", 2, "palette", "opts.layout: string", layout)
   return core.palette(pose, skin, layout)
