@@ -205,19 +205,7 @@ end
 -- The Lua half of a link already made in the store (reserved). Calls nothing.
 local function commit_link(self, id, newp, slot, follow, animated)
   self.parents[id], self.slot[id], self.follow[id] = newp, slot or false, follow
-  local pos = self.follower_pos
-  if animated and not pos[id] then
-    local n = self.nfollowers + 1
-    self.followers[n] = id
-    pos[id] = n
-    self.nfollowers = n
-  elseif not animated and pos[id] then
-    local k, n = pos[id], self.nfollowers
-    local last = self.followers[n]
-    self.followers[k] = last
-    pos[last] = k
-    self.followers[n], pos[id], self.nfollowers = nil, nil, n - 1
-  end
+  set_follower(self, id, animated)
 end
 
 -- ---- construction ----------------------------------------------------------
