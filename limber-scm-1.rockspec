@@ -37,6 +37,7 @@ build = {
       ["limber.anim"] = "lua/limber/anim.lua",
       ["limber.skinning"] = "lua/limber/skinning.lua",
       ["limber.scene"] = "lua/limber/scene.lua",
+      ["limber.check"] = "lua/limber/check.lua",
     },
   },
 }

@@ -48,13 +48,6 @@ typedef struct clip_desc {
     uint8_t is_node, path, interp, width, shared;
 } clip_desc;
 
-/* Pushes t[field] (raw) of the table at idx; returns its type. */
-static int raw_field(lua_State *L, int idx, const char *field) {
-    idx = lua_absindex(L, idx);
-    lua_pushstring(L, field);
-    return lua_rawget(L, idx);
-}
-
 /* Index of a string option (the value on top of the stack), or -1. */
 static int option_index(lua_State *L, const char *const names[]) {
     if (lua_type(L, -1) != LUA_TSTRING) return -1;
@@ -114,7 +107,7 @@ static uint32_t clip_read_tracks(lua_State *L, lua_Integer n, clip_desc *d, clip
         if (lua_rawgeti(L, 1, k) != LUA_TTABLE)
             luaL_error(L, PREFIX ": tracks[%I] must be a table", k);
         int tt = lua_gettop(L);
-        int tj = raw_field(L, tt, "joint"), tn = raw_field(L, tt, "node");
+        int tj = lcore_rawfield(L, tt, "joint"), tn = lcore_rawfield(L, tt, "node");
         if ((tj == LUA_TNIL) == (tn == LUA_TNIL))
             luaL_error(L, PREFIX ": tracks[%I] needs exactly one of joint or node", k);
         int isint;
@@ -127,7 +120,7 @@ static uint32_t clip_read_tracks(lua_State *L, lua_Integer n, clip_desc *d, clip
                        tj != LUA_TNIL ? (lua_Integer)LMB_MAX_JOINTS : (lua_Integer)UINT32_MAX);
         tr->is_node = tj == LUA_TNIL;
         tr->target = (uint32_t)(tr->is_node ? target : target - 1);
-        raw_field(L, tt, "path");
+        lcore_rawfield(L, tt, "path");
         int pi = option_index(L, path_names);
         if (pi < 0)
             luaL_error(L, PREFIX ": tracks[%I]: path must be \"translation\", \"rotation\", "
@@ -139,7 +132,7 @@ static uint32_t clip_read_tracks(lua_State *L, lua_Integer n, clip_desc *d, clip
             if (!tr->is_node)
                 luaL_error(L, PREFIX ": tracks[%I]: float tracks need a node target, not a joint", k);
             int isw = 1;
-            lua_Integer fw = raw_field(L, tt, "width") == LUA_TNIL ? 1 : lua_tointegerx(L, -1, &isw);
+            lua_Integer fw = lcore_rawfield(L, tt, "width") == LUA_TNIL ? 1 : lua_tointegerx(L, -1, &isw);
             lua_pop(L, 1);
             if (!isw || fw < 1 || fw > LMB_FLOAT_WIDTH)
                 luaL_error(L, PREFIX ": tracks[%I]: float track width must be an integer in [1, %d]",
@@ -147,16 +140,16 @@ static uint32_t clip_read_tracks(lua_State *L, lua_Integer n, clip_desc *d, clip
             w = (size_t)fw;
         }
         int ii = LMB_LINEAR;
-        if (raw_field(L, tt, "interpolation") != LUA_TNIL) ii = option_index(L, interp_names);
+        if (lcore_rawfield(L, tt, "interpolation") != LUA_TNIL) ii = option_index(L, interp_names);
         if (ii < 0)
             luaL_error(L, PREFIX ": tracks[%I]: interpolation must be \"STEP\", \"LINEAR\" or "
                        "\"CUBICSPLINE\" (got %s)", k,
                        lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
         lua_pop(L, 1);
         tr->path = (uint8_t)pi, tr->interp = (uint8_t)ii, tr->width = (uint8_t)w;
-        raw_field(L, tt, "times");
+        lcore_rawfield(L, tt, "times");
         tr->tsrc = clip_source(L, k, "times", map, objs, src, &nsrc);
-        raw_field(L, tt, "values");
+        lcore_rawfield(L, tt, "values");
         tr->vsrc = clip_source(L, k, "values", map, objs, src, &nsrc);
         size_t nt = src[tr->tsrc].count, nv = src[tr->vsrc].count;
         size_t per = ii == LMB_CUBIC ? 3 * w : w;
@@ -764,7 +757,7 @@ static int l_blender_new(lua_State *L) {
         if (lua_rawgeti(L, 2, k) != LUA_TTABLE)
             return luaL_error(L, "limber.blender: layers[%I] must be a table", k);
         int lt = lua_gettop(L);
-        raw_field(L, lt, "pose");
+        lcore_rawfield(L, lt, "pose");
         lmb_pose *p = (lmb_pose *)luaL_testudata(L, -1, POSE_MT);
         if (!p) return luaL_error(L, "limber.blender: layers[%I].pose must be a limber.Pose", k);
         p = (lmb_pose *)lmb_align_ptr(p, 64);
@@ -775,10 +768,10 @@ static int l_blender_new(lua_State *L) {
                               "and %I instances", k, (lua_Integer)out->instance_count);
         ly->pose = p;
         lua_rawseti(L, 4, 2 * k);
-        raw_field(L, lt, "additive");
+        lcore_rawfield(L, lt, "additive");
         ly->additive = (uint32_t)lua_toboolean(L, -1);
         lua_pop(L, 1);
-        raw_field(L, lt, "reference");
+        lcore_rawfield(L, lt, "reference");
         if (ly->additive) {
             lmb_pose *r = (lmb_pose *)luaL_testudata(L, -1, POSE_MT);
             if (!r)
@@ -799,7 +792,7 @@ static int l_blender_new(lua_State *L) {
         }
         ly->weight = bl->weights + (size_t)(k - 1) * lanes;
         for (uint32_t i = 0; i < lanes; i++) bl->weights[(size_t)(k - 1) * lanes + i] = k == 1;
-        raw_field(L, lt, "mask");
+        lcore_rawfield(L, lt, "mask");
         if (!lua_isnil(L, -1)) {
             float *mask = bl->masks + (size_t)(k - 1) * J;
             read_mask(L, -1, k, J, mask);

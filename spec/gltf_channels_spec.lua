@@ -99,3 +99,38 @@ describe("glTF channels limber does not sample", function()
     assert.truthy(err:find("KHR_animation_pointer", 1, true), err)
   end)
 end)
+
+describe("a clip's duration and damaged assets", function()
+  local anim = require "limber.anim"
+  local core = require "limber.core"
+  local track = { { node = 1, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, 1, 0, 0 } } }
+
+  it("refuse a duration that is not a finite number >= 0", function()
+    for _, d in ipairs { -1, 0 / 0, math.huge, 1e39, "4" } do
+      assert.has_error(function() anim.clip({ tracks = track, duration = d }) end,
+        nil, tostring(d))
+      if type(d) == "number" then -- the core takes numeric strings, as Lua does
+        local ok, err = pcall(core.clip, track, nil, true, d)
+        assert.is_false(ok, tostring(d))
+        assert.truthy(err:find("bad argument #4", 1, true), err)
+      end
+    end
+    assert.equal(1, anim.clip({ tracks = track, duration = 0.5 }):duration()) -- never shorter than the keys
+    assert.equal(3, anim.clip({ tracks = track, duration = 3 }):duration())
+  end)
+
+  it("name the function for an asset table its caller damaged", function()
+    local asset = gltf.load_bytes(doc())
+    local limber = require "limber"
+    local skel = limber.skeleton { { name = "root" } }
+    asset.skeletons[1] = { skeleton = skel, root_parent = 99 } -- no node 99
+    local ok, err = pcall(function() local p = gltf.pose(asset, 1); return p end)
+    assert.is_false(ok)
+    assert.truthy(err:find("bad argument #1 to 'pose' (malformed glTF asset:", 1, true), err)
+    assert.truthy(err:find("gltf_channels_spec%.lua:%d+:"), err) -- the caller's line
+    asset.skins = nil
+    ok, err = pcall(gltf.palette, asset, 1, limber.pose(skel))
+    assert.is_false(ok)
+    assert.truthy(err:find("bad argument #1 to 'palette' (glTF asset expected", 1, true), err)
+  end)
+end)

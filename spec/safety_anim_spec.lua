@@ -16,6 +16,12 @@ local function chain(n)
   return limber.skeleton(joints)
 end
 
+-- A clip moving joint 1 along x from 0 to d over d seconds.
+local function ramp(d)
+  return anim.clip({ tracks = { { joint = 1, path = "translation", times = { 0, d },
+    values = { 0, 0, 0, d, 0, 0 } } } })
+end
+
 -- A proxy whose __len answers lens[1], lens[2], ... (then the last one) and
 -- whose __index answers from each of `views` in turn (then the last one).
 local function liar(lens, views)
@@ -56,8 +62,7 @@ describe("tables are read once", function()
 
   it("core.sampler and anim.crowd with a lying clips table", function()
     local skel = chain(3)
-    local clip = anim.clip({ tracks = { { joint = 1, path = "translation", times = { 0, 1 },
-      values = { 0, 0, 0, 1, 0, 0 } } } })
+    local clip = ramp(1)
     local pose = limber.pose(skel, 2)
     clean(core.sampler, pose, liar({ 1, 3 }, { { clip }, { {} } }))
     clean(core.sampler, pose, setmetatable({ clip }, { __len = function() return 4 end }))
@@ -113,8 +118,7 @@ describe("a call that raises changes nothing", function()
 
   it("player setters refuse NaN, infinities and strings; advance is all or nothing", function()
     local skel = chain(2)
-    local clip = anim.clip({ tracks = { { joint = 1, path = "translation", times = { 0, 2 },
-      values = { 0, 0, 0, 2, 0, 0 } } } })
+    local clip = ramp(2)
     local pose = limber.pose(skel, 3)
     local crowd = anim.crowd(pose, { clip })
     for i = 1, 3 do crowd:player(i):play(clip, { time = 0.25 * i }) end
@@ -163,8 +167,7 @@ end)
 describe("finite inputs never give a silent NaN", function()
   it("sampler rate 3e38 and advance(3e38) keep a finite time", function()
     local skel = chain(2)
-    local clip = anim.clip({ tracks = { { joint = 1, path = "translation", times = { 0, 2 },
-      values = { 0, 0, 0, 2, 0, 0 } } } })
+    local clip = ramp(2)
     local pose = limber.pose(skel, 2)
     local s = core.sampler(pose, { clip })
     s:set(1, 1, 0.5, true, 3e38)
@@ -181,8 +184,7 @@ describe("finite inputs never give a silent NaN", function()
 
   it("sampler times are kept in double", function()
     local skel = chain(1)
-    local clip = anim.clip({ tracks = { { joint = 1, path = "translation", times = { 0, 2 },
-      values = { 0, 0, 0, 2, 0, 0 } } } })
+    local clip = ramp(2)
     local s = core.sampler(limber.pose(skel, 1), { clip })
     s:set(1, 1, 0.1, true, 1)
     assert.equal(0.1, select(2, s:get(1)))
@@ -193,8 +195,7 @@ describe("finite inputs never give a silent NaN", function()
   it("a sampler plays one hour at 60 Hz within 1e-6 s of the exact time", function()
     -- float32 times were 0.45 s behind after 50 minutes
     local skel = chain(1)
-    local clip = anim.clip({ tracks = { { joint = 1, path = "translation", times = { 0, 3600 },
-      values = { 0, 0, 0, 3600, 0, 0 } } } })
+    local clip = ramp(3600)
     local s = core.sampler(limber.pose(skel, 1), { clip })
     s:set(1, 1, 0, false, 1)
     local worst = 0
@@ -288,8 +289,7 @@ end)
 describe("argument errors", function()
   it("name the function and the expected type", function()
     local skel = chain(2)
-    local clip = anim.clip({ tracks = { { joint = 1, path = "translation", times = { 0, 1 },
-      values = { 0, 0, 0, 1, 0, 0 } } } })
+    local clip = ramp(1)
     local pose = limber.pose(skel, 1)
     local crowd = anim.crowd(pose, { clip })
     local p = crowd:player(1)
@@ -322,6 +322,9 @@ describe("argument errors", function()
       { function() crowd.evaluate(nil) end, "calling 'evaluate' on bad self" },
       { function() crowd.player(nil, 1) end, "calling 'player' on bad self" },
       { function() crowd.blend(nil) end, "calling 'blend' on bad self" },
+      { function() p:seek(math.huge) end, "bad argument #1 to 'seek' (time must be a finite number" },
+      { function() p:set_rate(0 / 0) end, "bad argument #1 to 'set_rate' (rate must be a finite number" },
+      { function() crowd:advance(-math.huge) end, "bad argument #1 to 'advance' (dt must be a finite number" },
     }
     for _, case in ipairs(cases) do
       local ok, err = pcall(case[1])
@@ -329,6 +332,8 @@ describe("argument errors", function()
       assert.is_string(err)
       assert.is_nil(err:find("attempt to", 1, true), err)
       assert.is_truthy(err:find(case[2], 1, true), ("%q does not contain %q"):format(err, case[2]))
+      -- and it points at the caller's line, here
+      assert.is_truthy(err:find("^[^:]*safety_anim_spec%.lua:%d+: "), err)
     end
   end)
 end)

@@ -14,14 +14,7 @@ H.seed("safety_skinning")
 local J, V = 6, 37
 
 local function palette(n)
-  local skel = limber.skeleton(H.rand_joints(J, 1))
-  local pose = limber.pose(skel, n)
-  for i = 1, n do
-    for j = 1, J do
-      local t, r, s = H.rand_trs(true)
-      pose:set_local(i, j, t, r, s)
-    end
-  end
+  local pose = H.rand_pose(limber.skeleton(H.rand_joints(J, 1)), n)
   pose:local_to_model()
   local pal = limber.palette(pose)
   pal:update()

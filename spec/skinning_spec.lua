@@ -10,13 +10,7 @@ H.seed("skinning")
 -- A random skeleton, a pose batch of `n` random instances and a palette.
 local function random_palette(joints, n, layout, skin_joints)
   local skel = limber.skeleton(H.rand_joints(joints, 2))
-  local pose = limber.pose(skel, n)
-  for i = 1, n do
-    for j = 1, joints do
-      local t, r, s = H.rand_trs(true)
-      pose:set_local(i, j, t, r, s)
-    end
-  end
+  local pose = H.rand_pose(skel, n)
   pose:local_to_model()
   local skin = skin_joints and limber.skin(skel, skin_joints) or nil
   local pal = limber.palette(pose, { layout = layout, skin = skin })

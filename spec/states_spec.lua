@@ -56,6 +56,11 @@ describe("two lua_States", function()
     local ok, out = run(exe, cpath_of(module), "race", 40, env)
     assert.is_true(ok, out)
     assert.truthy(out:find("2 states x 40 frames: mismatches 0", 1, true), out)
+    if out:find("levels give the same bytes", 1, true) then
+      -- a CPU without AVX2: every level gives the same bytes, so a state that
+      -- used the other's level would go unseen here
+      pending("this CPU's SIMD levels give the same bytes: " .. out)
+    end
   end)
 
   it("closed with late finalizers leave no thread behind and skin right", function()

@@ -8,6 +8,8 @@
 -- one C call per layer slot and one blend call.
 -- @module limber.anim
 local core = require "limber.core"
+local check = require "limber.check"
+local snapshot, typename, is_a = check.snapshot, check.typename, check.is_a
 
 local M = {}
 
@@ -16,14 +18,6 @@ local floor <const> = math.floor
 -- clip -> { times = {...}, names = {...}, loop_times = {...}, loop_names = {...} }
 local events_of = setmetatable({}, { __mode = "k" })
 
--- A plain copy of a table's own fields, read raw (no metamethods): what a
--- caller's table says is read exactly once, then checked and used from the
--- copy.
-local function snapshot(t)
-  local c = {}
-  for k, v in next, t do c[k] = v end
-  return c
-end
 
 local function fail(msg, level)
   error("limber.anim." .. msg, (level or 1) + 1)
@@ -34,15 +28,6 @@ local MAX_FLOAT <const> = 3.4e38
 -- Largest player weight (the blender's bound: sums of 64 layers stay finite).
 local MAX_WEIGHT <const> = 1e6
 
-local function typename(v)
-  local mt = getmetatable(v)
-  local name = type(mt) == "table" and rawget(mt, "__name")
-  return type(name) == "string" and name or type(v)
-end
-
-local function is_a(v, name)
-  return type(v) == "userdata" and typename(v) == name
-end
 
 -- Raises "bad argument #n to 'fname' (expected expected, got <type>)" at
 -- the caller of the function that called arg_error.
@@ -59,7 +44,7 @@ local function check_finite(v, n, fname, what)
   if not finite(v) then
     if type(v) ~= "number" then arg_error(n, fname, "number", v, 4) end
     error(("bad argument #%d to '%s' (%s must be a finite number of magnitude <= 3.4e38, got %s)")
-      :format(n, fname, what, tostring(v)), 4)
+      :format(n, fname, what, tostring(v)), 3)
   end
   return v
 end

@@ -16,6 +16,7 @@
 -- nothing half-built.
 -- @module limber.gltf
 local core = require "limber.core"
+local check = require "limber.check"
 local limber = require "limber"
 local cjson = require "cjson"
 
@@ -65,10 +66,7 @@ end
 -- level: of the public function's caller, seen from bad_arg (3 when a
 -- public function calls bad_arg itself, 4 through check_type / check_numbers)
 local function bad_arg(n, name, what, v, level)
-  local got = type(v)
-  local mt = getmetatable(v)
-  if type(mt) == "table" and type(rawget(mt, "__name")) == "string" then got = rawget(mt, "__name") end
-  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, name, what, got), level or 3)
+  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, name, what, check.typename(v)), level or 3)
 end
 
 local function check_type(n, name, v, want, optional)
@@ -1157,10 +1155,7 @@ function M.pose(asset, s, instances) return (asset_call(1, "pose", pose_impl, as
 local function palette_impl(asset, k, pose, layout)
   check_asset(1, "palette", asset)
   if math.type(k) ~= "integer" then bad_arg(2, "palette", "integer", k) end
-  local pmt = getmetatable(pose)
-  if type(pose) ~= "userdata" or type(pmt) ~= "table" or rawget(pmt, "__name") ~= "limber.Pose" then
-    bad_arg(3, "palette", "limber.Pose", pose)
-  end
+  if not check.is_a(pose, "limber.Pose") then bad_arg(3, "palette", "limber.Pose", pose) end
   check_type(4, "palette", layout, "string", true)
   local skin = asset.skins[k]
   if not skin then error(("limber.gltf: palette: skin %s does not exist (the asset has %d)"):format(

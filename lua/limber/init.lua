@@ -8,6 +8,8 @@
 -- problem, before anything is changed.
 -- @module limber
 local core = require "limber.core"
+local check = require "limber.check"
+local snapshot, typename, is_a = check.snapshot, check.typename, check.is_a
 
 local M = {}
 
@@ -22,12 +24,6 @@ local function fail(msg, level)
   error("limber." .. msg, (level or 1) + 1)
 end
 
--- The type name of a value for "bad argument" messages (__name if any).
-local function typename(v)
-  local mt = getmetatable(v)
-  if type(mt) == "table" and type(rawget(mt, "__name")) == "string" then return mt.__name end
-  return type(v)
-end
 
 -- Raises the standard "bad argument #n to 'name' (expected, got type)" at
 -- the caller of the public function.
@@ -37,10 +33,6 @@ local function argcheck(ok, n, name, expected, v)
   end
 end
 
-local function is_a(v, name)
-  local mt = getmetatable(v)
-  return type(v) == "userdata" and type(mt) == "table" and rawget(mt, "__name") == name
-end
 
 local IDENTITY <const> = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
 
@@ -54,13 +46,6 @@ local function vec(v, n, default, what, level)
   return c
 end
 
--- A plain copy of a table's own fields, read raw: the caller's tables are
--- read once, then checked and used from the copies.
-local function snapshot(t)
-  local c = {}
-  for k, v in next, t do c[k] = v end
-  return c
-end
 
 --- Builds a skeleton from joints given in any order.
 -- `desc` is an array of joints, or a table with such an array in `joints`.

@@ -18,6 +18,8 @@
 -- first out, ...).
 -- @module limber.scene
 local core = require "limber.core"
+local check = require "limber.check"
+local typename, is_a = check.typename, check.is_a
 
 local M = {}
 
@@ -42,12 +44,6 @@ local function describe(v)
   return type(v)
 end
 
--- The type name of a value for "bad argument" messages (__name if any).
-local function typename(v)
-  local mt = getmetatable(v)
-  if type(mt) == "table" and type(rawget(mt, "__name")) == "string" then return mt.__name end
-  return type(v)
-end
 
 -- Scene methods called on something that is not a scene (scene.create(5),
 -- a dot instead of a colon) raise the standard argument error.
@@ -107,10 +103,6 @@ local function check_vec(v, n, what, level)
   return c
 end
 
-local function is_a(v, name)
-  local mt = getmetatable(v)
-  return type(v) == "userdata" and type(mt) == "table" and mt.__name == name
-end
 
 local function check_follow(f, level)
   if f == nil then return "full" end

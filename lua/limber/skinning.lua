@@ -11,23 +11,17 @@
 -- No Lua garbage is made per frame.
 -- @module limber.skinning
 local core = require "limber.core"
+local check = require "limber.check"
 local skin_run = core.skin_run
 
 local M = {}
 
 -- Argument checks: errors in the standard form, blamed on the caller of the
 -- public function (level 3 from here).
-local function expect(v, n, fname, want, name)
-  local got = type(v)
-  if got == "userdata" then
-    local mt = getmetatable(v)
-    local tn = type(mt) == "table" and rawget(mt, "__name") or nil
-    if name and tn == name then return end
-    got = type(tn) == "string" and tn or got
-  elseif got == want and not name then
-    return
+local function expect(v, n, fname, want)
+  if type(v) ~= want then
+    error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, want, check.typename(v)), 3)
   end
-  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, name or want, got), 3)
 end
 
 -- Re-raises an error of core function `cname` called by `fname` at the
@@ -82,9 +76,7 @@ end
 -- @tparam limber.Palette palette
 -- @tparam limber.SkinTarget target
 function M.skin(mesh, palette, target)
-  expect(mesh, 1, "skin", "userdata", "limber.SkinMesh")
-  expect(palette, 2, "skin", "userdata", "limber.Palette")
-  expect(target, 3, "skin", "userdata", "limber.SkinTarget")
+  -- per frame: the core checks the three objects once; only its error is renamed
   local ok, err = pcall(skin_run, mesh, palette, target)
   if not ok then rethrow(err, "skin", "skin_run") end
 end
