@@ -32,7 +32,8 @@ static inline uint8_t fz_u8(fz_reader *r) {
 
 static inline uint32_t fz_u32(fz_reader *r) {
     uint32_t v = 0;
-    for (int k = 0; k < 4; k++) v |= (uint32_t)fz_u8(r) << (8 * k);
+    for (int k = 0; k < 4; k++)
+        v |= (uint32_t)fz_u8(r) << (8 * k);
     return v;
 }
 
@@ -42,10 +43,14 @@ static inline size_t fz_size(fz_reader *r, size_t small_max) {
     uint8_t mode = fz_u8(r);
     uint32_t v = fz_u32(r);
     switch (mode % 8) {
-    case 0: return SIZE_MAX - v % 64;
-    case 1: return (size_t)v;
-    case 2: return ((size_t)1 << 32) + v % 64;
-    default: return small_max ? v % (small_max + 1) : 0;
+    case 0:
+        return SIZE_MAX - v % 64;
+    case 1:
+        return (size_t)v;
+    case 2:
+        return ((size_t)1 << 32) + v % 64;
+    default:
+        return small_max ? v % (small_max + 1) : 0;
     }
 }
 
@@ -67,7 +72,9 @@ int lmb_fuzz_image(const uint8_t *data, size_t size);
 #ifdef LIMBER_LIBFUZZER
 #define LMB_FUZZ_ENTRY(fn)                                                                         \
     int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);                                  \
-    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fn(data, size); }
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {                                 \
+        return fn(data, size);                                                                     \
+    }
 #else
 #define LMB_FUZZ_ENTRY(fn)
 #endif

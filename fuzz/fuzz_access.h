@@ -36,10 +36,14 @@ static inline void fz_accessor(fz_reader *r, lmb_accessor *a, const uint8_t *buf
     }
 }
 
-static inline int fz_signed(uint32_t t) { return t == LMB_GLTF_I8 || t == LMB_GLTF_I16; }
+static inline int fz_signed(uint32_t t) {
+    return t == LMB_GLTF_I8 || t == LMB_GLTF_I16;
+}
 
 static inline size_t fz_comp_size(uint32_t t) {
-    return t == LMB_GLTF_I8 || t == LMB_GLTF_U8 ? 1 : t == LMB_GLTF_I16 || t == LMB_GLTF_U16 ? 2 : 4;
+    return t == LMB_GLTF_I8 || t == LMB_GLTF_U8     ? 1
+           : t == LMB_GLTF_I16 || t == LMB_GLTF_U16 ? 2
+                                                    : 4;
 }
 
 /* The raw value of component k of element i, read the obvious way, after
@@ -61,17 +65,23 @@ static inline double fz_ref_value(const lmb_accessor *a, size_t i, uint32_t k, u
         lmb_fuzz_fail("element %zu component %u at byte %zu is outside the view", i, k, at);
     const uint8_t *p = a->data + at;
     uint32_t u = 0;
-    for (size_t b = 0; b < cs; b++) u |= (uint32_t)p[b] << (8 * b);
+    for (size_t b = 0; b < cs; b++)
+        u |= (uint32_t)p[b] << (8 * b);
     *bits = u;
     switch (a->component_type) {
-    case LMB_GLTF_I8: *bits = (uint32_t)(int32_t)(int8_t)u; return (double)(int8_t)u;
-    case LMB_GLTF_I16: *bits = (uint32_t)(int32_t)(int16_t)u; return (double)(int16_t)u;
+    case LMB_GLTF_I8:
+        *bits = (uint32_t)(int32_t)(int8_t)u;
+        return (double)(int8_t)u;
+    case LMB_GLTF_I16:
+        *bits = (uint32_t)(int32_t)(int16_t)u;
+        return (double)(int16_t)u;
     case LMB_GLTF_F32: {
         float f;
         memcpy(&f, &u, 4);
         return (double)f;
     }
-    default: return (double)u;
+    default:
+        return (double)u;
     }
 }
 
@@ -116,7 +126,8 @@ static inline void fz_check_decoded(const lmb_accessor *a, const float *fout, lm
             if (fout[k] != 0.0f) lmb_fuzz_fail("accessor without data is not zero");
     if (a->normalized && st == LMB_OK)
         for (size_t k = 0; k < a->count * a->components; k++)
-            if (!(fout[k] >= -1.0f && fout[k] <= 1.0f)) lmb_fuzz_fail("normalized value outside [-1, 1]");
+            if (!(fout[k] >= -1.0f && fout[k] <= 1.0f))
+                lmb_fuzz_fail("normalized value outside [-1, 1]");
 }
 
 #endif

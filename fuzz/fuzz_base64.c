@@ -14,7 +14,8 @@
 static long ref_decode(const char *in, size_t len, uint8_t *out) {
     static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     size_t pad = 0;
-    while (pad < 2 && pad < len && in[len - 1 - pad] == '=') pad++;
+    while (pad < 2 && pad < len && in[len - 1 - pad] == '=')
+        pad++;
     size_t body = len - pad;
     if (body % 4 == 1) return -1;
     if (pad && (body + pad) % 4 != 0) return -1;

@@ -16,11 +16,10 @@ int lmb_fuzz_glb(const uint8_t *data, size_t size) {
     if (size) memcpy(copy, data, size);
     lmb_status st = lmb_glb_parse(copy, size, &g, err, sizeof err);
     if (st == LMB_OK) {
-        if (!g.json || g.json < copy + 20 || g.json_len > size ||
-            g.json + g.json_len > copy + size)
+        if (!g.json || g.json < copy + 20 || g.json_len > size || g.json + g.json_len > copy + size)
             lmb_fuzz_fail("JSON chunk outside the input");
-        if (g.bin && (g.bin < g.json + g.json_len || g.bin_len > size ||
-                      g.bin + g.bin_len > copy + size))
+        if (g.bin &&
+            (g.bin < g.json + g.json_len || g.bin_len > size || g.bin + g.bin_len > copy + size))
             lmb_fuzz_fail("BIN chunk outside the input");
         if (!g.bin && g.bin_len) lmb_fuzz_fail("BIN length without a chunk");
         volatile uint8_t sink = 0;

@@ -63,10 +63,12 @@ int lmb_fuzz_image(const uint8_t *data, size_t size) {
         view[k] = fz_float(&r, flags & 1);
         if (!isfinite(view[k])) view[k] = 1.0f; /* the binding refuses these */
     }
-    for (int k = 0; k < 3; k++) light[k] = fz_float(&r, 0);
+    for (int k = 0; k < 3; k++)
+        light[k] = fz_float(&r, 0);
     float len = sqrtf(light[0] * light[0] + light[1] * light[1] + light[2] * light[2]);
     if (!(len > 0.0f)) light[0] = len = 1.0f;
-    for (int k = 0; k < 3; k++) light[k] /= len;
+    for (int k = 0; k < 3; k++)
+        light[k] /= len;
     size_t count = r.n / ((flags & 2) ? 12 : 3);
     if (count > 3000) count = 3000;
     float *pts = (float *)malloc((count ? count : 1) * 3 * sizeof(float));
@@ -74,12 +76,12 @@ int lmb_fuzz_image(const uint8_t *data, size_t size) {
     size_t bound = lmb_png_bound(w, h);
     uint8_t *png = (uint8_t *)malloc(bound);
     if (!pts || !mem || !png) goto done;
-    for (size_t k = 0; k < count * 3; k++) pts[k] = fz_float(&r, flags & 2);
+    for (size_t k = 0; k < count * 3; k++)
+        pts[k] = fz_float(&r, flags & 2);
     lmb_image *img = lmb_image_place(lmb_align_ptr(mem, 16), w, h);
     static const uint8_t bg[4] = {10, 20, 30, 255}, fg[4] = {200, 100, 50, 255};
     lmb_image_clear(img, bg);
-    lmb_image_triangles(img, view, pts, 3, (uint32_t)count, NULL, (uint32_t)(count / 3), fg,
-                        light);
+    lmb_image_triangles(img, view, pts, 3, (uint32_t)count, NULL, (uint32_t)(count / 3), fg, light);
     lmb_image_lines(img, view, pts, (uint32_t)count, fg, width);
     check_png(img, png, lmb_png_encode(img, png), bound);
 done:

@@ -81,15 +81,17 @@ int lmb_fuzz_influences(const uint8_t *data, size_t size) {
             pick[s] = best;
         }
         double sum = 0;
-        for (int s = 0; s < 4; s++) sum += (double)ww[pick[s]];
+        for (int s = 0; s < 4; s++)
+            sum += (double)ww[pick[s]];
         double total = 0;
         for (int s = 0; s < 4; s++) {
             float want = sum > 0.0 ? (float)((double)ww[pick[s]] / sum) : (s == 0 ? 1.0f : 0.0f);
             float got = ow[v * 4 + s];
-            if (!(got >= 0.0f && got <= 1.0f)) lmb_fuzz_fail("vertex %zu weight %g", v, (double)got);
+            if (!(got >= 0.0f && got <= 1.0f))
+                lmb_fuzz_fail("vertex %zu weight %g", v, (double)got);
             if (got != want)
-                lmb_fuzz_fail("vertex %zu influence %d: weight %g, expected %g", v, s,
-                              (double)got, (double)want);
+                lmb_fuzz_fail("vertex %zu influence %d: weight %g, expected %g", v, s, (double)got,
+                              (double)want);
             if (oj[v * 4 + s] != jj[pick[s]])
                 lmb_fuzz_fail("vertex %zu influence %d: joint %u, expected %u", v, s,
                               (unsigned)oj[v * 4 + s], jj[pick[s]]);

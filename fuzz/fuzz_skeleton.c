@@ -19,7 +19,7 @@ int lmb_fuzz_skeleton(const uint8_t *data, size_t size) {
     uint8_t mode = fz_u8(&r);
     uint32_t count = fz_u8(&r);
     if (mode & 0x40) count |= (uint32_t)fz_u8(&r) << 8; /* large skeletons only sometimes */
-    if (mode & 0x80) count |= 0x10000u;                  /* above the limit */
+    if (mode & 0x80) count |= 0x10000u;                 /* above the limit */
     uint32_t *parent = (uint32_t *)malloc(((size_t)count + 1) * sizeof(uint32_t));
     uint32_t *order = (uint32_t *)malloc(((size_t)count + 1) * sizeof(uint32_t));
     uint32_t *remap = (uint32_t *)malloc(((size_t)count + 1) * sizeof(uint32_t));
@@ -84,14 +84,19 @@ int lmb_fuzz_skeleton(const uint8_t *data, size_t size) {
             }
         }
         float *ibm = s->inverse_bind + (size_t)k * 16;
-        for (int c = 0; c < 16; c++) ibm[c] = c % 5 == 0 ? 1.0f : 0.0f;
+        for (int c = 0; c < 16; c++)
+            ibm[c] = c % 5 == 0 ? 1.0f : 0.0f;
         if (want_bad == UINT32_MAX) {
             int finite = 1;
-            for (int c = 0; c < LMB_TRS_FLOATS; c++) finite &= isfinite(trs[c]) != 0;
+            for (int c = 0; c < LMB_TRS_FLOATS; c++)
+                finite &= isfinite(trs[c]) != 0;
             double len = 0;
-            for (int c = 3; c < 7; c++) len += (double)trs[c] * (double)trs[c];
-            if (!finite) want = LMB_ENAN, want_bad = k;
-            else if (!(sqrt(len) > 1e-12)) want = LMB_EINVAL, want_bad = k;
+            for (int c = 3; c < 7; c++)
+                len += (double)trs[c] * (double)trs[c];
+            if (!finite)
+                want = LMB_ENAN, want_bad = k;
+            else if (!(sqrt(len) > 1e-12))
+                want = LMB_EINVAL, want_bad = k;
         }
     }
     bad = 0xdeadbeefu;
@@ -103,7 +108,8 @@ int lmb_fuzz_skeleton(const uint8_t *data, size_t size) {
         for (uint32_t k = 0; k < count; k++) {
             const float *q = s->rest + (size_t)k * LMB_TRS_FLOATS + 3;
             double len = 0;
-            for (int c = 0; c < 4; c++) len += (double)q[c] * (double)q[c];
+            for (int c = 0; c < 4; c++)
+                len += (double)q[c] * (double)q[c];
             len = sqrt(len);
             if (!(fabs(len - 1.0) < 1e-5)) lmb_fuzz_fail("joint %u quaternion length %g", k, len);
             float m[16];

@@ -101,7 +101,8 @@ int main(int argc, char **argv) {
             return 2;
         }
         int failed = 0;
-        for (int i = 2; i < argc; i++) failed |= run_file(fn, argv[i]);
+        for (int i = 2; i < argc; i++)
+            failed |= run_file(fn, argv[i]);
         printf("%s: %d inputs replayed\n", argv[1], argc - 2);
         return failed;
     }

@@ -3,7 +3,7 @@
 # Usage: scripts/deps.sh [extra-package ...]
 set -euo pipefail
 pkgs=(lua5.4 liblua5.4-dev luarocks lua-busted lua-check lua-cjson libcglm-dev
-      lua-ldoc lua-markdown cmake gcc make pkg-config "$@")
+      lua-ldoc lua-markdown cmake gcc make pkg-config clang-format "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds with LuaRocks,
-# runs busted (Lua 5.4), luacheck and LDoc (scripts/docs.sh: the API reference
+# runs busted (Lua 5.4), clang-format --Werror, luacheck and LDoc (scripts/docs.sh: the API reference
 # renders without warnings), then builds with ASan + UBSan and runs
 # the specs again under the sanitizers (with the fuzz regression corpus
 # replayed by the sanitized driver), then runs each libFuzzer harness for
@@ -16,6 +16,9 @@ bash scripts/build.sh
 
 echo "== busted (installed tree)"
 busted --exclude-tags=slow "$@"
+
+echo "== clang-format (.clang-format, every C file in the repository)"
+git ls-files -z '*.c' '*.h' | xargs -0 clang-format --dry-run --Werror
 
 echo "== luacheck"
 luacheck --no-color -q lua spec examples

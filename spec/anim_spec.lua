@@ -10,7 +10,7 @@ local function pack(...) return { ... } end
 
 local rand_pose = H.rand_pose
 
--- plain Lua reference of limber's blend rules (see csrc/blend.h)
+-- plain Lua reference of limber's blend rules (see csrc/kernel/blend.h)
 local function qmul(a, b)
   return {
     a[4] * b[1] + a[1] * b[4] + a[2] * b[3] - a[3] * b[2],

@@ -35,8 +35,9 @@ setup(function()
   assert(os.execute(("mkdir -p '%s'"):format(tmpdir)))
   if not driver then
     driver = tmpdir .. "/limber_fuzz_replay"
-    local ok, out = sh(("${CC:-cc} -std=c99 -O1 -Icsrc -DCGLM_ALL_UNALIGNED "
-      .. "-D_POSIX_C_SOURCE=200809L fuzz/*.c csrc/gltf.c csrc/skeleton.c csrc/image.c csrc/limber.c -lm -o '%s'")
+    local ok, out = sh(("${CC:-cc} -std=c99 -O1 -Icsrc/kernel -DCGLM_ALL_UNALIGNED "
+      .. "-D_POSIX_C_SOURCE=200809L fuzz/*.c csrc/kernel/gltf.c csrc/kernel/skeleton.c "
+      .. "csrc/kernel/image.c csrc/kernel/limber.c -lm -o '%s'")
       :format(driver))
     assert(ok, "compiling the replay driver failed:\n" .. out)
   end

@@ -15,7 +15,7 @@ local tmp = H.tmpdir(setup, teardown)
 local function build(name, flags)
   local exe = tmp() .. "/" .. name
   local ok, out = sh(("${CC:-cc} -std=c11 %s -D_POSIX_C_SOURCE=200809L -DLIMBER_THREADS=1 "
-    .. "-I'%scsrc' '%sspec/c/pool_stress.c' '%scsrc/threadpool.c' -pthread -o '%s'"):format(
+    .. "-I'%scsrc/kernel' '%sspec/c/pool_stress.c' '%scsrc/kernel/threadpool.c' -pthread -o '%s'"):format(
     flags, H.root, H.root, H.root, exe))
   return ok and exe or nil, out
 end

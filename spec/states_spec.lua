@@ -80,9 +80,10 @@ describe("two lua_States", function()
     local flags = "-std=c99 -O0 -g -fsanitize=thread -fPIC -fno-math-errno -DCGLM_ALL_UNALIGNED "
       .. "-D_POSIX_C_SOURCE=200809L -DLIMBER_THREADS=1"
     local src = H.root .. "csrc"
-    local ok, out = sh(("ls '%s'/*.c | xargs -P2 -I{} sh -c '${CC:-cc} %s -I\"%s\" -I/usr/include/lua5.4 "
+    local ok, out = sh(("ls '%s'/*/*.c '%s'/kernel/x86/*.c | xargs -P2 -I{} sh -c '${CC:-cc} %s "
+      .. "-I\"%s/kernel\" -I/usr/include/lua5.4 "
       .. "-c \"$1\" -o \"%s/$(basename \"$1\").o\"' _ {} && ${CC:-cc} -shared -fsanitize=thread '%s'/*.o "
-      .. "-pthread -o '%s/limber/core.so'"):format(src, flags, src, tmp(), tmp(), tmp()))
+      .. "-pthread -o '%s/limber/core.so'"):format(src, src, flags, src, tmp(), tmp(), tmp()))
     assert.is_true(ok, out)
     local cpath = tmp() .. "/?.so"
     ok, out = run(host, cpath, "race", 12, "TSAN_OPTIONS=halt_on_error=1")

@@ -29,10 +29,10 @@ typedef struct node {
 
 typedef struct bench {
     int instances, joints;
-    int *parent;          /* -1 for roots */
-    node *nodes;          /* instances * joints */
-    float *trs;           /* instances * joints * 10, flat version input */
-    float *model;         /* instances * joints * 16, flat version output */
+    int *parent;  /* -1 for roots */
+    node *nodes;  /* instances * joints */
+    float *trs;   /* instances * joints * 10, flat version input */
+    float *model; /* instances * joints * 16, flat version output */
 } bench;
 
 static double now(void) {
@@ -59,13 +59,15 @@ static void recurse(node *n, mat4 parent_world) {
     mat4 local;
     local_matrix(n->t, n->q, n->s, local);
     glm_mat4_mul(parent_world, local, n->world);
-    for (int c = 0; c < n->child_count; c++) recurse(n->child[c], n->world);
+    for (int c = 0; c < n->child_count; c++)
+        recurse(n->child[c], n->world);
 }
 
 static int bench_gc(lua_State *L) {
     bench *b = (bench *)luaL_checkudata(L, 1, "limber.baseline.Hierarchy");
     if (b->nodes) {
-        for (int k = 0; k < b->instances * b->joints; k++) free(b->nodes[k].child);
+        for (int k = 0; k < b->instances * b->joints; k++)
+            free(b->nodes[k].child);
     }
     free(b->nodes), free(b->parent), free(b->trs), free(b->model);
     memset(b, 0, sizeof *b);
@@ -97,12 +99,16 @@ static int bench_new(lua_State *L) {
     for (int i = 0; i < N; i++) {
         for (int j = 0; j < J; j++) {
             float *v = b->trs + ((size_t)i * J + j) * 10;
-            for (int k = 0; k < 3; k++) v[k] = frand(&seed) * 2 - 1;
+            for (int k = 0; k < 3; k++)
+                v[k] = frand(&seed) * 2 - 1;
             float qn = 0;
-            for (int k = 3; k < 7; k++) v[k] = frand(&seed) * 2 - 1, qn += v[k] * v[k];
+            for (int k = 3; k < 7; k++)
+                v[k] = frand(&seed) * 2 - 1, qn += v[k] * v[k];
             qn = sqrtf(qn);
-            for (int k = 3; k < 7; k++) v[k] /= qn;
-            for (int k = 7; k < 10; k++) v[k] = 0.5f + frand(&seed);
+            for (int k = 3; k < 7; k++)
+                v[k] /= qn;
+            for (int k = 7; k < 10; k++)
+                v[k] = 0.5f + frand(&seed);
             node *n = &b->nodes[(size_t)i * J + j];
             memcpy(n->t, v, 3 * sizeof(float));
             memcpy(n->q, v + 3, 4 * sizeof(float));
@@ -130,7 +136,8 @@ static int bench_fill_pose(lua_State *L) {
         return luaL_error(L, "pose size differs from the baseline's");
     for (int i = 0; i < b->instances; i++)
         for (int j = 0; j < b->joints; j++)
-            lmb_pose_set_trs(p, (uint32_t)i, (uint32_t)j, b->trs + ((size_t)i * b->joints + j) * 10);
+            lmb_pose_set_trs(p, (uint32_t)i, (uint32_t)j,
+                             b->trs + ((size_t)i * b->joints + j) * 10);
     return 0;
 }
 
@@ -177,8 +184,12 @@ static int timed(lua_State *L, int frames, void (*fn)(void *), void *arg) {
     return 2;
 }
 
-static void fn_recursive(void *a) { run_recursive((bench *)a); }
-static void fn_flat(void *a) { run_flat((bench *)a); }
+static void fn_recursive(void *a) {
+    run_recursive((bench *)a);
+}
+static void fn_flat(void *a) {
+    run_flat((bench *)a);
+}
 static void fn_limber(void *a) {
     lmb_pose *p = (lmb_pose *)a;
     lmb_pose_local_to_model(p, 0, p->block_count, 1);
@@ -218,10 +229,8 @@ static int bench_model(lua_State *L) {
 __attribute__((visibility("default"))) int luaopen_limber_baseline_hierarchy(lua_State *L);
 
 __attribute__((visibility("default"))) int luaopen_limber_baseline_hierarchy(lua_State *L) {
-    static const luaL_Reg methods[] = {{"fill_pose", bench_fill_pose},
-                                       {"time", bench_time},
-                                       {"model", bench_model},
-                                       {NULL, NULL}};
+    static const luaL_Reg methods[] = {
+        {"fill_pose", bench_fill_pose}, {"time", bench_time}, {"model", bench_model}, {NULL, NULL}};
     luaL_newmetatable(L, "limber.baseline.Hierarchy");
     lua_pushcfunction(L, bench_gc);
     lua_setfield(L, -2, "__gc");

@@ -42,26 +42,31 @@ static uint32_t find_table(const float *tm, uint32_t n, float t, const uint32_t 
     uint32_t i = (uint32_t)(t * tb->rate);
     if (i >= tb->m) i = tb->m - 1;
     uint32_t k = idx[i];
-    while (k + 2 < n && tm[k + 1] <= t) k++;
+    while (k + 2 < n && tm[k + 1] <= t)
+        k++;
     return k;
 }
 
 static void sample(const float *tm, const float *v, uint32_t n, uint32_t w, float t, int linear,
                    const uint32_t *idx, const table *tb, float *out) {
     if (t <= tm[0] || n == 1) {
-        for (uint32_t m = 0; m < w; m++) out[m] = v[m];
+        for (uint32_t m = 0; m < w; m++)
+            out[m] = v[m];
         return;
     }
     if (t >= tm[n - 1]) {
-        for (uint32_t m = 0; m < w; m++) out[m] = v[(n - 1) * w + m];
+        for (uint32_t m = 0; m < w; m++)
+            out[m] = v[(n - 1) * w + m];
         return;
     }
-    uint32_t k = idx ? find_table(tm, n, t, idx, tb)
-                     : linear ? find_linear(tm, n, t) : find_bsearch(tm, n, t);
+    uint32_t k = idx      ? find_table(tm, n, t, idx, tb)
+                 : linear ? find_linear(tm, n, t)
+                          : find_bsearch(tm, n, t);
     float s = (t - tm[k]) / (tm[k + 1] - tm[k]);
     const float *a = v + k * w, *b = a + w;
     if (w == 3) {
-        for (uint32_t m = 0; m < 3; m++) out[m] = a[m] + (b[m] - a[m]) * s;
+        for (uint32_t m = 0; m < 3; m++)
+            out[m] = a[m] + (b[m] - a[m]) * s;
         return;
     }
     float dot = a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3], sign = 1.0f;
@@ -74,9 +79,11 @@ static void sample(const float *tm, const float *v, uint32_t n, uint32_t w, floa
         wa = sinf((1.0f - s) * th) * is, wb = sinf(s * th) * is * sign;
     }
     float q[4], l2 = 0.0f;
-    for (int m = 0; m < 4; m++) q[m] = wa * a[m] + wb * b[m], l2 += q[m] * q[m];
+    for (int m = 0; m < 4; m++)
+        q[m] = wa * a[m] + wb * b[m], l2 += q[m] * q[m];
     float inv = 1.0f / sqrtf(l2);
-    for (int m = 0; m < 4; m++) out[m] = q[m] * inv;
+    for (int m = 0; m < 4; m++)
+        out[m] = q[m] * inv;
 }
 
 /** baseline.sample(mode, times, tvals, rvals, svals, keys, joints, inst_times, count, out)

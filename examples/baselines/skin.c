@@ -48,11 +48,13 @@ static int l_naive(lua_State *L) {
         float *dp = op + n * V * 3, *dn = on + n * V * 3;
         for (lua_Integer v = 0; v < V; v++) {
             float m[16];
-            for (int e = 0; e < 16; e++) m[e] = 0.0f;
+            for (int e = 0; e < 16; e++)
+                m[e] = 0.0f;
             for (int i = 0; i < 4; i++) {
                 const float *M = P + (size_t)jnt[v * 4 + i] * 16;
                 float w = wgt[v * 4 + i];
-                for (int e = 0; e < 16; e++) m[e] += w * M[e];
+                for (int e = 0; e < 16; e++)
+                    m[e] += w * M[e];
             }
             const float *p = pos + v * 3, *q = nrm + v * 3;
             for (int r = 0; r < 3; r++) {

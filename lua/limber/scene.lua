@@ -8,7 +8,7 @@
 --
 -- Lua owns the tree: ids, validation, slot names and what they resolve to
 -- (slot tables, prefabs, pose joints), the objects kept alive, attachments to
--- animated joints, destruction. The C kernel (csrc/hierarchy.h) keeps the
+-- animated joints, destruction. The C kernel (csrc/kernel/hierarchy.h) keeps the
 -- numbers per node in flat arrays and a derived index (the non-leaf nodes in
 -- depth-first preorder), and `scene:update()` is one C call that builds the
 -- parent-first order of exactly the nodes whose world can have changed and

@@ -34,9 +34,9 @@
 #include <unistd.h>
 
 static struct {
-    int counting;  /* count allocations (and fail from fail_at on) */
-    long count;    /* allocations since counting started */
-    long fail_at;  /* 0: never fail */
+    int counting; /* count allocations (and fail from fail_at on) */
+    long count;   /* allocations since counting started */
+    long fail_at; /* 0: never fail */
 } A;
 
 static void *host_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -120,8 +120,7 @@ static int one_run(lua_State *L, long n, const char *ref) {
     if (st != LUA_OK && (lua_type(L, -1) != LUA_TSTRING ||
                          strstr(lua_tostring(L, -1), "not enough memory") == NULL)) {
         bad = 1;
-        printf("N=%ld: WORK raised something else than out of memory: %s\n", n,
-               value_text(L, -1));
+        printf("N=%ld: WORK raised something else than out of memory: %s\n", n, value_text(L, -1));
     }
     lua_settop(L, 0);
     if (call(L, "WORK") != LUA_OK) {

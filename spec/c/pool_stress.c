@@ -1,4 +1,4 @@
-/* pool_stress.c: hammers the worker pool (csrc/threadpool.c) with jobs of
+/* pool_stress.c: hammers the worker pool (csrc/kernel/threadpool.c) with jobs of
  * changing sizes and thread counts (some on the caller alone, some with
  * workers sitting out) and checks every job: each item run exactly once,
  * by a call that saw that job's own context, with a worker index below
@@ -89,7 +89,8 @@ int main(int argc, char **argv) {
         retired[r % RETIRED] = j;
     }
     lmb_pool_shutdown(pool);
-    for (int i = 0; i < RETIRED; i++) free(retired[i]);
+    for (int i = 0; i < RETIRED; i++)
+        free(retired[i]);
     free(mem);
     free(hits);
     printf("pool_stress: %ld rounds, %u threads: missed %ld, repeated %ld, stale %ld, "

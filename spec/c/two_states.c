@@ -40,11 +40,13 @@ static const char *const workload =
     "local sk = require 'limber.skinning'\n"
     "local core = limber.core\n"
     "local seed = 7\n"
-    "local function rnd() seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648 end\n"
+    "local function rnd() seed = (seed * 1103515245 + 12345) % 2147483648; return seed / "
+    "2147483648 end\n"
     "local J, N, V = 16, 24, 2500\n"
     "local joints = {}\n"
     "for j = 1, J do\n"
-    "  joints[j] = { name = 'j' .. j, parent = j > 1 and ('j' .. (1 + math.floor(rnd() * (j - 1)))) or nil,\n"
+    "  joints[j] = { name = 'j' .. j, parent = j > 1 and ('j' .. (1 + math.floor(rnd() * (j - "
+    "1)))) or nil,\n"
     "                translation = { rnd(), rnd(), rnd() } }\n"
     "end\n"
     "local skel = limber.skeleton(joints)\n"
@@ -55,8 +57,10 @@ static const char *const workload =
     "    r[#r + 1], r[#r + 2], r[#r + 3], r[#r + 4] = rnd() - 0.5, rnd() - 0.5, rnd() - 0.5, 1\n"
     "    t[#t + 1], t[#t + 2], t[#t + 3] = rnd(), rnd(), rnd()\n"
     "  end\n"
-    "  tracks[#tracks + 1] = { joint = j, path = 'rotation', times = { 0, 0.5, 1, 1.5, 2 }, values = r }\n"
-    "  tracks[#tracks + 1] = { joint = j, path = 'translation', times = { 0, 0.5, 1, 1.5, 2 }, values = t }\n"
+    "  tracks[#tracks + 1] = { joint = j, path = 'rotation', times = { 0, 0.5, 1, 1.5, 2 }, values "
+    "= r }\n"
+    "  tracks[#tracks + 1] = { joint = j, path = 'translation', times = { 0, 0.5, 1, 1.5, 2 }, "
+    "values = t }\n"
     "end\n"
     "local clip = anim.clip({ tracks = tracks }, skel)\n"
     "local pose = limber.pose(skel, N)\n"
@@ -68,7 +72,8 @@ static const char *const workload =
     "  for _ = 1, 3 do pos[#pos + 1] = rnd() * 4 - 2 end\n"
     "  nrm[#nrm + 1], nrm[#nrm + 2], nrm[#nrm + 3] = rnd() + 0.1, rnd() - 0.5, rnd() - 0.5\n"
     "  local k = 1 + math.floor(rnd() * 4)\n"
-    "  for q = 1, 4 do jnt[#jnt + 1] = 1 + math.floor(rnd() * J); wgt[#wgt + 1] = q <= k and rnd() + 0.05 or 0 end\n"
+    "  for q = 1, 4 do jnt[#jnt + 1] = 1 + math.floor(rnd() * J); wgt[#wgt + 1] = q <= k and rnd() "
+    "+ 0.05 or 0 end\n"
     "end\n"
     "local mesh = sk.mesh { positions = pos, normals = nrm, joints = jnt, weights = wgt }\n"
     "local target = sk.target { mesh = mesh, instances = N, positions = true, normals = true }\n"
@@ -84,7 +89,8 @@ static const char *const workload =
     "  pal:update()\n"
     "  sk.skin(mesh, pal, target)\n"
     "  local _, _, used = core.simd()\n"
-    "  return used .. '|' .. target:positions():bytes() .. target:normals():bytes() .. pal:buffer():bytes()\n"
+    "  return used .. '|' .. target:positions():bytes() .. target:normals():bytes() .. "
+    "pal:buffer():bytes()\n"
     "end\n";
 
 static const char *const levels[3] = {"portable", "avx2", "avx512"};
@@ -166,8 +172,10 @@ static int race(int frames) {
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         if (pthread_create(&t[i], NULL, race_main, &r[i]) != 0) return 2;
-    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
-    for (int level = 0; level < 3; level++) free(ref[level]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    for (int level = 0; level < 3; level++)
+        free(ref[level]);
     printf("two_states race: 2 states x %d frames: mismatches %ld (levels give %s bytes)\n", frames,
            r[0].mismatches + r[1].mismatches, distinct ? "different" : "the same");
     return r[0].mismatches + r[1].mismatches ? 1 : 0;
@@ -206,7 +214,8 @@ static const char *const late_chunk =
     "end })\n"
     "local limber = require 'limber'\n"
     "local sk = require 'limber.skinning'\n"
-    "local skel = limber.skeleton({ { name = 'a' }, { name = 'b', parent = 'a', translation = { 1, 2, 3 } } })\n"
+    "local skel = limber.skeleton({ { name = 'a' }, { name = 'b', parent = 'a', translation = { 1, "
+    "2, 3 } } })\n"
     "local pose = limber.pose(skel, 8)\n"
     "for i = 1, 8 do pose:set_local(i, 2, { i, 0, 0 }) end\n"
     "pose:local_to_model()\n"
@@ -279,7 +288,8 @@ static int late(int states) {
     }
     int after = settle_threads(before);
     printf("two_states late: %d states: threads before %d, after %d, most after a close %d, "
-           "late skins wrong %d\n", states, before, after, worst, bad);
+           "late skins wrong %d\n",
+           states, before, after, worst, bad);
     return after != before || worst != before || bad ? 1 : 0;
 }
 

@@ -1,0 +1,760 @@
+/* clip.c: clip validation, key lookup, interpolation (glTF 2.0 rules) and
+ * the batched sampler. */
+#include "clip.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#define ALIGN 64
+
+static size_t clip_sizes(uint32_t tracks, uint32_t keys, uint32_t values, size_t *tb, size_t *kb,
+                         size_t *vb) {
+    *tb = lmb_align_up((size_t)tracks * sizeof(lmb_track), ALIGN);
+    *kb = lmb_align_up((size_t)keys * sizeof(float), ALIGN);
+    /* 16 floats of zero padding: SIMD loads of the last records stay inside */
+    *vb = lmb_align_up(((size_t)values + 16) * sizeof(float), ALIGN);
+    return lmb_align_up(sizeof(lmb_clip), ALIGN) + *tb + *kb + *vb + ALIGN;
+}
+
+size_t lmb_clip_bytes(uint32_t tracks, uint32_t keys, uint32_t values) {
+    size_t a, b, c;
+    return clip_sizes(tracks, keys, values, &a, &b, &c);
+}
+
+lmb_clip *lmb_clip_place(void *mem, uint32_t tracks, uint32_t keys, uint32_t values) {
+    size_t tb, kb, vb;
+    clip_sizes(tracks, keys, values, &tb, &kb, &vb);
+    unsigned char *p = (unsigned char *)lmb_align_ptr(mem, ALIGN);
+    lmb_clip *c = (lmb_clip *)(void *)p;
+    memset(c, 0, sizeof *c);
+    p += lmb_align_up(sizeof(lmb_clip), ALIGN);
+    c->track_count = tracks;
+    c->key_total = keys;
+    c->value_total = values;
+    c->tracks = (lmb_track *)(void *)p, p += tb;
+    c->times = (float *)(void *)p, p += kb;
+    c->values = (float *)(void *)p;
+    return c;
+}
+
+/* Sort key: joint tracks by (joint, path), node tracks after, in input order. */
+static uint64_t track_order(const lmb_track *t) {
+    if (t->is_node) return ((uint64_t)1 << 40) + t->input;
+    return (uint64_t)t->target * 4u + t->path;
+}
+
+/* Whether track a sorts before track b: by track_order, then by input
+ * position (unique), so the order is total and the sort stable. */
+static int track_less(const lmb_track *a, const lmb_track *b) {
+    uint64_t oa = track_order(a), ob = track_order(b);
+    return oa < ob || (oa == ob && a->input < b->input);
+}
+
+static void sift_down(lmb_track *t, uint32_t root, uint32_t n) {
+    for (;;) {
+        uint32_t child = 2 * root + 1;
+        if (child >= n) return;
+        if (child + 1 < n && track_less(t + child, t + child + 1)) child++;
+        if (!track_less(t + root, t + child)) return;
+        lmb_track tmp = t[root];
+        t[root] = t[child], t[child] = tmp;
+        root = child;
+    }
+}
+
+/* Sorts the tracks in O(n log n) without extra memory (heapsort; keys are
+ * unique, so the result is the stable order); an already sorted array
+ * (the common case) is left as is after one linear check. */
+static void sort_tracks(lmb_track *t, uint32_t n) {
+    uint32_t k = 1;
+    while (k < n && track_less(t + k - 1, t + k))
+        k++;
+    if (k >= n) return;
+    for (uint32_t r = n / 2; r-- > 0;)
+        sift_down(t, r, n);
+    for (uint32_t end = n - 1; end > 0; end--) {
+        lmb_track tmp = t[0];
+        t[0] = t[end], t[end] = tmp;
+        sift_down(t, 0, end);
+    }
+}
+
+/* Distinct key-time ranges remembered for sharing by content (see below). */
+#define SHARE_WINDOW 8
+
+lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
+    float duration = 0.0f;
+    /* ends of the key-time and record ranges introduced so far (input order):
+     * a shared range must lie inside what was already validated */
+    uint64_t end_t = 0, end_v = 0;
+    for (uint32_t k = 0; k < c->track_count; k++) {
+        lmb_track *tr = c->tracks + k;
+        uint32_t n = tr->key_count, w = tr->width;
+        uint32_t per_key = tr->interp == LMB_CUBIC ? 3 * w : w;
+        uint32_t st = per_key + 1;
+        *track = tr->input;
+        int width_ok = tr->path == LMB_PATH_F ? (tr->is_node && w >= 1 && w <= LMB_FLOAT_WIDTH)
+                                              : w == (tr->path == LMB_PATH_R ? 4u : 3u);
+        uint64_t t_end = (uint64_t)tr->times + n, v_end = (uint64_t)tr->values + (uint64_t)n * st;
+        if (n == 0 || !width_ok || t_end > c->key_total || v_end > c->value_total ||
+            ((tr->shared & LMB_SHARE_TIMES) && t_end > end_t) ||
+            ((tr->shared & LMB_SHARE_RECORDS) &&
+             (v_end > end_v || !(tr->shared & LMB_SHARE_TIMES)))) {
+            *key = 0;
+            return LMB_CLIP_LAYOUT;
+        }
+        tr->stride = st;
+        const float *tm = c->times + tr->times;
+        float *rec = c->values + tr->values;
+        tr->first = tm[0];
+        tr->last = tm[n - 1];
+        if (!(tr->shared & LMB_SHARE_TIMES)) {
+            for (uint32_t i = 0; i < n; i++) {
+                if (!isfinite(tm[i]) || tm[i] < 0.0f) {
+                    *key = i;
+                    return LMB_CLIP_NAN_TIME;
+                }
+                if (i > 0 && !(tm[i] > tm[i - 1])) {
+                    *key = i;
+                    return LMB_CLIP_ORDER;
+                }
+            }
+            if (t_end > end_t) end_t = t_end;
+        }
+        if (tm[n - 1] > duration) duration = tm[n - 1];
+        if (tr->shared & LMB_SHARE_RECORDS) continue; /* validated with their first track */
+        if (v_end > end_v) end_v = v_end;
+        for (uint32_t i = 0; i < n; i++) {
+            rec[(size_t)i * st] = tm[i];
+            for (uint32_t m = 0; m < per_key; m++) {
+                if (!isfinite(rec[(size_t)i * st + 1 + m])) {
+                    *key = i * per_key + m;
+                    return LMB_CLIP_NAN_VALUE;
+                }
+            }
+        }
+        if (tr->path == LMB_PATH_R) {
+            uint32_t off = tr->interp == LMB_CUBIC ? 5 : 1;
+            for (uint32_t i = 0; i < n; i++) {
+                float *q = rec + (size_t)i * st + off;
+                double q0 = (double)q[0], q1 = (double)q[1], q2 = (double)q[2], q3 = (double)q[3];
+                double len = sqrt(q0 * q0 + q1 * q1 + q2 * q2 + q3 * q3);
+                if (!(len > 1e-6)) {
+                    *key = i;
+                    return LMB_CLIP_ZERO_ROTATION;
+                }
+                for (int m = 0; m < 4; m++)
+                    q[m] = (float)((double)q[m] / len);
+            }
+        }
+    }
+    /* Tracks with identical key times (glTF samplers often share one input
+     * accessor) share one dense times array, so binary searches for seeks
+     * touch far less memory and the dense form can see one grid. Tracks
+     * given the very same times object already share (the binding); others
+     * are compared with the last SHARE_WINDOW distinct ranges only, so this
+     * stays linear in the key total. */
+    uint32_t recent[SHARE_WINDOW], nrecent = 0;
+    for (uint32_t k = 0; k < c->track_count; k++) {
+        lmb_track *tr = c->tracks + k;
+        int found = 0;
+        for (uint32_t r = 0; r < nrecent && !found; r++) {
+            const lmb_track *o = c->tracks + recent[r];
+            if (o->times == tr->times) {
+                found = 1;
+            } else if (o->key_count == tr->key_count && o->first == tr->first &&
+                       o->last == tr->last &&
+                       memcmp(c->times + o->times, c->times + tr->times,
+                              (size_t)tr->key_count * sizeof(float)) == 0) {
+                tr->times = o->times;
+                found = 1;
+            }
+        }
+        if (!found) {
+            if (nrecent < SHARE_WINDOW) nrecent++;
+            memmove(recent + 1, recent, (nrecent - 1) * sizeof recent[0]);
+            recent[0] = k;
+        }
+    }
+    sort_tracks(c->tracks, c->track_count);
+    uint32_t joint_tracks = 0, span = 0;
+    for (uint32_t k = 0; k < c->track_count; k++) {
+        const lmb_track *t = c->tracks + k;
+        if (t->is_node) break;
+        if (k > 0 && t->target == t[-1].target && t->path == t[-1].path) {
+            uint32_t a = t->input, b = t[-1].input;
+            *track = a > b ? a : b;
+            *key = a > b ? b : a;
+            return LMB_CLIP_DUPLICATE;
+        }
+        joint_tracks++;
+        if (t->target + 1 > span) span = t->target + 1;
+    }
+    c->joint_track_count = joint_tracks;
+    c->joint_span = span;
+    c->duration = duration;
+    return LMB_CLIP_OK;
+}
+
+/* ---- dense form of uniformly keyed clips ------------------------------ */
+
+/* Largest key count of a dense clip: the key guess (t - t0) / dt is then
+ * computed in float with an error far below one key. */
+#define DENSE_MAX_FRAMES (1u << 22)
+
+/* Whether the joint tracks of a finished clip share one uniform key grid
+ * (see lmb_dense); *dt gets the interval. Each key time must lie within
+ * 1e-3 dt (plus a few float ulps of the time) of t0 + k dt, so the guess
+ * floor((t - t0) / dt) is off by at most one key, which the lookup fixes
+ * against the real times. */
+/* The first joint track with more than one key (it defines the grid), or NULL. */
+static const lmb_track *grid_track(const lmb_clip *c) {
+    for (uint32_t m = 0; m < c->joint_track_count; m++)
+        if (c->tracks[m].key_count > 1) return c->tracks + m;
+    return NULL;
+}
+
+static int dense_qualifies(const lmb_clip *c, double *dt) {
+    uint32_t nt = c->joint_track_count;
+    const lmb_track *t0 = grid_track(c);
+    if (!t0) return 0;
+    uint32_t n = t0->key_count;
+    if (n > DENSE_MAX_FRAMES) return 0;
+    if (t0->interp != LMB_LINEAR && t0->interp != LMB_STEP) return 0;
+    for (uint32_t m = 0; m < nt; m++) {
+        const lmb_track *tr = c->tracks + m;
+        /* single-key tracks are constant: any interpolation, copied to every frame */
+        if (tr->key_count == 1) continue;
+        /* tracks with identical key times share one times array (finish) */
+        if (tr->times != t0->times || tr->key_count != n || tr->interp != t0->interp) return 0;
+    }
+    const float *tm = c->times + t0->times;
+    double first = (double)tm[0], d = ((double)tm[n - 1] - first) / (double)(n - 1);
+    if (!(d > 0.0)) return 0;
+    for (uint32_t k = 0; k < n; k++) {
+        double grid = first + d * (double)k, dev = fabs((double)tm[k] - grid);
+        if (dev > 1e-3 * d + 4.0 * (double)FLT_EPSILON * fabs(grid)) return 0;
+    }
+    *dt = d;
+    return 1;
+}
+
+size_t lmb_clip_dense_bytes(const lmb_clip *c) {
+    double dt;
+    if (!dense_qualifies(c, &dt)) return 0;
+    size_t chunks = (c->joint_span + 7u) / 8u;
+    return (size_t)grid_track(c)->key_count * chunks * 80u * sizeof(float) + ALIGN;
+}
+
+void lmb_clip_dense_build(lmb_clip *c, void *mem) {
+    double dt;
+    if (!dense_qualifies(c, &dt)) return;
+    lmb_dense *d = &c->dense;
+    const lmb_track *t0 = grid_track(c);
+    d->data = (float *)lmb_align_ptr(mem, ALIGN);
+    d->times = c->times + t0->times;
+    d->frames = t0->key_count;
+    d->chunks = (c->joint_span + 7u) / 8u;
+    d->frame_floats = d->chunks * 80u;
+    d->interp = t0->interp;
+    d->t0 = d->times[0];
+    d->inv_dt = (float)(1.0 / dt);
+    static const float fill[10] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
+    static const uint32_t first_comp[3] = {0, 3, 7};
+    for (uint32_t k = 0; k < d->frames; k++) {
+        float *f = d->data + (size_t)k * d->frame_floats;
+        for (uint32_t q = 0; q < d->chunks; q++)
+            for (uint32_t comp = 0; comp < 10; comp++)
+                for (uint32_t l = 0; l < 8; l++)
+                    f[q * 80 + comp * 8 + l] = fill[comp];
+        for (uint32_t m = 0; m < c->joint_track_count; m++) {
+            const lmb_track *tr = c->tracks + m;
+            /* a single key (of any interpolation) holds its value everywhere */
+            const float *v = c->values + tr->values +
+                             (tr->key_count == 1 ? (tr->interp == LMB_CUBIC ? 1u + tr->width : 1u)
+                                                 : (size_t)k * tr->stride + 1);
+            uint32_t j = tr->target;
+            float *dst = f + (j / 8) * 80 + first_comp[tr->path] * 8 + j % 8;
+            for (uint32_t q = 0; q < tr->width; q++)
+                dst[q * 8] = v[q];
+        }
+    }
+}
+
+/* The two frames and the factor for clip time t (wrapped or clamped):
+ * before the first key or after the last, both frames are the end key and
+ * alpha 0; STEP: alpha 0. alpha is computed from the real key times exactly
+ * as the cursor path does. */
+static inline void dense_frames(const lmb_dense *d, float t, uint32_t *fa, uint32_t *fb,
+                                float *alpha) {
+    const float *tm = d->times;
+    uint32_t n = d->frames;
+    if (!(t > tm[0])) {
+        *fa = *fb = 0, *alpha = 0.0f;
+        return;
+    }
+    if (t >= tm[n - 1]) {
+        *fa = *fb = n - 1, *alpha = 0.0f;
+        return;
+    }
+    float g = (t - d->t0) * d->inv_dt;
+    uint32_t k = g < 0.0f ? 0u : (uint32_t)g;
+    if (k > n - 2) k = n - 2;
+    /* at most one step for a qualifying grid; stops at 0 since t > tm[0]
+     * and at n - 2 since t < tm[n - 1] */
+    while (t < tm[k])
+        k--;
+    while (t >= tm[k + 1])
+        k++;
+    *fa = k;
+    if (d->interp == LMB_STEP) {
+        *fb = k, *alpha = 0.0f;
+        return;
+    }
+    *fb = k + 1;
+    *alpha = (t - tm[k]) / (tm[k + 1] - tm[k]);
+}
+
+/* lmb_clip_time in double (for the sampler's stored times). */
+static double clip_time_d(const lmb_clip *c, double t, int loop) {
+    double d = (double)c->duration;
+    if (loop) {
+        if (!(d > 0.0) || !isfinite(t)) return 0.0;
+        double r = t - d * floor(t / d);
+        if (!(r >= 0.0 && r < d)) { /* t / d rounded across an integer, or t is huge */
+            r = fmod(t, d);
+            if (r < 0.0) r += d;
+            if (!(r < d)) r = 0.0;
+        }
+        return r;
+    }
+    return t < 0.0 ? 0.0 : t > d ? d : t;
+}
+
+float lmb_clip_time(const lmb_clip *c, double t, int loop) {
+    return (float)clip_time_d(c, t, loop);
+}
+
+/* Largest k in [lo, hi] with times[k] <= t, given times[lo] <= t.
+ * Branch-free (conditional moves): seeks of many tracks and instances do
+ * not stall on mispredictions and their memory accesses overlap. */
+static inline uint32_t bsearch_keys(const float *times, uint32_t lo, uint32_t hi, float t) {
+    const float *b = times + lo;
+    uint32_t len = hi - lo + 1;
+    while (len > 1) {
+        uint32_t half = len / 2;
+        b = b[half] <= t ? b + half : b;
+        len -= half;
+    }
+    return (uint32_t)(b - times);
+}
+
+uint32_t lmb_key_find_slow(const float *times, uint32_t n, float t, uint32_t *cursor) {
+    uint32_t last = n - 2, k = *cursor;
+    if (k > last) k = last;
+    if (times[k] <= t) {
+        /* forward: a few steps cover normal playback, then binary search */
+        for (int step = 0; step < 4; step++) {
+            if (t < times[k + 1]) {
+                *cursor = k;
+                return k;
+            }
+            if (++k == last) {
+                *cursor = k;
+                return k;
+            }
+        }
+        k = bsearch_keys(times, k, last, t);
+    } else {
+        k = bsearch_keys(times, 0, k - 1, t);
+    }
+    *cursor = k;
+    return k;
+}
+
+static inline void copy_value(float *out, const float *v, uint32_t w) {
+    if (w != 3 && w != 4) { /* float tracks: any width, never read past it */
+        for (uint32_t m = 0; m < w; m++)
+            out[m] = v[m];
+        return;
+    }
+    out[0] = v[0], out[1] = v[1], out[2] = v[2];
+    if (w == 4) out[3] = v[3];
+}
+
+static inline void normalize4(float *q) {
+    float len2 = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3];
+    if (len2 > 0.0f) {
+        float inv = 1.0f / sqrtf(len2);
+        q[0] *= inv, q[1] *= inv, q[2] *= inv, q[3] *= inv;
+    } else {
+        q[0] = q[1] = q[2] = 0.0f, q[3] = 1.0f;
+    }
+}
+
+/* Shortest-path slerp (lerp + normalise for nearly equal keys). */
+static inline void quat_interp(float *out, const float *a, const float *b, float s) {
+    float dot = a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3];
+    float sign = 1.0f;
+    if (dot < 0.0f) dot = -dot, sign = -1.0f;
+    float wa, wb;
+    if (dot > LMB_NLERP_DOT) {
+        wa = 1.0f - s, wb = s * sign;
+        for (int m = 0; m < 4; m++)
+            out[m] = wa * a[m] + wb * b[m];
+        normalize4(out);
+        return;
+    }
+    float theta = acosf(dot), inv_sin = 1.0f / sinf(theta);
+    wa = sinf((1.0f - s) * theta) * inv_sin;
+    wb = sinf(s * theta) * inv_sin * sign;
+    for (int m = 0; m < 4; m++)
+        out[m] = wa * a[m] + wb * b[m];
+}
+
+static inline __attribute__((always_inline)) void
+sample_inline(const lmb_clip *c, const lmb_track *tr, float t, lmb_cursor *cursor, float *out) {
+    const float *rec = c->values + tr->values;
+    uint32_t n = tr->key_count, w = tr->width, st = tr->stride;
+    int cubic = tr->interp == LMB_CUBIC;
+    uint32_t voff = cubic ? 1 + w : 1;
+    if (t <= tr->first) {
+        copy_value(out, rec + voff, w);
+        return;
+    }
+    if (t >= tr->last) {
+        copy_value(out, rec + (size_t)(n - 1) * st + voff, w);
+        return;
+    }
+    const float *a = rec + (size_t)lmb_find_key(c, tr, t, cursor) * st;
+    const float *b = a + st;
+    float dt = b[0] - a[0], s = (t - a[0]) / dt;
+    if (cubic) {
+        float s2 = s * s, s3 = s2 * s;
+        float h00 = 2.0f * s3 - 3.0f * s2 + 1.0f, h10 = (s3 - 2.0f * s2 + s) * dt;
+        float h01 = -2.0f * s3 + 3.0f * s2, h11 = (s3 - s2) * dt;
+        for (uint32_t m = 0; m < w; m++)
+            out[m] =
+                h00 * a[1 + w + m] + h10 * a[1 + 2 * w + m] + h01 * b[1 + w + m] + h11 * b[1 + m];
+        if (tr->path == LMB_PATH_R) normalize4(out);
+        return;
+    }
+    if (tr->interp == LMB_STEP) {
+        copy_value(out, a + 1, w);
+        return;
+    }
+    if (tr->path == LMB_PATH_R) {
+        quat_interp(out, a + 1, b + 1, s);
+        return;
+    }
+    if (w != 3) { /* float tracks: any width */
+        for (uint32_t m = 0; m < w; m++)
+            out[m] = a[1 + m] + (b[1 + m] - a[1 + m]) * s;
+        return;
+    }
+    out[0] = a[1] + (b[1] - a[1]) * s;
+    out[1] = a[2] + (b[2] - a[2]) * s;
+    out[2] = a[3] + (b[3] - a[3]) * s;
+}
+
+void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_cursor *cursor,
+                      float *out) {
+    sample_inline(c, tr, t, cursor, out);
+}
+
+void lmb_sampler_advance(lmb_sampler *s, double dt) {
+    uint32_t n = s->pose->instance_count;
+    for (uint32_t i = 0; i < n; i++) {
+        if (s->clip[i] < 0) continue;
+        const lmb_clip *c = s->clips[s->clip[i]];
+        double t = s->time[i] + (double)s->rate[i] * dt;
+        s->time[i] = clip_time_d(c, t, s->loop[i]);
+    }
+}
+
+float lmb_quat_yaw(const float q[4]) {
+    return atan2f(2.0f * (q[3] * q[1] + q[0] * q[2]), 1.0f - 2.0f * (q[1] * q[1] + q[0] * q[0]));
+}
+
+/* Removes the root motion gained since time 0 from the root joint of one
+ * instance (see LMB_ROOT_*). */
+static void remove_root_motion(const lmb_sampler *s, const lmb_clip *c, float *d) {
+    uint32_t j = (uint32_t)s->root_joint;
+    for (uint32_t m = 0; m < c->joint_track_count && c->tracks[m].target <= j; m++) {
+        const lmb_track *tr = c->tracks + m;
+        if (tr->target != j) continue;
+        lmb_cursor cursor = {0, 0.0f, 0.0f};
+        float v0[4];
+        sample_inline(c, tr, 0.0f, &cursor, v0);
+        if (tr->path == LMB_PATH_T && (s->root_flags & LMB_ROOT_XZ)) {
+            d[0] = v0[0];
+            d[2 * LMB_LANES] = v0[2];
+        } else if (tr->path == LMB_PATH_R && (s->root_flags & LMB_ROOT_YAW)) {
+            float *r = d + 3 * LMB_LANES;
+            float q[4] = {r[0], r[LMB_LANES], r[2 * LMB_LANES], r[3 * LMB_LANES]};
+            /* q' = Y(-(yaw(q) - yaw(q0))) * q */
+            float half = -0.5f * (lmb_quat_yaw(q) - lmb_quat_yaw(v0));
+            float sy = sinf(half), cy = cosf(half);
+            float o[4] = {cy * q[0] + sy * q[2], cy * q[1] + sy * q[3], cy * q[2] - sy * q[0],
+                          cy * q[3] - sy * q[1]};
+            normalize4(o);
+            for (int k = 0; k < 4; k++)
+                r[k * LMB_LANES] = o[k];
+        }
+    }
+}
+
+/* Tracks ahead whose next key records are prefetched while sampling. */
+#define LMB_PREFETCH 6
+
+static const uint32_t path_offset[3] = {0, 3 * LMB_LANES, 7 * LMB_LANES};
+
+/* Rest values for untracked properties, root motion removal, dirty mark:
+ * what every sampled instance needs besides its tracks. */
+static void finish_instance(lmb_sampler *s, uint32_t i, int32_t k, const lmb_clip *c) {
+    lmb_pose *p = s->pose;
+    const float *rest = p->skel->rest;
+    float *local = p->local + lmb_pose_local_index(p, i, 0);
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
+    for (uint32_t u = s->untracked_first[k]; u < s->untracked_first[k + 1]; u++) {
+        uint32_t code = s->untracked[u], j = code >> 2, path = code & 3u;
+        float *d = local + (size_t)j * jstride + path_offset[path];
+        const float *r = rest + (size_t)j * LMB_TRS_FLOATS + (path == 0 ? 0 : path == 1 ? 3 : 7);
+        uint32_t w = path == LMB_PATH_R ? 4 : 3;
+        for (uint32_t m = 0; m < w; m++)
+            d[m * LMB_LANES] = r[m];
+    }
+    if (s->root_joint >= 0) remove_root_motion(s, c, local + (size_t)s->root_joint * jstride);
+    lmb_pose_touch(p, i, 0);
+}
+
+/* GCC only if-converts (and so vectorises) the selects of the rotation loop
+ * below without -ftrapping-math; the code raises no trap either way. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+/* acos(x) for x in [0, 1] and sin(y) for y in [0, pi/2]: the polynomials of
+ * the AVX2 kernel in plain C (errors below 1e-7), so the loops below
+ * vectorise with any SIMD width the compiler targets. */
+static inline float acos01(float x) {
+    float p = -0.0012624911f;
+    p = p * x + 0.0066700901f;
+    p = p * x - 0.0170881256f;
+    p = p * x + 0.0308918810f;
+    p = p * x - 0.0501743046f;
+    p = p * x + 0.0889789874f;
+    p = p * x - 0.2145988016f;
+    p = p * x + 1.5707963050f;
+    float r = 1.0f - x;
+    return sqrtf(r > 0.0f ? r : 0.0f) * p;
+}
+
+static inline float sin_half_pi(float y) {
+    float y2 = y * y;
+    float p = 1.0f / 6227020800.0f;
+    p = p * y2 - 1.0f / 39916800.0f;
+    p = p * y2 + 1.0f / 362880.0f;
+    p = p * y2 - 1.0f / 5040.0f;
+    p = p * y2 + 1.0f / 120.0f;
+    p = p * y2 - 1.0f / 6.0f;
+    return y + y * y2 * p;
+}
+
+/* One chunk (8 joints) of a dense clip: out[c * 8 + j] for the 10
+ * components (glTF rule for rotations, as in lmb_sample_dense_avx2). */
+static void dense_chunk(const float *restrict a, const float *restrict b, float alpha,
+                        float *restrict out) {
+    for (int c = 0; c < 3; c++) {
+        for (int j = 0; j < 8; j++) {
+            out[c * 8 + j] = a[c * 8 + j] + (b[c * 8 + j] - a[c * 8 + j]) * alpha;
+            out[(7 + c) * 8 + j] =
+                a[(7 + c) * 8 + j] + (b[(7 + c) * 8 + j] - a[(7 + c) * 8 + j]) * alpha;
+        }
+    }
+    const float *qa = a + 24, *qb = b + 24;
+    float *q = out + 24;
+    float dot[8], wa[8], wb[8];
+    int far = 0;
+    for (int j = 0; j < 8; j++) {
+        dot[j] = qa[j] * qb[j] + qa[8 + j] * qb[8 + j] + qa[16 + j] * qb[16 + j] +
+                 qa[24 + j] * qb[24 + j];
+        far |= fabsf(dot[j]) <= LMB_NLERP_DOT;
+    }
+    if (far) {
+        /* branch-free, so the loop vectorises: slerp weights without the
+         * common 1 / sin(theta) (normalised below), or lerp weights */
+        for (int j = 0; j < 8; j++) {
+            float x = fabsf(dot[j]), theta = acos01(x);
+            float sa = sin_half_pi((1.0f - alpha) * theta), sb = sin_half_pi(alpha * theta);
+            float f = (float)(x <= LMB_NLERP_DOT);
+            wa[j] = f * sa + (1.0f - f) * (1.0f - alpha);
+            wb[j] = f * sb + (1.0f - f) * alpha;
+        }
+    } else {
+        for (int j = 0; j < 8; j++)
+            wa[j] = 1.0f - alpha, wb[j] = alpha;
+    }
+    for (int j = 0; j < 8; j++) {
+        float w0 = wa[j], w1 = wb[j] * (1.0f - 2.0f * (float)(dot[j] < 0.0f));
+        float v0 = w0 * qa[j] + w1 * qb[j], v1 = w0 * qa[8 + j] + w1 * qb[8 + j];
+        float v2 = w0 * qa[16 + j] + w1 * qb[16 + j], v3 = w0 * qa[24 + j] + w1 * qb[24 + j];
+        float inv = 1.0f / sqrtf(v0 * v0 + v1 * v1 + v2 * v2 + v3 * v3);
+        q[j] = v0 * inv, q[8 + j] = v1 * inv, q[16 + j] = v2 * inv, q[24 + j] = v3 * inv;
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+/* Portable dense sampling of instance i playing clip c at clip time t:
+ * every component of joints < joint_span (finish_instance then writes the
+ * rest pose over the untracked ones). */
+static void sample_dense_instance(lmb_sampler *s, uint32_t i, const lmb_clip *c, float t) {
+    lmb_pose *p = s->pose;
+    const lmb_dense *d = &c->dense;
+    uint32_t fa, fb;
+    float alpha;
+    dense_frames(d, t, &fa, &fb, &alpha);
+    const float *A = d->data + (size_t)fa * d->frame_floats;
+    const float *B = d->data + (size_t)fb * d->frame_floats;
+    float *local = p->local + lmb_pose_local_index(p, i, 0);
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES, span = c->joint_span;
+    float buf[80];
+    for (uint32_t q = 0; q * 8 < span; q++) {
+        const float *src = A + (size_t)q * 80;
+        if (alpha != 0.0f) {
+            dense_chunk(src, B + (size_t)q * 80, alpha, buf);
+            src = buf;
+        }
+        uint32_t jn = span - q * 8 < 8 ? span - q * 8 : 8;
+        for (uint32_t j = 0; j < jn; j++) {
+            float *out = local + (size_t)(q * 8 + j) * jstride;
+            for (int m = 0; m < 10; m++)
+                out[m * LMB_LANES] = src[m * 8 + j];
+        }
+    }
+}
+
+static void sample_instance(lmb_sampler *s, uint32_t i) {
+    lmb_pose *p = s->pose;
+    int32_t k = s->clip[i];
+    if (k < 0) return;
+    const lmb_clip *c = s->clips[k];
+    float t = lmb_clip_time(c, s->time[i], s->loop[i]);
+    if (c->dense.data) {
+        sample_dense_instance(s, i, c, t);
+        finish_instance(s, i, k, c);
+        return;
+    }
+    float *local = p->local + lmb_pose_local_index(p, i, 0);
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
+    lmb_cursor *cur = s->cursors + (size_t)i * s->cursor_stride;
+    const lmb_track *tr = c->tracks;
+    uint32_t count_tracks = c->joint_track_count;
+    for (uint32_t m = 0; m < count_tracks; m++, tr++) {
+        float v[4] = {0, 0, 0, 0};
+        if (m + LMB_PREFETCH < count_tracks) {
+            const lmb_track *pt = tr + LMB_PREFETCH;
+            const float *pr =
+                c->values + pt->values + (size_t)cur[m + LMB_PREFETCH].key * pt->stride;
+            __builtin_prefetch(pr);
+            __builtin_prefetch(pr + 2 * pt->stride - 1);
+        }
+        sample_inline(c, tr, t, cur + m, v);
+        float *d = local + (size_t)tr->target * jstride + path_offset[tr->path];
+        d[0] = v[0];
+        d[LMB_LANES] = v[1];
+        d[2 * LMB_LANES] = v[2];
+        if (tr->width == 4) d[3 * LMB_LANES] = v[3];
+    }
+    finish_instance(s, i, k, c);
+}
+
+/* The dense lanes of block b (lanes < N playing a clip with a dense form). */
+static void dense_plan(const lmb_sampler *s, uint32_t b, lmb_dense_plan *pl) {
+    uint32_t N = s->pose->instance_count, base = b * LMB_LANES;
+    pl->lanes = 0, pl->max_chunks = 0;
+    for (uint32_t l = 0; l < LMB_LANES; l++) {
+        uint32_t i = base + l;
+        int32_t k = i < N ? s->clip[i] : -1;
+        const lmb_clip *c = k >= 0 ? s->clips[k] : NULL;
+        if (!c || !c->dense.data) {
+            pl->a[l] = pl->b[l] = NULL, pl->alpha[l] = 0.0f, pl->chunks[l] = 0;
+            continue;
+        }
+        const lmb_dense *d = &c->dense;
+        uint32_t fa, fb;
+        dense_frames(d, lmb_clip_time(c, s->time[i], s->loop[i]), &fa, &fb, &pl->alpha[l]);
+        pl->a[l] = d->data + (size_t)fa * d->frame_floats;
+        pl->b[l] = d->data + (size_t)fb * d->frame_floats;
+        pl->chunks[l] = d->chunks;
+        if (d->chunks > pl->max_chunks) pl->max_chunks = d->chunks;
+        pl->lanes |= 1u << l;
+    }
+}
+
+void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
+    uint32_t end = first + count, N = s->pose->instance_count;
+    int simd = lmb_simd_active();
+    uint32_t i = first;
+    lmb_dense_plan plans[2];
+    int cur = 0, planned = 0;
+    while (i < end) {
+        uint32_t b = i / LMB_LANES, base = b * LMB_LANES;
+        if (!simd || i != base || base + LMB_LANES > end) {
+            sample_instance(s, i++);
+            continue;
+        }
+        /* dense lanes: the next full block's frames are prefetched meanwhile */
+        if (!planned) dense_plan(s, b, plans + cur);
+        const lmb_dense_plan *pl = plans + cur, *next = NULL;
+        planned = 0;
+        if (base + 2 * LMB_LANES <= end) {
+            dense_plan(s, b + 1, plans + (cur ^ 1));
+            next = plans + (cur ^ 1);
+            planned = 1;
+        }
+        unsigned done = pl->lanes;
+        if (done) {
+            lmb_sample_dense_avx2(s->pose, b, pl, next);
+            for (int l = 0; l < LMB_LANES; l++)
+                if (done >> l & 1u)
+                    finish_instance(s, base + l, s->clip[base + l], s->clips[s->clip[base + l]]);
+        }
+        cur ^= 1;
+        /* the other lanes: lanes sharing the first active lane's clip go together */
+        for (int l0 = 0; l0 < LMB_LANES; l0++) {
+            if (done >> l0 & 1u) continue;
+            int32_t k = base + l0 < N ? s->clip[base + l0] : -1;
+            if (k < 0) {
+                done |= 1u << l0;
+                continue;
+            }
+            unsigned lanes = 0;
+            int n = 0;
+            float t[LMB_LANES] = {0, 0, 0, 0, 0, 0, 0, 0};
+            const lmb_clip *c = s->clips[k];
+            for (int l = l0; l < LMB_LANES; l++) {
+                if (base + l < N && s->clip[base + l] == k && !(done >> l & 1u)) {
+                    lanes |= 1u << l;
+                    t[l] = lmb_clip_time(c, s->time[base + l], s->loop[base + l]);
+                    n++;
+                }
+            }
+            done |= lanes;
+            if (n >= 3) {
+                lmb_sample_lanes_avx2(s, b, k, lanes, t);
+                for (int l = 0; l < LMB_LANES; l++)
+                    if (lanes >> l & 1u) finish_instance(s, base + l, k, c);
+            } else {
+                for (int l = 0; l < LMB_LANES; l++)
+                    if (lanes >> l & 1u) sample_instance(s, base + l);
+            }
+        }
+        i = base + LMB_LANES;
+    }
+}

@@ -1,0 +1,261 @@
+/* clip.h: immutable animation clips, keyframe sampling and batched
+ * sampling of pose batches.
+ *
+ * A clip is a set of tracks. Each track animates one property (translation,
+ * rotation or scale) of one target: a skeleton joint (0-based index) or a
+ * node that is not a joint (kept for Lua to sample, e.g. glTF scene nodes).
+ * Each track has its own key times and values and its own interpolation
+ * (glTF 2.0: STEP, LINEAR, CUBICSPLINE). Values are `width` floats per key
+ * (3 for translation/scale, 4 for rotation xyzw); CUBICSPLINE keys hold
+ * in-tangent, value, out-tangent (3 * width floats, glTF order).
+ *
+ * Keys are stored as records of `stride` floats: the key time followed by
+ * the key's values (stride = 1 + width, or 1 + 3 * width for CUBICSPLINE),
+ * so interpolating between keys k and k+1 touches one or two cache lines.
+ * The times are also kept densely in `times` for binary searches.
+ *
+ * Memory: one block of lmb_clip_bytes() bytes owned by the caller (the Lua
+ * userdata). Build: place, fill tracks[] and the key arrays, then
+ * lmb_clip_finish(), which validates every key once (finite, strictly
+ * increasing times, non-zero rotations), normalises rotation keys, sorts
+ * the tracks (joint tracks first, by joint then path; node tracks after, in
+ * input order) and computes the duration. Afterwards the clip is read-only
+ * and sampling cannot fail.
+ *
+ * Key lookup: every sampler keeps a cursor per (instance, track): the key
+ * interval used last time and its two times. A time inside it needs no key
+ * data; forward playback walks a few key records (O(1) amortised); any
+ * other jump (seek, backward play, loop wrap) is a branch-free binary search
+ * over the track's dense key times, shared by tracks with identical times.
+ * No lookup is linear in the key count. Clips whose joint tracks share one
+ * uniform key grid also get a dense frame-major form (lmb_dense, built by
+ * the binding after lmb_clip_finish) that the sampler uses instead: O(1)
+ * per instance, no cursors. */
+#ifndef LIMBER_CLIP_H
+#define LIMBER_CLIP_H
+
+#include "pose.h"
+
+/* LMB_PATH_F: a float track of 1 .. LMB_FLOAT_WIDTH values per key (e.g. morph
+ * weights), only on node (non-joint) targets: kept and sampled for Lua. */
+enum { LMB_PATH_T = 0, LMB_PATH_R = 1, LMB_PATH_S = 2, LMB_PATH_F = 3 };
+#define LMB_FLOAT_WIDTH 16
+enum { LMB_STEP = 0, LMB_LINEAR = 1, LMB_CUBIC = 2 };
+
+/* Quaternion keys whose dot product is above this are interpolated with
+ * lerp + normalise (keys less than about 3.6 degrees apart); otherwise slerp. */
+#define LMB_NLERP_DOT 0.9995f
+
+typedef struct lmb_track {
+    uint32_t target;    /* joint index (0-based) or node id, as given */
+    uint8_t path;       /* LMB_PATH_* */
+    uint8_t interp;     /* LMB_STEP / LMB_LINEAR / LMB_CUBIC */
+    uint8_t width;      /* floats per value: 3 (T, S), 4 (R), 1 .. LMB_FLOAT_WIDTH (F) */
+    uint8_t is_node;    /* 1: not a skeleton joint */
+    uint8_t shared;     /* LMB_SHARE_*: ranges of an earlier track (input order) */
+    uint32_t stride;    /* floats per key record: 1 + width (CUBICSPLINE 1 + 3 width) */
+    uint32_t key_count; /* >= 1 */
+    uint32_t times;     /* index of the first key time in clip->times */
+    uint32_t values;    /* index of the first record float in clip->values */
+    uint32_t input;     /* position of the track in the description (0-based) */
+    float first, last;  /* first and last key time (set by lmb_clip_finish) */
+} lmb_track;
+
+/* lmb_track.shared: LMB_SHARE_TIMES, the key times are exactly those
+ * (offset and count) of an earlier track in input order, validated there;
+ * LMB_SHARE_RECORDS (with LMB_SHARE_TIMES), so are the key records (same
+ * values, interpolation, path and width), filled, validated and normalised
+ * once, with their first track. Tracks that use the very same key arrays
+ * (e.g. glTF channels of one sampler) so store their keys once. */
+enum { LMB_SHARE_TIMES = 1, LMB_SHARE_RECORDS = 2 };
+
+/* Dense form of a clip whose joint tracks all share one uniform key grid
+ * (same key times, every time within a small tolerance of t0 + k dt, all
+ * LINEAR or all STEP; single-key tracks are constant and always fit): frame-major, frame k holds
+ * every joint's values laid out as blocks of 8 joints, component-major inside a block: data[k *
+ * frame_floats + (j / 8) * 80 + c * 8 + j % 8] (c 0..9: t xyz, q xyzw, s xyz; components without a
+ * track hold 0, the identity or 1; the sampler writes the rest pose over them). Sampling an
+ * instance is O(1): key k from (t - t0) / dt, checked against the real key
+ * times (so results equal the cursor path's), then one pass over two
+ * contiguous frames. data NULL: the clip uses the per-track cursor path. */
+typedef struct lmb_dense {
+    float *data;           /* frames * frame_floats, 64-byte aligned */
+    const float *times;    /* the shared key times (frames) */
+    uint32_t frames;       /* keys per track (>= 2) */
+    uint32_t chunks;       /* ceil(joint_span / 8) */
+    uint32_t frame_floats; /* chunks * 80 */
+    uint32_t interp;       /* LMB_STEP or LMB_LINEAR */
+    float t0, inv_dt;      /* first key time, 1 / key interval */
+} lmb_dense;
+
+typedef struct lmb_clip {
+    float duration; /* largest key time (0 for a clip of single keys) */
+    uint32_t track_count;
+    uint32_t joint_track_count; /* tracks[0 .. joint_track_count) target joints */
+    uint32_t joint_span;        /* largest joint target + 1 (0: no joint track) */
+    uint32_t key_total;         /* floats in times (shared keys stored once) */
+    uint32_t value_total;       /* floats in values (key records) */
+    lmb_track *tracks;
+    float *times;
+    float *values;
+    lmb_dense dense; /* dense.data NULL: no dense form */
+} lmb_clip;
+
+/* Bytes for a clip (header included, any alignment; 0 on overflow). */
+size_t lmb_clip_bytes(uint32_t tracks, uint32_t keys, uint32_t values);
+
+/* Lays out an empty clip in `mem`. The caller fills, per track, target,
+ * path, interp, width, is_node, key_count, times, values (record offset,
+ * records of 1 + width floats, 1 + 3 width for CUBICSPLINE) and input, the
+ * dense key times, and the values part (record[1 ..]) of every record;
+ * lmb_clip_finish copies the times into the records and sets `stride`.
+ * `shared` (LMB_SHARE_*) marks tracks that reuse an earlier track's ranges:
+ * their arrays are neither filled nor validated again. Tracks that
+ * introduce ranges should do so in increasing offsets (a shared range must
+ * lie inside the ranges introduced before it, else LMB_CLIP_LAYOUT). */
+lmb_clip *lmb_clip_place(void *mem, uint32_t tracks, uint32_t keys, uint32_t values);
+
+/* What lmb_clip_finish found wrong. */
+typedef enum lmb_clip_error {
+    LMB_CLIP_OK = 0,
+    LMB_CLIP_NAN_TIME,      /* key time `key` is NaN, infinite or negative */
+    LMB_CLIP_ORDER,         /* key time `key` is not greater than key `key - 1` */
+    LMB_CLIP_NAN_VALUE,     /* value float `key` is NaN or infinite */
+    LMB_CLIP_ZERO_ROTATION, /* rotation key `key` is (near) zero */
+    LMB_CLIP_DUPLICATE,     /* the track animates the same joint and path as track `key` */
+    LMB_CLIP_LAYOUT         /* track ranges do not fit the arrays (caller bug) */
+} lmb_clip_error;
+
+/* Validates, normalises and sorts a filled clip (see above). On error
+ * returns the problem and, in *track (input position) and *key (0-based
+ * key or float index, or the other track's input position), where. */
+lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key);
+
+/* Bytes for the dense form of a finished clip (any alignment), or 0 when
+ * the clip does not qualify (see lmb_dense). */
+size_t lmb_clip_dense_bytes(const lmb_clip *c);
+
+/* Builds the dense form in `mem` (lmb_clip_dense_bytes(c) bytes, owned by
+ * the caller and kept alive as long as the clip). */
+void lmb_clip_dense_build(lmb_clip *c, void *mem);
+
+/* A track's lookup state for one instance: the key interval used last and
+ * its times, so the common case (same interval) reads no key data at all.
+ * All zero = nothing known. Reset it when the instance changes clips. */
+typedef struct lmb_cursor {
+    uint32_t key;
+    float lo, hi;
+} lmb_cursor;
+
+/* Samples one track at clip time t (already wrapped or clamped) into out
+ * (width floats), using and updating `cursor` (zeroed: no history). */
+void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_cursor *cursor,
+                      float *out);
+
+/* Wraps (loop) or clamps a time into [0, duration]: loop uses
+ * t - d * floor(t / d) (exact fmod where that rounds outside [0, d)), so
+ * t = d gives 0 and negative times wrap. t must not be NaN; an infinite t
+ * gives 0 (loop) or an end (clamp). */
+float lmb_clip_time(const lmb_clip *c, double t, int loop);
+
+/* ---- batched sampling -------------------------------------------------- */
+
+/* A sampler plays one clip (from a set of clips for one skeleton) per
+ * instance of a pose batch. The binding places it inside a userdata with
+ * every array; nothing is allocated per frame.
+ *
+ * untracked[untracked_first[k] .. untracked_first[k+1]) lists, for clip k,
+ * (joint << 2 | path) for every joint property the clip has no track for:
+ * those are written with the rest pose, so every local the sampler touches
+ * is defined whatever ran before. */
+typedef struct lmb_sampler {
+    lmb_pose *pose; /* borrowed, anchored by the binding */
+    uint32_t clip_count;
+    uint32_t cursor_stride;          /* largest joint_track_count of the set */
+    const lmb_clip **clips;          /* clip_count, borrowed */
+    const uint32_t *untracked_first; /* clip_count + 1 */
+    const uint32_t *untracked;
+    lmb_cursor *cursors; /* instance_count * cursor_stride */
+    int32_t *clip;       /* per instance: clip index, -1 = not sampled */
+    double *time;        /* per instance: clip time (before wrapping) */
+    float *rate;         /* per instance: rate used by lmb_sampler_advance */
+    uint8_t *loop;       /* per instance: 1 loop, 0 clamp */
+    int32_t root_joint;  /* root motion removal: joint, or -1 for none */
+    uint32_t root_flags; /* LMB_ROOT_* */
+} lmb_sampler;
+
+/* Root motion removal after sampling: the root joint's translation x and z
+ * are replaced by the clip's value at time 0 (y kept), and its rotation
+ * loses the yaw (rotation about +Y) it gained since time 0. */
+enum { LMB_ROOT_XZ = 1, LMB_ROOT_YAW = 2 };
+
+/* Yaw angle (about +Y) of a unit quaternion xyzw, in radians. */
+float lmb_quat_yaw(const float q[4]);
+
+/* Every instance: time += rate * dt in double (wrapped into [0, d) when
+ * looping, clamped otherwise), so finite floats always give a finite time. */
+void lmb_sampler_advance(lmb_sampler *s, double dt);
+
+/* Samples instances [first, first + count) into the pose's locals and marks
+ * them changed. Cannot fail (the binding checked targets and sizes). With
+ * lmb_simd_active(), lanes of a block that play the same clip are sampled
+ * together by the AVX2 kernel (same results within float rounding). */
+void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count);
+
+/* ---- internal: shared by clip.c and clip_avx2.c ------------------------ */
+
+/* The key interval k of `times` (n >= 2 keys) with times[k] <= t <
+ * times[k+1], given times[0] <= t < times[n-1]: a few steps forward from
+ * *cursor, else a binary search on the side of the cursor holding t. */
+uint32_t lmb_key_find_slow(const float *times, uint32_t n, float t, uint32_t *cursor);
+
+/* Key interval k of a track with first < t < last (so n >= 2): the
+ * cursor's interval, a few records forward, or a binary search. */
+static inline uint32_t lmb_find_key(const lmb_clip *c, const lmb_track *tr, float t,
+                                    lmb_cursor *cur) {
+    const float *rec = c->values + tr->values;
+    uint32_t n = tr->key_count, st = tr->stride, k = cur->key;
+    if (t >= cur->lo && t < cur->hi) return k;
+    if (t >= cur->hi && k + 1 < n && t - cur->hi < 3.0f * (cur->hi - cur->lo)) {
+        /* a few keys forward: walk the records (the lines needed next anyway) */
+        const float *r = rec + (size_t)(k + 1) * st;
+        for (int step = 0; step < 4 && k + 2 < n; step++, r += st) {
+            k++;
+            if (t < r[st]) {
+                cur->key = k, cur->lo = r[0], cur->hi = r[st];
+                return k;
+            }
+        }
+    }
+    /* seek: binary search on the dense times, which also give the interval
+     * bounds, so the (likely uncached) record is not touched here and the
+     * caller's loads of several lanes' records overlap */
+    const float *times = c->times + tr->times;
+    uint32_t guess = k;
+    k = lmb_key_find_slow(times, n, t, &guess);
+    cur->key = k, cur->lo = times[k], cur->hi = times[k + 1];
+    return k;
+}
+
+/* Dense sampling plan for the lanes of one pose block: each lane's two
+ * frames and interpolation factor. chunks[l] = 0: lane not dense-sampled. */
+typedef struct lmb_dense_plan {
+    const float *a[LMB_LANES], *b[LMB_LANES];
+    float alpha[LMB_LANES];
+    uint32_t chunks[LMB_LANES];
+    uint32_t max_chunks;
+    unsigned lanes; /* bit l: lane l is dense-sampled */
+} lmb_dense_plan;
+
+/* Samples the dense lanes of `plan` into block `block` of the pose (every
+ * component of joints < 8 chunks[l] of lane l); prefetches the frames of
+ * `next` (may be NULL). */
+void lmb_sample_dense_avx2(lmb_pose *p, uint32_t block, const lmb_dense_plan *plan,
+                           const lmb_dense_plan *next);
+
+/* Joint tracks of clip `k` for the lanes of `block` set in `lanes` (bit l =
+ * lane l), all playing that clip; `t` holds their clip times (wrapped). */
+void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, unsigned lanes,
+                           const float t[LMB_LANES]);
+
+#endif

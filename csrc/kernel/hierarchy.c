@@ -1,0 +1,495 @@
+/* hierarchy.c: scene node storage, the derived non-leaf preorder list, the
+ * update scheduling (update set, cached order, preorder runs) and the
+ * batched world-matrix pass. All matrices are affine (bottom row 0 0 0 1):
+ * slot tables are checked when built and pose model matrices are affine by
+ * construction, so products use the 3x4 form. */
+#include "hierarchy.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "skeleton.h"
+
+#define ALIGN 64
+#define DOOM 0x10000u /* temporary: node being destroyed */
+#define KEPT 0x20000u /* temporary: dirty list compaction */
+
+static const float IDENTITY[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+static const float IDENTITY_SRT[LMB_TRS_FLOATS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
+
+enum { S_HEAD, S_NODE, S_LINK, S_SLOT, S_MAT, S_DIRTY, S_IDS, S_COUNT };
+
+static size_t sizes(uint32_t cap, size_t s[S_COUNT]) {
+    size_t n = (size_t)cap + 1;
+    s[S_HEAD] = lmb_align_up(sizeof(lmb_hier), ALIGN);
+    s[S_NODE] = lmb_align_up(n * sizeof(lmb_hnode), ALIGN);
+    s[S_LINK] = lmb_align_up(n * sizeof(lmb_hlink), ALIGN);
+    s[S_SLOT] = lmb_align_up(n * sizeof(const float *), ALIGN);
+    s[S_MAT] = lmb_align_up(n * 32 * sizeof(float), ALIGN); /* world + base */
+    s[S_DIRTY] = lmb_align_up(2 * n * sizeof(uint32_t), ALIGN);
+    s[S_IDS] = lmb_align_up(n * sizeof(uint32_t), ALIGN); /* order, cache, scratch, changed */
+    return s[S_HEAD] + s[S_NODE] + s[S_LINK] + s[S_SLOT] + s[S_MAT] + s[S_DIRTY] + 4 * s[S_IDS] +
+           ALIGN;
+}
+
+size_t lmb_hier_bytes(uint32_t capacity) {
+    size_t s[S_COUNT];
+    if (capacity < 1 || capacity > (1u << 26)) return 0;
+    return sizes(capacity, s);
+}
+
+static void reset_record(lmb_hier *h, uint32_t id) {
+    memset(&h->node[id], 0, sizeof h->node[id]);
+    memset(&h->link[id], 0, sizeof h->link[id]);
+    h->slot[id] = NULL;
+    memcpy(h->node[id].srt, IDENTITY_SRT, sizeof IDENTITY_SRT);
+    memcpy(lmb_hier_world(h, id), IDENTITY, sizeof IDENTITY);
+    memcpy(lmb_hier_base(h, id), IDENTITY, sizeof IDENTITY);
+}
+
+lmb_hier *lmb_hier_place(void *mem, uint32_t capacity, uint32_t stale_bound) {
+    size_t s[S_COUNT];
+    sizes(capacity, s);
+    unsigned char *p = (unsigned char *)lmb_align_ptr(mem, ALIGN);
+    lmb_hier *h = (lmb_hier *)(void *)p;
+    memset(h, 0, sizeof *h);
+    p += s[S_HEAD];
+    h->capacity = capacity;
+    h->stale_bound = stale_bound;
+    h->dirty_cap = 2 * (capacity + 1);
+    h->cache_structure = UINT32_MAX;
+    h->node = (lmb_hnode *)(void *)p, p += s[S_NODE];
+    h->link = (lmb_hlink *)(void *)p, p += s[S_LINK];
+    h->slot = (const float **)(void *)p, p += s[S_SLOT];
+    h->mats = (float *)(void *)p, p += s[S_MAT];
+    h->dirty = (uint32_t *)(void *)p, p += s[S_DIRTY];
+    h->order = (uint32_t *)(void *)p, p += s[S_IDS];
+    h->cache = (uint32_t *)(void *)p, p += s[S_IDS];
+    h->scratch = (uint32_t *)(void *)p, p += s[S_IDS];
+    h->changed = (uint32_t *)(void *)p;
+    for (uint32_t i = 0; i <= capacity; i++)
+        reset_record(h, i);
+    h->link[0].depth = -1; /* the sentinel of the preorder list */
+    return h;
+}
+
+void lmb_hier_copy(lmb_hier *dst, const lmb_hier *src) {
+    size_t n = (size_t)src->capacity + 1;
+    memcpy(dst->node, src->node, n * sizeof *src->node);
+    memcpy(dst->link, src->link, n * sizeof *src->link);
+    memcpy((void *)dst->slot, (const void *)src->slot, n * sizeof *src->slot);
+    memcpy(dst->mats, src->mats, n * 32 * sizeof(float));
+    memcpy(dst->dirty, src->dirty, src->dirty_count * sizeof(uint32_t));
+    memcpy(dst->order, src->order, n * sizeof(uint32_t));
+    memcpy(dst->cache, src->cache, n * sizeof(uint32_t));
+    memcpy(dst->changed, src->changed, n * sizeof(uint32_t));
+    dst->pass = src->pass;
+    dst->structure = src->structure;
+    dst->cache_structure = src->cache_structure;
+    dst->cache_count = src->cache_count;
+    dst->stale_bound = src->stale_bound;
+    dst->dirty_count = src->dirty_count;
+    dst->order_count = src->order_count;
+    dst->changed_count = src->changed_count;
+    dst->last_cached = src->last_cached;
+}
+
+/* ---- pending changes ------------------------------------------------------ */
+
+/* Keeps only live, still-dirty, distinct entries (ids can repeat after a
+ * destroy + create between two updates). At most capacity remain. */
+static void compact_dirty(lmb_hier *h) {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < h->dirty_count; i++) {
+        lmb_hnode *n = &h->node[h->dirty[i]];
+        if ((n->flags & LMB_HIER_DIRTY) && !(n->flags & KEPT)) {
+            n->flags |= KEPT;
+            h->dirty[k++] = h->dirty[i];
+        }
+    }
+    for (uint32_t i = 0; i < k; i++)
+        h->node[h->dirty[i]].flags &= ~KEPT;
+    h->dirty_count = k;
+}
+
+void lmb_hier_touch(lmb_hier *h, uint32_t id) {
+    lmb_hnode *n = &h->node[id];
+    if (n->flags & LMB_HIER_DIRTY) return;
+    n->flags |= LMB_HIER_DIRTY;
+    if (h->dirty_count == h->dirty_cap) compact_dirty(h);
+    h->dirty[h->dirty_count++] = id;
+}
+
+lmb_status lmb_hier_set_srt(lmb_hier *h, uint32_t id, const float *t, const float *r,
+                            const float *s) {
+    float *d = h->node[id].srt;
+    float q[4];
+    if (r) {
+        double r0 = (double)r[0], r1 = (double)r[1], r2 = (double)r[2], r3 = (double)r[3];
+        double len = sqrt(r0 * r0 + r1 * r1 + r2 * r2 + r3 * r3);
+        if (!(len > 1e-12) || !isfinite(len)) return LMB_EINVAL;
+        for (int k = 0; k < 4; k++)
+            q[k] = (float)((double)r[k] / len);
+    }
+    if (t) memcpy(d, t, 3 * sizeof(float));
+    if (r) memcpy(d + 3, q, sizeof q);
+    if (s) memcpy(d + 7, s, 3 * sizeof(float));
+    if (memcmp(d, IDENTITY_SRT, sizeof IDENTITY_SRT) == 0)
+        h->node[id].flags &= ~LMB_HIER_HAS_SRT;
+    else
+        h->node[id].flags |= LMB_HIER_HAS_SRT;
+    lmb_hier_touch(h, id);
+    if (h->node[id].nchild == 0) {
+        /* A changed leaf is recomputed when it is read (often soon, by a
+         * renderer): start loading what that reads now, so the misses of
+         * many leaves overlap instead of stalling one read each. */
+        __builtin_prefetch(&h->node[h->node[id].parent], 0, 1);
+        __builtin_prefetch(lmb_hier_base(h, id), 0, 1);
+        __builtin_prefetch(lmb_hier_world(h, id), 1, 1);
+    }
+    return LMB_OK;
+}
+
+/* ---- matrices ---------------------------------------------------------------- */
+
+/* out = a x b for affine matrices (bottom rows 0 0 0 1). */
+static inline void mul_affine(const float *a, const float *b, float *out) {
+    for (int c = 0; c < 4; c++) {
+        float b0 = b[c * 4], b1 = b[c * 4 + 1], b2 = b[c * 4 + 2];
+        for (int r = 0; r < 3; r++)
+            out[c * 4 + r] = a[r] * b0 + a[4 + r] * b1 + a[8 + r] * b2;
+        out[c * 4 + 3] = 0.0f;
+    }
+    out[12] += a[12];
+    out[13] += a[13];
+    out[14] += a[14];
+    out[15] = 1.0f;
+}
+
+static void normalize3(float *v) {
+    float l = sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    if (l > 1e-20f) {
+        v[0] /= l;
+        v[1] /= l;
+        v[2] /= l;
+    }
+}
+
+void lmb_follow_filter(const float m[16], int mode, float out[16]) {
+    if (mode == LMB_FOLLOW_FULL) {
+        memcpy(out, m, 16 * sizeof(float));
+        return;
+    }
+    memcpy(out, IDENTITY, sizeof IDENTITY);
+    out[12] = m[12];
+    out[13] = m[13];
+    out[14] = m[14];
+    if (mode != LMB_FOLLOW_RIGID) return;
+    float x[3] = {m[0], m[1], m[2]}, y[3] = {m[4], m[5], m[6]};
+    normalize3(x);
+    float d = x[0] * y[0] + x[1] * y[1] + x[2] * y[2];
+    y[0] -= d * x[0];
+    y[1] -= d * x[1];
+    y[2] -= d * x[2];
+    normalize3(y);
+    out[0] = x[0], out[1] = x[1], out[2] = x[2];
+    out[4] = y[0], out[5] = y[1], out[6] = y[2];
+    out[8] = x[1] * y[2] - x[2] * y[1];
+    out[9] = x[2] * y[0] - x[0] * y[2];
+    out[10] = x[0] * y[1] - x[1] * y[0];
+}
+
+/* base = world[parent] x filter(slot); world[0] is the identity. */
+static inline void compute_base(lmb_hier *h, uint32_t id) {
+    float *base = lmb_hier_base(h, id);
+    const float *pw = lmb_hier_world(h, h->node[id].parent);
+    if (!(h->node[id].flags & LMB_HIER_HAS_SLOT)) {
+        memcpy(base, pw, 16 * sizeof(float));
+        return;
+    }
+    const float *slot = h->slot[id];
+    int mode = (int)(h->node[id].flags & LMB_HIER_MODE_MASK);
+    if (mode == LMB_FOLLOW_FULL) {
+        mul_affine(pw, slot, base);
+    } else {
+        float f[16];
+        lmb_follow_filter(slot, mode, f);
+        mul_affine(pw, f, base);
+    }
+}
+
+/* world = base x TRS(srt). */
+static inline void compute_world(lmb_hier *h, uint32_t id) {
+    const float *base = lmb_hier_base(h, id);
+    float *world = lmb_hier_world(h, id);
+    if (!(h->node[id].flags & LMB_HIER_HAS_SRT)) {
+        memcpy(world, base, 16 * sizeof(float));
+        return;
+    }
+    float local[16];
+    lmb_trs_to_mat4(h->node[id].srt, local);
+    mul_affine(base, local, world);
+}
+
+void lmb_hier_pass(lmb_hier *h, const uint32_t *ids, uint32_t count, uint32_t pass) {
+    for (uint32_t k = 0; k < count; k++) {
+        uint32_t id = ids[k];
+        lmb_hnode *n = &h->node[id];
+        if ((n->flags & (LMB_HIER_BASE_DIRTY | LMB_HIER_ANIMATED)) ||
+            h->node[n->parent].stamp == pass) {
+            compute_base(h, id);
+            n->flags &= ~LMB_HIER_BASE_DIRTY;
+        }
+        compute_world(h, id);
+        n->stamp = pass;
+    }
+}
+
+void lmb_hier_compute(lmb_hier *h, uint32_t id, uint32_t pass) {
+    compute_base(h, id);
+    h->node[id].flags &= ~LMB_HIER_BASE_DIRTY;
+    compute_world(h, id);
+    h->node[id].stamp = pass;
+}
+
+void lmb_hier_refresh(lmb_hier *h, uint32_t id) {
+    lmb_hnode *n = &h->node[id];
+    if (n->nchild) return;
+    int parent_moved = h->node[n->parent].stamp > n->stamp;
+    if (!parent_moved && !(n->flags & LMB_HIER_STALE)) return;
+    /* as in the pass: the stored base stays valid unless the parent's world,
+     * the parent or the slot changed (a leaf that only moved itself) */
+    if (parent_moved || (n->flags & (LMB_HIER_BASE_DIRTY | LMB_HIER_ANIMATED))) {
+        compute_base(h, id);
+        n->flags &= ~LMB_HIER_BASE_DIRTY;
+    }
+    compute_world(h, id);
+    n->stamp = h->pass;
+    n->flags &= ~LMB_HIER_STALE;
+}
+
+int lmb_hier_has_changed(const lmb_hier *h, uint32_t id) {
+    const lmb_hnode *n = &h->node[id];
+    if (h->pass == 0) return 0;
+    if (n->changed == h->pass) return 1;
+    return n->nchild == 0 && n->parent != 0 && h->node[n->parent].changed == h->pass;
+}
+
+/* ---- structure ------------------------------------------------------------------ */
+
+/* Last node of the preorder run of non-leaf x (x and its non-leaf descendants). */
+static uint32_t run_last(const lmb_hier *h, uint32_t x) {
+    const lmb_hlink *link = h->link;
+    int32_t d = link[x].depth;
+    uint32_t last = x, cur = link[x].next;
+    while (link[cur].depth > d) {
+        last = cur;
+        cur = link[cur].next;
+    }
+    return last;
+}
+
+/* Leaf q gets its first child: its world must be current before children
+ * read it; it joins the order right after its parent. */
+static void make_nonleaf(lmb_hier *h, uint32_t q) {
+    lmb_hier_refresh(h, q);
+    lmb_hlink *link = h->link;
+    uint32_t p = h->node[q].parent;
+    uint32_t b = link[p].next;
+    link[q].depth = p ? link[p].depth + 1 : 0;
+    link[p].next = q;
+    link[q].prev = p;
+    link[q].next = b;
+    link[b].prev = q;
+    h->structure++;
+}
+
+/* Non-leaf x lost its last child (its run is x alone): it leaves the order.
+ * Its world and stamp stay those of its last computation. */
+static void make_leaf(lmb_hier *h, uint32_t x) {
+    lmb_hlink *l = &h->link[x];
+    h->link[l->prev].next = l->next;
+    h->link[l->next].prev = l->prev;
+    l->next = l->prev = 0;
+    h->structure++;
+}
+
+int lmb_hier_is_below(const lmb_hier *h, uint32_t a, uint32_t b) {
+    while (a != 0) {
+        if (a == b) return 1;
+        a = h->node[a].parent;
+    }
+    return 0;
+}
+
+void lmb_hier_create(lmb_hier *h, uint32_t id) {
+    reset_record(h, id);
+    h->node[id].flags = LMB_HIER_ALIVE | LMB_HIER_BASE_DIRTY;
+    lmb_hier_touch(h, id);
+}
+
+void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t newp, const float *slot, int mode,
+                   int animated) {
+    lmb_hnode *node = h->node;
+    lmb_hlink *link = h->link;
+    uint32_t oldp = node[id].parent;
+    if (newp != oldp) {
+        if (newp) {
+            if (node[newp].nchild == 0) make_nonleaf(h, newp);
+            node[newp].nchild++;
+        }
+        node[id].parent = newp;
+        if (node[id].nchild > 0) {
+            /* cut the run of id out of the order and splice it after newp */
+            uint32_t last = run_last(h, id);
+            uint32_t before = link[id].prev, after = link[last].next;
+            link[before].next = after;
+            link[after].prev = before;
+            int32_t delta = (newp ? link[newp].depth + 1 : 0) - link[id].depth;
+            if (delta != 0) {
+                for (uint32_t cur = id;; cur = link[cur].next) {
+                    link[cur].depth += delta;
+                    if (cur == last) break;
+                }
+            }
+            uint32_t c = link[newp].next;
+            link[newp].next = id;
+            link[id].prev = newp;
+            link[last].next = c;
+            link[c].prev = last;
+            h->structure++;
+        }
+        if (oldp && --node[oldp].nchild == 0) make_leaf(h, oldp);
+    }
+    h->slot[id] = slot;
+    uint32_t f = node[id].flags & ~(LMB_HIER_MODE_MASK | LMB_HIER_ANIMATED | LMB_HIER_HAS_SLOT);
+    f |= ((uint32_t)mode & LMB_HIER_MODE_MASK) | LMB_HIER_BASE_DIRTY;
+    if (slot) f |= LMB_HIER_HAS_SLOT;
+    if (animated) f |= LMB_HIER_ANIMATED;
+    node[id].flags = f;
+    lmb_hier_touch(h, id);
+}
+
+uint32_t lmb_hier_subtree_size(const lmb_hier *h, uint32_t id) {
+    if (h->node[id].nchild == 0) return 1;
+    const lmb_hlink *link = h->link;
+    int32_t d = link[id].depth;
+    uint32_t n = 1, cur = id;
+    do {
+        n += h->node[cur].nchild;
+        cur = link[cur].next;
+    } while (link[cur].depth > d);
+    return n;
+}
+
+uint32_t lmb_hier_destroy(lmb_hier *h, uint32_t id, uint32_t *out) {
+    lmb_hnode *node = h->node;
+    uint32_t n = 0;
+    if (node[id].nchild > 0) {
+        lmb_hlink *link = h->link;
+        uint32_t last = run_last(h, id);
+        for (uint32_t cur = id;; cur = link[cur].next) {
+            out[n++] = cur;
+            node[cur].flags |= DOOM;
+            if (cur == last) break;
+        }
+        uint32_t before = link[id].prev, after = link[last].next;
+        link[before].next = after;
+        link[after].prev = before;
+        /* leaves are in no list: one scan finds those below doomed nodes */
+        for (uint32_t x = 1; x <= h->capacity; x++) {
+            if ((node[x].flags & LMB_HIER_ALIVE) && node[x].nchild == 0 &&
+                (node[node[x].parent].flags & DOOM))
+                out[n++] = x;
+        }
+        h->structure++;
+    } else {
+        out[n++] = id;
+    }
+    uint32_t p = node[id].parent;
+    if (p && --node[p].nchild == 0) make_leaf(h, p);
+    for (uint32_t k = 0; k < n; k++)
+        reset_record(h, out[k]);
+    return n;
+}
+
+/* ---- the per-frame update ------------------------------------------------------- */
+
+/* Replaces the cached order by order[0 .. n). */
+static void set_cache(lmb_hier *h, const uint32_t *order, uint32_t n) {
+    for (uint32_t i = 0; i < h->cache_count; i++)
+        h->node[h->cache[i]].flags &= ~LMB_HIER_CACHED;
+    for (uint32_t i = 0; i < n; i++) {
+        h->cache[i] = order[i];
+        h->node[order[i]].flags |= LMB_HIER_CACHED;
+    }
+    h->cache_count = n;
+}
+
+uint32_t lmb_hier_update(lmb_hier *h) {
+    lmb_hnode *node = h->node;
+    const lmb_hlink *link = h->link;
+    uint32_t pass = ++h->pass;
+    uint32_t nc = 0, nn = 0, n = 0;
+    int miss = h->cache_structure != h->structure;
+    for (uint32_t i = 0; i < h->dirty_count; i++) {
+        uint32_t id = h->dirty[i];
+        lmb_hnode *d = &node[id];
+        if (!(d->flags & LMB_HIER_DIRTY)) continue; /* destroyed, or a repeat */
+        d->flags &= ~LMB_HIER_DIRTY;
+        d->changed = pass;
+        if (d->nchild == 0) {
+            d->flags |= LMB_HIER_STALE;
+            h->changed[nc++] = id;
+        } else {
+            d->flags |= LMB_HIER_MARK;
+            h->scratch[nn++] = id;
+            if (!(d->flags & LMB_HIER_CACHED)) miss = 1;
+        }
+    }
+    h->dirty_count = 0;
+    if (nn > 0) {
+        uint32_t *order = h->order;
+        if (!miss) {
+            /* every changed node is in last order: keep the nodes that changed
+             * or whose parent changed; a subsequence stays topological */
+            for (uint32_t i = 0; i < h->cache_count; i++) {
+                uint32_t x = h->cache[i];
+                if ((node[x].flags & LMB_HIER_MARK) || node[node[x].parent].changed == pass) {
+                    node[x].changed = pass;
+                    order[n++] = x;
+                }
+            }
+            uint32_t stale = h->cache_count - n;
+            if (stale > h->stale_bound && stale > n) set_cache(h, order, n);
+            h->last_cached = 1;
+        } else {
+            /* a changed non-leaf with no changed ancestor heads a preorder
+             * run: exactly its non-leaf descendants, parents first */
+            for (uint32_t i = 0; i < nn; i++) {
+                uint32_t x = h->scratch[i];
+                uint32_t q = node[x].parent;
+                while (q != 0 && !(node[q].flags & LMB_HIER_MARK))
+                    q = node[q].parent;
+                if (q != 0) continue;
+                int32_t d = link[x].depth;
+                uint32_t cur = x;
+                do {
+                    node[cur].changed = pass;
+                    order[n++] = cur;
+                    cur = link[cur].next;
+                } while (link[cur].depth > d);
+            }
+            set_cache(h, order, n);
+            h->cache_structure = h->structure;
+            h->last_cached = 0;
+        }
+        for (uint32_t i = 0; i < nn; i++)
+            node[h->scratch[i]].flags &= ~LMB_HIER_MARK;
+        lmb_hier_pass(h, order, n, pass);
+        memcpy(h->changed + nc, order, n * sizeof(uint32_t));
+    }
+    h->order_count = n;
+    h->changed_count = nc + n;
+    return n;
+}

@@ -1,0 +1,85 @@
+/* limber.h: kernel-wide definitions shared by every csrc/ file.
+ *
+ * The kernel is pure C99 over flat arrays: no Lua headers, no longjmp, no
+ * allocation in per-frame paths. Functions report problems through status
+ * codes (lmb_status); the Lua binding (csrc/l*.c) turns them into errors
+ * with lmb_strerror() so wording is the same everywhere. */
+#ifndef LIMBER_H
+#define LIMBER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LIMBER_VERSION "0.1.0"
+
+/* Joint indices are 16-bit. 0xFFFF marks a root ("no parent"), so a
+ * skeleton has at most 65535 joints (indices 0 .. 65534). */
+#define LMB_NO_PARENT 0xFFFFu
+#define LMB_MAX_JOINTS 65535u
+
+/* Pose batches process instances in blocks of LMB_LANES (the AVX2 width).
+ * Instance counts are padded to a multiple of it internally. */
+#define LMB_LANES 8
+
+/* Floats per local transform in a pose: translation xyz, rotation xyzw
+ * (quaternion), scale xyz. */
+#define LMB_TRS_FLOATS 10
+
+typedef enum lmb_status {
+    LMB_OK = 0,
+    LMB_ENOMEM,    /* allocation failed */
+    LMB_ERANGE,    /* an index or count out of range */
+    LMB_ECYCLE,    /* a joint is its own ancestor */
+    LMB_EDUPNAME,  /* two joints share a name */
+    LMB_ENAN,      /* a value is NaN or infinite */
+    LMB_ESIZE,     /* buffer sizes do not match */
+    LMB_EMISMATCH, /* objects do not belong together (e.g. another skeleton) */
+    LMB_EINVAL     /* any other invalid argument */
+} lmb_status;
+
+const char *lmb_strerror(lmb_status s);
+
+/* Rounds n up to a multiple of a (a power of two). */
+static inline size_t lmb_align_up(size_t n, size_t a) {
+    return (n + a - 1) & ~(a - 1);
+}
+
+/* Aligns a pointer up to a (a power of two). */
+static inline void *lmb_align_ptr(void *p, size_t a) {
+    return (void *)(((uintptr_t)p + a - 1) & ~(uintptr_t)(a - 1));
+}
+
+/* True when the CPU and the build allow the AVX2 + FMA kernels. */
+int lmb_cpu_has_avx2(void);
+
+/* True when the CPU and the OS allow the AVX-512 (F + VL) kernels. */
+int lmb_cpu_has_avx512(void);
+
+/* Kernel levels: portable C, AVX2 + FMA, AVX-512 (where a kernel has one;
+ * others use their AVX2 kernel at that level). */
+enum { LMB_SIMD_PORTABLE = 0, LMB_SIMD_AVX2 = 1, LMB_SIMD_AVX512 = 2 };
+
+/* The kernel level is a cap per thread (default: the best the CPU allows),
+ * never process-wide: the Lua binding keeps one setting per lua_State and
+ * applies it with lmb_simd_use on the thread that runs each call and on
+ * the pool workers of each job. CPU features are detected once per
+ * process, thread-safely.
+ *
+ * Selects the kernels used by the calling thread: 1 = best available
+ * (default), 0 = portable only. Returns the previous. */
+int lmb_set_simd(int enable);
+int lmb_simd_active(void);
+
+/* Caps the kernel level (LMB_SIMD_*; the CPU may allow less); returns the
+ * previous effective level. lmb_simd_level: the effective level now;
+ * lmb_simd_cpu_level: the best the CPU allows. */
+int lmb_set_simd_level(int level);
+int lmb_simd_level(void);
+int lmb_simd_cpu_level(void);
+
+/* Sets the calling thread's cap (LMB_SIMD_*, clamped) without reading the
+ * CPU; lmb_simd_cap returns it. */
+void lmb_simd_use(int level);
+int lmb_simd_cap(void);
+
+#endif

@@ -1,0 +1,303 @@
+/* clip_avx2.c: samples one joint track for up to 8 lanes of a pose block
+ * at once with AVX2 + FMA.
+ *
+ * The key lookup stays scalar per lane (cursor fast path, binary search
+ * fallback), giving each lane the offset of its key record. For LINEAR and
+ * STEP tracks the two records a, b (time + values) of each lane are loaded
+ * with one or two unaligned 8-float loads and transposed, so every register
+ * then holds one component for the 8 lanes, which is exactly the pose's
+ * SoA layout: results are stored with no shuffles. Outside the key range a
+ * lane uses the first or last record with s = 0 (a * (1 - s) + b * s is
+ * then exactly a). Rotation lanes whose keys are more than ~3.6 degrees
+ * apart (slerp) and CUBICSPLINE tracks fall back to the scalar sampler for
+ * those lanes. Key records are followed by 16 floats of padding, so loads
+ * past the last record stay inside the clip. */
+#include "clip.h"
+#include "simd.h"
+
+#if LMB_HAVE_X86
+
+/* Offset of the key record to use and whether s is forced to 0. */
+static inline uint32_t lane_record(const lmb_clip *c, const lmb_track *tr, float t,
+                                   lmb_cursor *cursor, int *zero) {
+    if (t <= tr->first) {
+        *zero = 1;
+        return 0;
+    }
+    if (t >= tr->last) {
+        *zero = 1;
+        return (tr->key_count - 1) * tr->stride;
+    }
+    *zero = tr->interp == LMB_STEP;
+    return lmb_find_key(c, tr, t, cursor) * tr->stride;
+}
+
+/* Record offsets (and s = 0 flags) of track `tr` (number m) for every lane,
+ * prefetching the records. CUBICSPLINE tracks are sampled per lane later. */
+static inline void find_lanes(const lmb_clip *c, const lmb_track *tr, unsigned lanes,
+                              const float *t, lmb_cursor *const *cur, uint32_t m, uint32_t *off,
+                              int32_t *zbits) {
+    if (tr->interp == LMB_CUBIC) return;
+    const float *rec = c->values + tr->values;
+    for (int l = 0; l < LMB_LANES; l++) {
+        int z = 1;
+        off[l] = 0;
+        if (lanes >> l & 1u) {
+            off[l] = lane_record(c, tr, t[l], cur[l] + m, &z);
+            __builtin_prefetch(rec + off[l]);
+        }
+        zbits[l] = z ? -1 : 0;
+    }
+}
+
+/* acos(x) for x in [0, 1]: sqrt(1 - x) times a degree-7 polynomial
+ * (Abramowitz & Stegun 4.4.46, error below 2e-8 before float rounding). */
+LMB_AVX2 static inline __m256 acos_poly(__m256 x) {
+    static const float a[8] = {1.5707963050f, -0.2145988016f, 0.0889789874f, -0.0501743046f,
+                               0.0308918810f, -0.0170881256f, 0.0066700901f, -0.0012624911f};
+    __m256 p = _mm256_set1_ps(a[7]);
+    for (int k = 6; k >= 0; k--)
+        p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(a[k]));
+    __m256 r = _mm256_sub_ps(_mm256_set1_ps(1.0f), x);
+    return _mm256_mul_ps(_mm256_sqrt_ps(_mm256_max_ps(r, _mm256_setzero_ps())), p);
+}
+
+/* sin(y) for y in [0, pi/2]: Taylor series to y^13 (error below 1e-9). */
+LMB_AVX2 static inline __m256 sin_poly(__m256 y) {
+    static const float c[6] = {-1.0f / 6,     1.0f / 120,       -1.0f / 5040,
+                               1.0f / 362880, -1.0f / 39916800, 1.0f / 6227020800.0f};
+    __m256 y2 = _mm256_mul_ps(y, y);
+    __m256 p = _mm256_set1_ps(c[5]);
+    for (int k = 4; k >= 0; k--)
+        p = _mm256_fmadd_ps(p, y2, _mm256_set1_ps(c[k]));
+    return _mm256_fmadd_ps(_mm256_mul_ps(p, y2), y, y);
+}
+
+/* Stores v into the 8 lanes at d, keeping lanes not in `keep` mask. */
+LMB_AVX2 static inline void store_lanes(float *d, __m256 v, __m256 mask, int full) {
+    if (full)
+        _mm256_storeu_ps(d, v);
+    else
+        _mm256_storeu_ps(d, _mm256_blendv_ps(_mm256_loadu_ps(d), v, mask));
+}
+
+LMB_AVX2 void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, unsigned lanes,
+                                    const float t[LMB_LANES]) {
+    lmb_pose *p = s->pose;
+    const lmb_clip *c = s->clips[k];
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
+    float *local = p->local + (size_t)block * p->joint_count * jstride;
+    const int full = lanes == 0xFFu;
+    int32_t bits[LMB_LANES];
+    lmb_cursor *cur[LMB_LANES];
+    for (int l = 0; l < LMB_LANES; l++) {
+        bits[l] = (lanes >> l & 1u) ? -1 : 0;
+        cur[l] = s->cursors + (size_t)(block * LMB_LANES + l) * s->cursor_stride;
+    }
+    const __m256 mask = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(void *)bits));
+    const __m256 tv = _mm256_loadu_ps(t), one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    const __m256 signbit = _mm256_set1_ps(-0.0f), thr = _mm256_set1_ps(LMB_NLERP_DOT);
+    static const uint32_t path_offset[3] = {0, 3 * LMB_LANES, 7 * LMB_LANES};
+
+    /* Software pipeline: the lanes' key records of track m + 1 are found
+     * and prefetched before track m is interpolated, so the (on seeks,
+     * uncached) record loads of two tracks overlap. */
+    const uint32_t count = c->joint_track_count;
+    uint32_t offs[2][LMB_LANES];
+    int32_t zbs[2][LMB_LANES];
+    const lmb_track *tr = c->tracks;
+    if (count > 0) find_lanes(c, tr, lanes, t, cur, 0, offs[0], zbs[0]);
+    for (uint32_t m = 0; m < count; m++, tr++) {
+        if (m + 3 < count) {
+            /* forward playback: where the cursors of track m + 3 will look */
+            const lmb_track *pt = tr + 3;
+            const float *pr = c->values + pt->values;
+            for (int l = 0; l < LMB_LANES; l++) {
+                if (!(lanes >> l & 1u)) continue;
+                const float *r = pr + (size_t)cur[l][m + 3].key * pt->stride;
+                __builtin_prefetch(r);
+                __builtin_prefetch(r + 3 * pt->stride);
+            }
+        }
+        if (m + 1 < count)
+            find_lanes(c, tr + 1, lanes, t, cur, m + 1, offs[(m + 1) & 1], zbs[(m + 1) & 1]);
+        float *d = local + (size_t)tr->target * jstride + path_offset[tr->path];
+        if (tr->interp == LMB_CUBIC) {
+            for (int l = 0; l < LMB_LANES; l++) {
+                if (!(lanes >> l & 1u)) continue;
+                float v[4] = {0, 0, 0, 0};
+                lmb_track_sample(c, tr, t[l], cur[l] + m, v);
+                for (int q = 0; q < tr->width; q++)
+                    d[q * LMB_LANES + l] = v[q];
+            }
+            continue;
+        }
+        const float *rec = c->values + tr->values;
+        const uint32_t *off = offs[m & 1];
+        const int32_t *zbits = zbs[m & 1];
+        __m256 v[8], w[8];
+        for (int l = 0; l < LMB_LANES; l++)
+            v[l] = _mm256_loadu_ps(rec + off[l]);
+        for (int l = 0; l < LMB_LANES; l++)
+            w[l] = tr->width == 4 ? _mm256_loadu_ps(rec + off[l] + 2) : v[l];
+        lmb_transpose8(v);
+        const __m256 zmask =
+            _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(void *)zbits));
+        if (tr->width == 3) {
+            /* v: ta, ax, ay, az, tb, bx, by, bz */
+            __m256 sv = _mm256_div_ps(_mm256_sub_ps(tv, v[0]), _mm256_sub_ps(v[4], v[0]));
+            sv = _mm256_blendv_ps(sv, zero, zmask);
+            __m256 ws = _mm256_sub_ps(one, sv);
+            for (int q = 0; q < 3; q++) {
+                __m256 r = _mm256_fmadd_ps(v[5 + q], sv, _mm256_mul_ps(v[1 + q], ws));
+                store_lanes(d + q * LMB_LANES, r, mask, full);
+            }
+            continue;
+        }
+        /* v: ta, ax, ay, az, aw, tb, bx, by; w (from +2): .., .., .., .., .., .., bz, bw */
+        lmb_transpose8(w);
+        __m256 sv = _mm256_div_ps(_mm256_sub_ps(tv, v[0]), _mm256_sub_ps(v[5], v[0]));
+        sv = _mm256_blendv_ps(sv, zero, zmask);
+        __m256 ax = v[1], ay = v[2], az = v[3], aw = v[4], bx = v[6], by = v[7], bz = w[6],
+               bw = w[7];
+        __m256 dot = _mm256_fmadd_ps(
+            ax, bx, _mm256_fmadd_ps(ay, by, _mm256_fmadd_ps(az, bz, _mm256_mul_ps(aw, bw))));
+        __m256 sgn = _mm256_and_ps(dot, signbit);
+        __m256 wb = sv, wa = _mm256_sub_ps(one, sv);
+        /* lanes that need a true slerp: |dot| <= threshold and s != 0 */
+        __m256 x = _mm256_andnot_ps(signbit, dot);
+        __m256 far = _mm256_cmp_ps(x, thr, _CMP_LE_OQ);
+        far = _mm256_andnot_ps(zmask, _mm256_and_ps(far, mask));
+        if (_mm256_movemask_ps(far)) {
+            __m256 theta = acos_poly(x);
+            __m256 inv = _mm256_div_ps(one, sin_poly(theta));
+            __m256 sa = _mm256_mul_ps(sin_poly(_mm256_mul_ps(wa, theta)), inv);
+            __m256 sb = _mm256_mul_ps(sin_poly(_mm256_mul_ps(wb, theta)), inv);
+            wa = _mm256_blendv_ps(wa, sa, far);
+            wb = _mm256_blendv_ps(wb, sb, far);
+        }
+        wb = _mm256_xor_ps(wb, sgn);
+        __m256 qx = _mm256_fmadd_ps(bx, wb, _mm256_mul_ps(ax, wa));
+        __m256 qy = _mm256_fmadd_ps(by, wb, _mm256_mul_ps(ay, wa));
+        __m256 qz = _mm256_fmadd_ps(bz, wb, _mm256_mul_ps(az, wa));
+        __m256 qw = _mm256_fmadd_ps(bw, wb, _mm256_mul_ps(aw, wa));
+        __m256 len2 = _mm256_fmadd_ps(
+            qx, qx, _mm256_fmadd_ps(qy, qy, _mm256_fmadd_ps(qz, qz, _mm256_mul_ps(qw, qw))));
+        __m256 inv = _mm256_div_ps(one, _mm256_sqrt_ps(len2));
+        __m256 out[4] = {_mm256_mul_ps(qx, inv), _mm256_mul_ps(qy, inv), _mm256_mul_ps(qz, inv),
+                         _mm256_mul_ps(qw, inv)};
+        for (int q = 0; q < 4; q++)
+            store_lanes(d + q * LMB_LANES, out[q], mask, full);
+    }
+}
+
+/* ---- dense clips --------------------------------------------------------
+ * Each lane's two frames hold 8 joints per chunk, component-major, so one
+ * lane is interpolated 8 joints at a time with no shuffles (the quaternion
+ * rule per joint as above). The lanes' results for a chunk go to a small
+ * buffer (component, lane, joint) and are transposed per component into
+ * the pose's (joint, component, lane) layout: 10 transposes per 8 joints
+ * of 8 instances. */
+
+/* Interpolates one lane's chunk: out[c * 8 + j] for components c, joints j. */
+LMB_AVX2 static inline void dense_lane(const float *a, const float *b, float alpha, float *out) {
+    const __m256 one = _mm256_set1_ps(1.0f), signbit = _mm256_set1_ps(-0.0f);
+    const __m256 al = _mm256_set1_ps(alpha);
+    for (int c = 0; c < 3; c++) {
+        __m256 ta = _mm256_load_ps(a + c * 8), tb = _mm256_load_ps(b + c * 8);
+        _mm256_store_ps(out + c * 64, _mm256_fmadd_ps(_mm256_sub_ps(tb, ta), al, ta));
+        __m256 sa = _mm256_load_ps(a + (7 + c) * 8), sb = _mm256_load_ps(b + (7 + c) * 8);
+        _mm256_store_ps(out + (7 + c) * 64, _mm256_fmadd_ps(_mm256_sub_ps(sb, sa), al, sa));
+    }
+    __m256 ax = _mm256_load_ps(a + 24), ay = _mm256_load_ps(a + 32);
+    __m256 az = _mm256_load_ps(a + 40), aw = _mm256_load_ps(a + 48);
+    __m256 bx = _mm256_load_ps(b + 24), by = _mm256_load_ps(b + 32);
+    __m256 bz = _mm256_load_ps(b + 40), bw = _mm256_load_ps(b + 48);
+    __m256 dot = _mm256_fmadd_ps(
+        ax, bx, _mm256_fmadd_ps(ay, by, _mm256_fmadd_ps(az, bz, _mm256_mul_ps(aw, bw))));
+    __m256 sgn = _mm256_and_ps(dot, signbit);
+    __m256 x = _mm256_andnot_ps(signbit, dot);
+    __m256 wa = _mm256_sub_ps(one, al), wb = al;
+    if (alpha != 0.0f) {
+        __m256 far = _mm256_cmp_ps(x, _mm256_set1_ps(LMB_NLERP_DOT), _CMP_LE_OQ);
+        if (_mm256_movemask_ps(far)) {
+            /* slerp weights without the common 1 / sin(theta): the result
+             * is normalised below, which removes any common scale */
+            __m256 theta = acos_poly(x);
+            __m256 sa = sin_poly(_mm256_mul_ps(wa, theta));
+            __m256 sb = sin_poly(_mm256_mul_ps(wb, theta));
+            wa = _mm256_blendv_ps(wa, sa, far);
+            wb = _mm256_blendv_ps(wb, sb, far);
+        }
+    }
+    wb = _mm256_xor_ps(wb, sgn);
+    __m256 qx = _mm256_fmadd_ps(bx, wb, _mm256_mul_ps(ax, wa));
+    __m256 qy = _mm256_fmadd_ps(by, wb, _mm256_mul_ps(ay, wa));
+    __m256 qz = _mm256_fmadd_ps(bz, wb, _mm256_mul_ps(az, wa));
+    __m256 qw = _mm256_fmadd_ps(bw, wb, _mm256_mul_ps(aw, wa));
+    __m256 len2 = _mm256_fmadd_ps(
+        qx, qx, _mm256_fmadd_ps(qy, qy, _mm256_fmadd_ps(qz, qz, _mm256_mul_ps(qw, qw))));
+    /* 1 / sqrt(len2): rsqrt estimate and one Newton step (~2 ulp) */
+    __m256 r = _mm256_rsqrt_ps(len2);
+    __m256 inv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), r),
+                               _mm256_fnmadd_ps(_mm256_mul_ps(len2, r), r, _mm256_set1_ps(3.0f)));
+    _mm256_store_ps(out + 3 * 64, _mm256_mul_ps(qx, inv));
+    _mm256_store_ps(out + 4 * 64, _mm256_mul_ps(qy, inv));
+    _mm256_store_ps(out + 5 * 64, _mm256_mul_ps(qz, inv));
+    _mm256_store_ps(out + 6 * 64, _mm256_mul_ps(qw, inv));
+}
+
+LMB_AVX2 void lmb_sample_dense_avx2(lmb_pose *p, uint32_t block, const lmb_dense_plan *plan,
+                                    const lmb_dense_plan *next) {
+    const uint32_t J = p->joint_count, jstride = LMB_TRS_FLOATS * LMB_LANES;
+    float *local = p->local + (size_t)block * J * jstride;
+    uint32_t jlimit = plan->max_chunks * 8 < J ? plan->max_chunks * 8 : J;
+    float buf[10 * 64] __attribute__((aligned(32)));
+    for (uint32_t q = 0; q * 8 < jlimit; q++) {
+        unsigned lanes = 0;
+        for (int l = 0; l < LMB_LANES; l++) {
+            if (q < plan->chunks[l]) {
+                lanes |= 1u << l;
+                dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, plan->alpha[l], buf + l * 8);
+            }
+            if (next && q < next->chunks[l]) {
+                /* the next block's chunk q: 5 lines per frame */
+                const char *na = (const char *)(next->a[l] + q * 80);
+                const char *nb = (const char *)(next->b[l] + q * 80);
+                for (int m = 0; m < 320; m += 64) {
+                    __builtin_prefetch(na + m);
+                    if (nb != na) __builtin_prefetch(nb + m);
+                }
+            }
+        }
+        int32_t bits[LMB_LANES];
+        for (int l = 0; l < LMB_LANES; l++)
+            bits[l] = (lanes >> l & 1u) ? -1 : 0;
+        const __m256 mask = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(void *)bits));
+        const int full = lanes == 0xFFu;
+        uint32_t jn = jlimit - q * 8 < 8 ? jlimit - q * 8 : 8;
+        float *d = local + (size_t)q * 8 * jstride;
+        for (int c = 0; c < 10; c++) {
+            __m256 v[8];
+            for (int l = 0; l < LMB_LANES; l++)
+                v[l] = _mm256_load_ps(buf + c * 64 + l * 8);
+            lmb_transpose8(v);
+            for (uint32_t j = 0; j < jn; j++)
+                store_lanes(d + (size_t)j * jstride + c * LMB_LANES, v[j], mask, full);
+        }
+    }
+}
+
+#else
+
+void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, unsigned lanes,
+                           const float t[LMB_LANES]) {
+    (void)s, (void)block, (void)k, (void)lanes, (void)t;
+}
+
+void lmb_sample_dense_avx2(lmb_pose *p, uint32_t block, const lmb_dense_plan *plan,
+                           const lmb_dense_plan *next) {
+    (void)p, (void)block, (void)plan, (void)next;
+}
+
+#endif

@@ -1,0 +1,118 @@
+/* lcore.h: private header shared by the binding files (csrc/l*.c). Only
+ * these files include Lua headers. Each lcore_<area>.c exports one
+ * lcore_open_<area>(L) that registers its metatables and adds its
+ * functions to the module table on top of the stack. */
+#ifndef LIMBER_LCORE_H
+#define LIMBER_LCORE_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "limber.h"
+
+#define LIMBER_EXPORT __attribute__((visibility("default")))
+
+#define BUFFER_MT "limber.Buffer"
+#define SKELETON_MT "limber.Skeleton"
+#define POSE_MT "limber.Pose"
+#define SKIN_MT "limber.Skin"
+#define PALETTE_MT "limber.Palette"
+
+/* ---- buffers ---------------------------------------------------------- */
+
+enum { LBUF_F32 = 0, LBUF_U8, LBUF_U16, LBUF_U32 };
+
+/* A fixed-size typed array Lua can hold. Owning buffers keep their data in
+ * the same userdata block (64-byte aligned); views point into another
+ * object, which they anchor in user value 1. */
+typedef struct lbuffer {
+    void *data;
+    size_t count;     /* elements */
+    uint32_t width;   /* scalars per element (1, 3, 4, 12, 16 ...) */
+    uint8_t type;     /* LBUF_* */
+    uint8_t readonly; /* views of derived data (model matrices, palettes) */
+} lbuffer;
+
+size_t lbuf_scalar_size(int type);
+/* Pushes a new zero-filled owning buffer. Raises on size overflow. */
+lbuffer *lbuf_push(lua_State *L, int type, uint32_t width, size_t count);
+/* Pushes a view on data owned by the object at stack index `owner`. */
+lbuffer *lbuf_push_view(lua_State *L, int owner, void *data, int type, uint32_t width, size_t count,
+                        int readonly);
+lbuffer *lbuf_check(lua_State *L, int arg);
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* Raw reads of a caller's table (no metamethods): a table is read once,
+ * raw, then checked and used, so a __len / __index that answers differently
+ * on each call cannot pass a check with one answer and be used with another.
+ * The table must be a table (checked by the caller). */
+static inline int lcore_rawfield(lua_State *L, int t, const char *k) {
+    t = lua_absindex(L, t);
+    lua_pushstring(L, k);
+    return lua_rawget(L, t);
+}
+static inline lua_Integer lcore_rawlen(lua_State *L, int t) {
+    lua_Unsigned n = lua_rawlen(L, t);
+    return n > (lua_Unsigned)LUA_MAXINTEGER ? LUA_MAXINTEGER : (lua_Integer)n;
+}
+
+/* Raises "bad argument #arg (<what> index <i> out of range [1, n])" unless
+ * 1 <= i <= n; returns the 0-based index. */
+uint32_t lcore_check_index(lua_State *L, int arg, uint32_t n, const char *what);
+/* Reads a number that must be finite; `what` names it in the error. */
+float lcore_check_finite(lua_State *L, int arg, const char *what);
+/* Reads `n` finite numbers from the table at `arg` (1-based, starting at
+ * `first`) into out. Raises naming `what` and the position otherwise. */
+void lcore_read_floats(lua_State *L, int arg, const char *what, lua_Integer first, float *out,
+                       size_t n);
+/* Allocates a userdata with `nuv` user values and `bytes` + 64 of payload,
+ * returns the payload aligned to 64. */
+void *lcore_newobject(lua_State *L, size_t bytes, int nuv, const char *mt);
+/* Registers a class: metatable `name` with meta-methods and an __index
+ * table of methods. */
+void lcore_class(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods);
+/* Raises a kernel status as "<prefix>: <message>". */
+int lcore_status_error(lua_State *L, lmb_status st, const char *fmt, ...);
+
+/* The SIMD level cap of this lua_State (LMB_SIMD_*, set by core.simd).
+ * Every module function runs with it applied to its thread (lmb_simd_use);
+ * lcore_simd_enter applies it again (for code reached another way) and
+ * pool jobs pass it to their workers. */
+int lcore_simd_cap(lua_State *L);
+void lcore_simd_enter(lua_State *L);
+
+/* ---- shared object accessors (defined in lcore_pose.c) ----------------- */
+struct lmb_skeleton;
+struct lmb_pose;
+struct lmb_skin;
+
+/* A Palette userdata: user value 1 = pose, 2 = skin. */
+typedef struct lpalette {
+    struct lmb_pose *pose;
+    struct lmb_skin *skin;
+    float *data;
+    uint32_t instances, joints;
+    int layout;
+} lpalette;
+
+lpalette *lcore_check_palette(lua_State *L, int arg);
+struct lmb_skeleton *lcore_check_skeleton(lua_State *L, int arg);
+struct lmb_pose *lcore_check_pose(lua_State *L, int arg);
+struct lmb_skin *lcore_check_skin(lua_State *L, int arg);
+
+/* ---- areas ------------------------------------------------------------ */
+void lcore_open_buffer(lua_State *L);
+void lcore_open_pose(lua_State *L);
+void lcore_open_image(lua_State *L);
+void lcore_open_gltf(lua_State *L);
+void lcore_open_clip(lua_State *L);
+void lcore_open_skinning(lua_State *L);
+
+/* The module's worker pool (threadpool.h), for any batched job; defined in
+ * lcore_skinning.c. Valid while the module's registry entry lives. */
+struct lmb_pool;
+struct lmb_pool *lcore_pool(lua_State *L);
+void lcore_open_scene(lua_State *L);
+
+#endif

@@ -1,0 +1,950 @@
+/* lcore_clip.c: Lua types Clip (immutable keyframe tracks), Sampler (plays
+ * one clip per instance of a pose batch, cursors inside) and Blender
+ * (weighted layers of pose batches). Every check runs before anything is
+ * changed. */
+#include <math.h>
+#include <string.h>
+
+#include "blend.h"
+#include "clip.h"
+#include "lcore.h"
+
+#define CLIP_MT "limber.Clip"
+#define SAMPLER_MT "limber.Sampler"
+#define BLENDER_MT "limber.Blender"
+
+#define PREFIX "limber.anim.clip"
+
+static const char *const path_names[] = {"translation", "rotation", "scale", "float", NULL};
+static const char *const interp_names[] = {"STEP", "LINEAR", "CUBICSPLINE", NULL};
+
+/* ---- Clip ------------------------------------------------------------- */
+
+static lmb_clip *check_clip(lua_State *L, int arg) {
+    return (lmb_clip *)lmb_align_ptr(luaL_checkudata(L, arg, CLIP_MT), 64);
+}
+
+/* core.clip reads the tracks table exactly once, raw (no metamethods), into
+ * C memory, validates that copy and builds from it: a table whose __len or
+ * __index answer differently on a second look cannot get past a check.
+ * Times and values objects are identified by identity (the same table or
+ * Buffer on several tracks is one source, read once), so tracks that share
+ * them share their keys in the clip. */
+
+/* One times or values object of core.clip. */
+typedef struct clip_src {
+    const float *data;     /* Buffer data, or the table's copy in the scratch floats */
+    size_t count;          /* floats */
+    lua_Integer track;     /* first track using it, for errors */
+    uint32_t times_offset; /* in clip->times, UINT32_MAX until used as times */
+    uint8_t is_table;
+    uint8_t as_values; /* first used as values (names the field in errors) */
+} clip_src;
+
+/* One track of core.clip, as read. */
+typedef struct clip_desc {
+    uint32_t target, tsrc, vsrc, times, values;
+    uint32_t nt, nv;
+    uint8_t is_node, path, interp, width, shared;
+} clip_desc;
+
+/* Index of a string option (the value on top of the stack), or -1. */
+static int option_index(lua_State *L, const char *const names[]) {
+    if (lua_type(L, -1) != LUA_TSTRING) return -1;
+    const char *str = lua_tostring(L, -1);
+    for (int m = 0; names[m]; m++)
+        if (strcmp(str, names[m]) == 0) return m;
+    return -1;
+}
+
+/* The source index of the times or values object on top of the stack (popped),
+ * registering it in map (object -> index + 1) and objs (index + 1 -> object). */
+static uint32_t clip_source(lua_State *L, lua_Integer k, const char *field, int map, int objs,
+                            clip_src *src, uint32_t *nsrc) {
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, map) == LUA_TNUMBER) {
+        uint32_t i = (uint32_t)lua_tointeger(L, -1) - 1;
+        lua_pop(L, 2);
+        return i;
+    }
+    lua_pop(L, 1);
+    clip_src *c = src + *nsrc;
+    if (lua_type(L, -1) == LUA_TTABLE) {
+        c->is_table = 1;
+        c->data = NULL;
+        c->count = (size_t)lua_rawlen(L, -1);
+    } else {
+        lbuffer *b = (lbuffer *)luaL_testudata(L, -1, BUFFER_MT);
+        if (!b)
+            luaL_error(
+                L, PREFIX ": tracks[%I]: %s must be a table of numbers or an f32 Buffer (got %s)",
+                k, field, luaL_typename(L, -1));
+        if (b->type != LBUF_F32)
+            luaL_error(L, PREFIX ": tracks[%I]: %s Buffer must be f32", k, field);
+        c->is_table = 0;
+        c->data = (const float *)b->data;
+        c->count = b->count * b->width;
+    }
+    c->track = k;
+    c->times_offset = UINT32_MAX;
+    c->as_values = field[0] == 'v';
+    uint32_t i = (*nsrc)++;
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, objs, (lua_Integer)i + 1);
+    lua_pushinteger(L, (lua_Integer)i + 1);
+    lua_rawset(L, map);
+    return i;
+}
+
+/* Reads every track of the table at index 1 once into d[0 .. n); returns the
+ * number of sources. */
+static uint32_t clip_read_tracks(lua_State *L, lua_Integer n, clip_desc *d, clip_src *src, int map,
+                                 int objs, int recs, size_t *keys_out, size_t *values_out) {
+    uint32_t nsrc = 0;
+    size_t keys = 0, values = 0;
+    for (lua_Integer k = 1; k <= n; k++) {
+        clip_desc *tr = d + (k - 1);
+        if (lua_rawgeti(L, 1, k) != LUA_TTABLE)
+            luaL_error(L, PREFIX ": tracks[%I] must be a table", k);
+        int tt = lua_gettop(L);
+        int tj = lcore_rawfield(L, tt, "joint"), tn = lcore_rawfield(L, tt, "node");
+        if ((tj == LUA_TNIL) == (tn == LUA_TNIL))
+            luaL_error(L, PREFIX ": tracks[%I] needs exactly one of joint or node", k);
+        int isint;
+        lua_Integer target = lua_tointegerx(L, tj != LUA_TNIL ? -2 : -1, &isint);
+        lua_pop(L, 2);
+        if (!isint || target < (tj != LUA_TNIL ? 1 : 0) ||
+            target > (tj != LUA_TNIL ? (lua_Integer)LMB_MAX_JOINTS : (lua_Integer)UINT32_MAX))
+            luaL_error(L, PREFIX ": tracks[%I]: %s must be an integer in [%d, %I]", k,
+                       tj != LUA_TNIL ? "joint" : "node", tj != LUA_TNIL ? 1 : 0,
+                       tj != LUA_TNIL ? (lua_Integer)LMB_MAX_JOINTS : (lua_Integer)UINT32_MAX);
+        tr->is_node = tj == LUA_TNIL;
+        tr->target = (uint32_t)(tr->is_node ? target : target - 1);
+        lcore_rawfield(L, tt, "path");
+        int pi = option_index(L, path_names);
+        if (pi < 0)
+            luaL_error(L,
+                       PREFIX ": tracks[%I]: path must be \"translation\", \"rotation\", "
+                              "\"scale\" or \"float\" (got %s)",
+                       k,
+                       lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        lua_pop(L, 1);
+        size_t w = pi == LMB_PATH_R ? 4 : 3;
+        if (pi == LMB_PATH_F) {
+            if (!tr->is_node)
+                luaL_error(L, PREFIX ": tracks[%I]: float tracks need a node target, not a joint",
+                           k);
+            int isw = 1;
+            lua_Integer fw =
+                lcore_rawfield(L, tt, "width") == LUA_TNIL ? 1 : lua_tointegerx(L, -1, &isw);
+            lua_pop(L, 1);
+            if (!isw || fw < 1 || fw > LMB_FLOAT_WIDTH)
+                luaL_error(L,
+                           PREFIX ": tracks[%I]: float track width must be an integer in [1, %d]",
+                           k, LMB_FLOAT_WIDTH);
+            w = (size_t)fw;
+        }
+        int ii = LMB_LINEAR;
+        if (lcore_rawfield(L, tt, "interpolation") != LUA_TNIL) ii = option_index(L, interp_names);
+        if (ii < 0)
+            luaL_error(L,
+                       PREFIX ": tracks[%I]: interpolation must be \"STEP\", \"LINEAR\" or "
+                              "\"CUBICSPLINE\" (got %s)",
+                       k,
+                       lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        lua_pop(L, 1);
+        tr->path = (uint8_t)pi, tr->interp = (uint8_t)ii, tr->width = (uint8_t)w;
+        lcore_rawfield(L, tt, "times");
+        tr->tsrc = clip_source(L, k, "times", map, objs, src, &nsrc);
+        lcore_rawfield(L, tt, "values");
+        tr->vsrc = clip_source(L, k, "values", map, objs, src, &nsrc);
+        size_t nt = src[tr->tsrc].count, nv = src[tr->vsrc].count;
+        size_t per = ii == LMB_CUBIC ? 3 * w : w;
+        if (nt == 0) luaL_error(L, PREFIX ": tracks[%I]: no key times", k);
+        if (nt > 0x7fffffff || nv != nt * per)
+            luaL_error(L, PREFIX ": tracks[%I]: %I values for %I keys, expected %I (%I per key%s)",
+                       k, (lua_Integer)nv, (lua_Integer)nt, (lua_Integer)(nt * per),
+                       (lua_Integer)per, ii == LMB_CUBIC ? ": in-tangent, value, out-tangent" : "");
+        tr->nt = (uint32_t)nt, tr->nv = (uint32_t)nv;
+        tr->shared = 0;
+        clip_src *ts = src + tr->tsrc;
+        if (ts->times_offset == UINT32_MAX) {
+            if (nt > 0x7fffffff - keys) luaL_error(L, PREFIX ": too many keys");
+            ts->times_offset = (uint32_t)keys;
+            keys += nt;
+        } else {
+            tr->shared = LMB_SHARE_TIMES;
+        }
+        tr->times = ts->times_offset;
+        /* records: shared by tracks with the same times, values, interpolation, path, width */
+        lua_Integer rkey =
+            ((((lua_Integer)tr->tsrc << 21 | (lua_Integer)tr->vsrc) << 2 | ii) << 2 | pi) << 5 |
+            (lua_Integer)w;
+        if (lua_rawgeti(L, recs, rkey) == LUA_TNUMBER) {
+            tr->values = (uint32_t)lua_tointeger(L, -1);
+            tr->shared |= LMB_SHARE_RECORDS;
+        } else {
+            if (nv + nt > 0x7fffffff - values) luaL_error(L, PREFIX ": too many keys");
+            tr->values = (uint32_t)values;
+            values += nv + nt;
+            lua_pushinteger(L, (lua_Integer)tr->values);
+            lua_rawseti(L, recs, rkey);
+        }
+        lua_pop(L, 2);
+    }
+    *keys_out = keys, *values_out = values;
+    return nsrc;
+}
+
+/* Copies every table source (objs[i + 1]) once into floats, checking each
+ * number as it is read; sets each source's data. */
+static void clip_read_tables(lua_State *L, clip_src *src, uint32_t nsrc, int objs, float *out) {
+    for (uint32_t i = 0; i < nsrc; i++) {
+        clip_src *c = src + i;
+        if (!c->is_table) continue;
+        const char *field = c->as_values ? "values" : "times";
+        lua_rawgeti(L, objs, (lua_Integer)i + 1);
+        int tab = lua_gettop(L);
+        for (size_t m = 0; m < c->count; m++) {
+            int isnum;
+            lua_rawgeti(L, tab, (lua_Integer)m + 1);
+            lua_Number v = lua_tonumberx(L, -1, &isnum);
+            if (!isnum)
+                luaL_error(L, PREFIX ": tracks[%I]: %s[%I] is not a number (got %s)", c->track,
+                           field, (lua_Integer)m + 1, luaL_typename(L, -1));
+            if (!isfinite(v) || fabs(v) > 3.4e38)
+                luaL_error(L, PREFIX ": tracks[%I]: %s[%I] is not a finite float (%f)", c->track,
+                           field, (lua_Integer)m + 1, v);
+            out[m] = (float)v;
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+        c->data = out;
+        out += c->count;
+    }
+}
+
+static void push_track_label(lua_State *L, const lmb_track *tr) {
+    lua_pushfstring(L, "%s %I %s", tr->is_node ? "node" : "joint",
+                    (lua_Integer)tr->target + (tr->is_node ? 0 : 1), path_names[tr->path]);
+}
+
+/** core.clip(tracks [, name [, dense [, duration]]]): builds an immutable clip. tracks[k] =
+ * { joint = j (1-based) | node = id, path = "translation" | "rotation" |
+ * "scale", interpolation = "STEP" | "LINEAR" | "CUBICSPLINE" (default
+ * LINEAR), times = table | f32 Buffer, values = table | f32 Buffer }.
+ * Every table is read once, raw (metamethods are not used). Tracks given
+ * the very same times (and values) table or Buffer share those keys in
+ * the clip (stored once). dense (default true): build the dense form when
+ * the joint tracks share a uniform key grid (false: always the cursor path).
+ * duration (optional): the clip lasts at least this long (loops wrap there). */
+static int l_clip_new(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    const char *name = luaL_optstring(L, 2, NULL);
+    if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TBOOLEAN);
+    int want_dense = lua_isnoneornil(L, 3) || lua_toboolean(L, 3);
+    double min_duration = 0.0;
+    if (!lua_isnoneornil(L, 4)) {
+        min_duration = luaL_checknumber(L, 4);
+        luaL_argcheck(L, min_duration >= 0.0 && min_duration <= 3.4e38, 4,
+                      "duration must be a finite number >= 0");
+    }
+    lua_settop(L, 2);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+    if (n > 1000000) return luaL_error(L, PREFIX ": %I tracks is too many", n);
+    size_t off_src = lmb_align_up((size_t)n * sizeof(clip_desc), 16);
+    unsigned char *scratch = (unsigned char *)lua_newuserdatauv(
+        L, off_src + 2 * (size_t)n * sizeof(clip_src) + 1, 0); /* 3 */
+    clip_desc *desc = (clip_desc *)(void *)scratch;
+    clip_src *src = (clip_src *)(void *)(scratch + off_src);
+    lua_newtable(L); /* 4: object -> source index + 1 (anchors the objects) */
+    lua_createtable(L, (int)(n < 1024 ? n : 1024), 0); /* 5: source index + 1 -> object */
+    lua_newtable(L);                                   /* 6: record key -> record offset */
+    size_t keys = 0, values = 0;
+    uint32_t nsrc = clip_read_tracks(L, n, desc, src, 4, 5, 6, &keys, &values);
+    size_t table_floats = 0;
+    for (uint32_t i = 0; i < nsrc; i++)
+        if (src[i].is_table) table_floats += src[i].count;
+    float *copy = (float *)lua_newuserdatauv(L, table_floats * sizeof(float) + 1, 0); /* 7 */
+    clip_read_tables(L, src, nsrc, 5, copy);
+    size_t bytes = lmb_clip_bytes((uint32_t)n, (uint32_t)keys, (uint32_t)values);
+    lmb_clip *c = (lmb_clip *)lcore_newobject(L, bytes, 1, CLIP_MT); /* 8 */
+    lmb_clip_place(c, (uint32_t)n, (uint32_t)keys, (uint32_t)values);
+    /* fill from the copy (shapes were checked when read) */
+    for (lua_Integer k = 1; k <= n; k++) {
+        const clip_desc *d = desc + (k - 1);
+        lmb_track *tr = c->tracks + (k - 1);
+        tr->is_node = d->is_node;
+        tr->target = d->target;
+        tr->path = d->path;
+        tr->interp = d->interp;
+        tr->width = d->width;
+        tr->shared = d->shared;
+        tr->key_count = d->nt;
+        tr->times = d->times;
+        tr->values = d->values;
+        tr->input = (uint32_t)(k - 1);
+        if (!(d->shared & LMB_SHARE_TIMES))
+            memcpy(c->times + d->times, src[d->tsrc].data, (size_t)d->nt * sizeof(float));
+        if (!(d->shared & LMB_SHARE_RECORDS)) {
+            size_t per = d->nv / d->nt;
+            const float *v = src[d->vsrc].data;
+            float *rec = c->values + d->values;
+            for (size_t r = 0; r < d->nt; r++)
+                memcpy(rec + r * (per + 1) + 1, v + r * per, per * sizeof(float));
+        }
+    }
+    uint32_t bt = 0, bk = 0;
+    lmb_clip_error e = lmb_clip_finish(c, &bt, &bk);
+    if (e != LMB_CLIP_OK) {
+        const lmb_track *tr = NULL;
+        for (uint32_t m = 0; m < c->track_count; m++)
+            if (c->tracks[m].input == bt) tr = c->tracks + m;
+        push_track_label(L, tr);
+        const char *lbl = lua_tostring(L, -1);
+        const float *tm = c->times + tr->times;
+        lua_Integer t1 = (lua_Integer)bt + 1, k1 = (lua_Integer)bk + 1;
+        switch (e) {
+        case LMB_CLIP_NAN_TIME:
+            return luaL_error(L,
+                              PREFIX ": tracks[%I] (%s): times[%I] (%f) is not a finite time >= 0",
+                              t1, lbl, k1, (lua_Number)tm[bk]);
+        case LMB_CLIP_ORDER:
+            return luaL_error(L,
+                              PREFIX ": tracks[%I] (%s): times[%I] (%f) is not greater than "
+                                     "times[%I] (%f): key times must be strictly increasing",
+                              t1, lbl, k1, (lua_Number)tm[bk], k1 - 1, (lua_Number)tm[bk - 1]);
+        case LMB_CLIP_NAN_VALUE:
+            return luaL_error(L, PREFIX ": tracks[%I] (%s): values[%I] is not finite", t1, lbl, k1);
+        case LMB_CLIP_ZERO_ROTATION:
+            return luaL_error(L, PREFIX ": tracks[%I] (%s): rotation key %I is a zero quaternion",
+                              t1, lbl, k1);
+        case LMB_CLIP_DUPLICATE:
+            return luaL_error(L, PREFIX ": tracks[%I] and tracks[%I] both animate %s", k1, t1, lbl);
+        default:
+            return luaL_error(L, PREFIX ": tracks[%I]: inconsistent layout", t1);
+        }
+    }
+    /* info table: name and node tracks in input order */
+    lua_createtable(L, 0, 2);
+    if (name) {
+        lua_pushstring(L, name);
+        lua_setfield(L, -2, "name");
+    }
+    lua_newtable(L);
+    int nk = 0;
+    for (uint32_t m = c->joint_track_count; m < c->track_count; m++) {
+        lua_pushinteger(L, (lua_Integer)m + 1);
+        lua_rawseti(L, -2, ++nk);
+    }
+    lua_setfield(L, -2, "node_slots");
+    /* a longer duration than the keys' (channels limber does not sample,
+     * such as glTF weights, can run longer): the tracks hold their last key */
+    if ((float)min_duration > c->duration) c->duration = (float)min_duration;
+    size_t dense = want_dense ? lmb_clip_dense_bytes(c) : 0;
+    if (dense > 0) {
+        /* the dense frames live in a plain userdata anchored by the info table */
+        void *mem = lua_newuserdatauv(L, dense, 0);
+        lmb_clip_dense_build(c, mem);
+        lua_setfield(L, -2, "dense_frames");
+    }
+    lua_setiuservalue(L, 8, 1);
+    lua_settop(L, 8);
+    return 1;
+}
+
+/** clip:dense(): true when the clip has the dense form (uniform key grid
+ * shared by every joint track, LINEAR or STEP), sampled in O(1) per instance. */
+static int l_clip_dense(lua_State *L) {
+    lua_pushboolean(L, check_clip(L, 1)->dense.data != NULL);
+    return 1;
+}
+
+static int l_clip_duration(lua_State *L) {
+    lua_pushnumber(L, (lua_Number)check_clip(L, 1)->duration);
+    return 1;
+}
+
+static int l_clip_name(lua_State *L) {
+    check_clip(L, 1);
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "name");
+    return 1;
+}
+
+/** clip:node_tracks(): array of { node =, path =, interpolation =, keys = }. */
+static int l_clip_node_tracks(lua_State *L) {
+    lmb_clip *c = check_clip(L, 1);
+    lua_createtable(L, (int)(c->track_count - c->joint_track_count), 0);
+    for (uint32_t m = c->joint_track_count; m < c->track_count; m++) {
+        const lmb_track *tr = c->tracks + m;
+        lua_createtable(L, 0, 4);
+        lua_pushinteger(L, tr->target);
+        lua_setfield(L, -2, "node");
+        lua_pushstring(L, path_names[tr->path]);
+        lua_setfield(L, -2, "path");
+        lua_pushstring(L, interp_names[tr->interp]);
+        lua_setfield(L, -2, "interpolation");
+        lua_pushinteger(L, tr->key_count);
+        lua_setfield(L, -2, "keys");
+        lua_rawseti(L, -2, (lua_Integer)(m - c->joint_track_count) + 1);
+    }
+    return 1;
+}
+
+/** clip:joint_tracks(): array of { joint =, path =, interpolation =, keys = }
+ * sorted by joint then path. */
+static int l_clip_joint_tracks(lua_State *L) {
+    lmb_clip *c = check_clip(L, 1);
+    lua_createtable(L, (int)c->joint_track_count, 0);
+    for (uint32_t m = 0; m < c->joint_track_count; m++) {
+        const lmb_track *tr = c->tracks + m;
+        lua_createtable(L, 0, 4);
+        lua_pushinteger(L, (lua_Integer)tr->target + 1);
+        lua_setfield(L, -2, "joint");
+        lua_pushstring(L, path_names[tr->path]);
+        lua_setfield(L, -2, "path");
+        lua_pushstring(L, interp_names[tr->interp]);
+        lua_setfield(L, -2, "interpolation");
+        lua_pushinteger(L, tr->key_count);
+        lua_setfield(L, -2, "keys");
+        lua_rawseti(L, -2, (lua_Integer)m + 1);
+    }
+    return 1;
+}
+
+static int push_sample(lua_State *L, const lmb_clip *c, const lmb_track *tr, int targ, int larg) {
+    float t = lcore_check_finite(L, targ, "time");
+    int loop = lua_toboolean(L, larg);
+    lmb_cursor cursor = {0, 0.0f, 0.0f};
+    float v[LMB_FLOAT_WIDTH];
+    lmb_track_sample(c, tr, lmb_clip_time(c, t, loop), &cursor, v);
+    for (int m = 0; m < tr->width; m++)
+        lua_pushnumber(L, (lua_Number)v[m]);
+    return tr->width;
+}
+
+/** clip:sample_node(k, t [, loop]): the value of node track k (1-based, as
+ * in node_tracks()) at time t (clamped, or wrapped when loop): 3 or 4 numbers. */
+static int l_clip_sample_node(lua_State *L) {
+    lmb_clip *c = check_clip(L, 1);
+    uint32_t k = lcore_check_index(L, 2, c->track_count - c->joint_track_count, "node track");
+    return push_sample(L, c, c->tracks + c->joint_track_count + k, 3, 4);
+}
+
+/** clip:sample_joint(j, path, t [, loop]): the value of joint j's track for
+ * `path` at time t: 3 or 4 numbers, or nothing when the clip has no such track. */
+static int l_clip_sample_joint(lua_State *L) {
+    lmb_clip *c = check_clip(L, 1);
+    lua_Integer j = luaL_checkinteger(L, 2);
+    int path = luaL_checkoption(L, 3, NULL, path_names);
+    lcore_check_finite(L, 4, "time");
+    for (uint32_t m = 0; m < c->joint_track_count; m++) {
+        const lmb_track *tr = c->tracks + m;
+        if ((lua_Integer)tr->target + 1 == j && tr->path == path)
+            return push_sample(L, c, tr, 4, 5);
+    }
+    return 0;
+}
+
+/** clip:joint_span(): the largest joint index a track animates (0 if none). */
+static int l_clip_joint_span(lua_State *L) {
+    lua_pushinteger(L, check_clip(L, 1)->joint_span);
+    return 1;
+}
+
+/** clip:key_count(): total number of keys over every track. */
+static int l_clip_key_count(lua_State *L) {
+    const lmb_clip *c = check_clip(L, 1);
+    lua_Integer total = 0; /* shared keys count once per track using them */
+    for (uint32_t m = 0; m < c->track_count; m++)
+        total += c->tracks[m].key_count;
+    lua_pushinteger(L, total);
+    return 1;
+}
+
+static int l_clip_tostring(lua_State *L) {
+    lmb_clip *c = check_clip(L, 1);
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "name");
+    lua_pushfstring(L, "limber.Clip(%s, %f s, %d tracks)",
+                    lua_isstring(L, -1) ? lua_tostring(L, -1) : "unnamed", (lua_Number)c->duration,
+                    (int)c->track_count);
+    return 1;
+}
+
+/* ---- Sampler ---------------------------------------------------------- */
+
+static lmb_sampler *check_sampler(lua_State *L, int arg) {
+    return (lmb_sampler *)lmb_align_ptr(luaL_checkudata(L, arg, SAMPLER_MT), 64);
+}
+
+/** core.sampler(pose, clips): plays one of `clips` (an array of Clips whose
+ * joint tracks fit the pose's skeleton) per instance of `pose`. Every
+ * instance starts with no clip (not sampled). */
+static int l_sampler_new(lua_State *L) {
+    lmb_pose *p = lcore_check_pose(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 2);
+    /* the clips are read once, raw, into a private array (4), checked and
+     * used from there: metamethods of the caller's table are never run */
+    lua_Integer nc = (lua_Integer)lua_rawlen(L, 2);
+    if (nc < 1 || nc > 65535)
+        return luaL_argerror(L, 2, lua_pushfstring(L, "clip count %I out of range [1, 65535]", nc));
+    uint32_t J = p->joint_count, stride = 0;
+    size_t untracked = 0;
+    lua_createtable(L, (int)nc, 0); /* 3: anchors the clips */
+    const lmb_clip **got =
+        (const lmb_clip **)lua_newuserdatauv(L, (size_t)nc * sizeof(void *), 0); /* 4 */
+    for (lua_Integer k = 1; k <= nc; k++) {
+        lua_rawgeti(L, 2, k);
+        lmb_clip *c = (lmb_clip *)luaL_testudata(L, -1, CLIP_MT);
+        if (!c)
+            return luaL_argerror(L, 2,
+                                 lua_pushfstring(L, "clips[%I] is not a limber.Clip (got %s)", k,
+                                                 luaL_typename(L, -1)));
+        c = (lmb_clip *)lmb_align_ptr(c, 64);
+        if (c->joint_span > J)
+            return luaL_argerror(L, 2,
+                                 lua_pushfstring(L,
+                                                 "clips[%I] animates joint %I but the "
+                                                 "skeleton has %I joints",
+                                                 k, (lua_Integer)c->joint_span, (lua_Integer)J));
+        if (c->joint_track_count > stride) stride = c->joint_track_count;
+        untracked += (size_t)J * 3 - c->joint_track_count;
+        got[k - 1] = c;
+        lua_rawseti(L, 3, k);
+    }
+    uint32_t N = p->instance_count;
+    size_t off_clips = lmb_align_up(sizeof(lmb_sampler), 16);
+    size_t off_uf = off_clips + lmb_align_up((size_t)nc * sizeof(void *), 16);
+    size_t off_u = off_uf + lmb_align_up(((size_t)nc + 1) * 4, 16);
+    size_t off_cur = off_u + lmb_align_up(untracked * 4 + 4, 16);
+    size_t off_clip = off_cur + lmb_align_up((size_t)N * stride * sizeof(lmb_cursor) + 4, 64);
+    size_t off_time = off_clip + lmb_align_up((size_t)N * 4, 16);
+    size_t off_rate = off_time + lmb_align_up((size_t)N * 8, 16);
+    size_t off_loop = off_rate + lmb_align_up((size_t)N * 4, 16);
+    size_t bytes = off_loop + N;
+    unsigned char *m = (unsigned char *)lcore_newobject(L, bytes, 2, SAMPLER_MT); /* 5 */
+    lmb_sampler *s = (lmb_sampler *)(void *)m;
+    s->pose = p;
+    s->clip_count = (uint32_t)nc;
+    s->cursor_stride = stride;
+    const lmb_clip **clips = (const lmb_clip **)(void *)(m + off_clips);
+    uint32_t *uf = (uint32_t *)(void *)(m + off_uf), *u = (uint32_t *)(void *)(m + off_u);
+    s->clips = clips;
+    s->untracked_first = uf;
+    s->untracked = u;
+    s->cursors = (lmb_cursor *)(void *)(m + off_cur);
+    s->clip = (int32_t *)(void *)(m + off_clip);
+    s->time = (double *)(void *)(m + off_time);
+    s->rate = (float *)(void *)(m + off_rate);
+    s->loop = m + off_loop;
+    uint32_t pos = 0;
+    for (lua_Integer k = 1; k <= nc; k++) {
+        const lmb_clip *c = got[k - 1];
+        clips[k - 1] = c;
+        uf[k - 1] = pos;
+        uint32_t t = 0;
+        for (uint32_t j = 0; j < J; j++) {
+            for (uint32_t path = 0; path < 3; path++) {
+                if (t < c->joint_track_count && c->tracks[t].target == j &&
+                    c->tracks[t].path == path)
+                    t++;
+                else
+                    u[pos++] = j << 2 | path;
+            }
+        }
+    }
+    uf[nc] = pos;
+    lua_pushvalue(L, 3);
+    lua_setiuservalue(L, 5, 2);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, 5, 1); /* the sampler writes into the pose */
+    s->root_joint = -1;
+    for (uint32_t i = 0; i < N; i++) {
+        s->clip[i] = -1;
+        s->rate[i] = 1.0f;
+        s->loop[i] = 1;
+    }
+    return 1;
+}
+
+/* A clip time: any finite number (kept in double). */
+static double check_time(lua_State *L, int arg) {
+    lua_Number v = luaL_checknumber(L, arg);
+    if (!isfinite(v))
+        luaL_argerror(L, arg, lua_pushfstring(L, "time is not a finite number (%f)", v));
+    return (double)v;
+}
+
+/** sampler:set(i, clip, time [, loop [, rate]]): instance i plays clip
+ * number `clip` (1-based in the sampler's set; 0 or nil: not sampled) at
+ * `time` seconds (wrapped when loop, the default, else clamped). `rate` is
+ * used by sampler:advance (default 1; negative plays backwards). */
+static int l_sampler_set(lua_State *L) {
+    lmb_sampler *s = check_sampler(L, 1);
+    uint32_t i = lcore_check_index(L, 2, s->pose->instance_count, "instance");
+    int32_t k = -1;
+    if (!lua_isnoneornil(L, 3) && !(lua_isinteger(L, 3) && lua_tointeger(L, 3) == 0))
+        k = (int32_t)lcore_check_index(L, 3, s->clip_count, "clip");
+    double t = check_time(L, 4);
+    int loop = lua_isnoneornil(L, 5) ? 1 : lua_toboolean(L, 5);
+    float rate = lua_isnoneornil(L, 6) ? s->rate[i] : lcore_check_finite(L, 6, "rate");
+    if (k != s->clip[i]) /* cursors belong to the clip they were used with */
+        memset(s->cursors + (size_t)i * s->cursor_stride, 0, s->cursor_stride * sizeof(lmb_cursor));
+    s->clip[i] = k;
+    s->time[i] = t;
+    s->loop[i] = (uint8_t)loop;
+    s->rate[i] = rate;
+    return 0;
+}
+
+/** sampler:set_time(i, time): only the time of instance i. */
+static int l_sampler_set_time(lua_State *L) {
+    lmb_sampler *s = check_sampler(L, 1);
+    uint32_t i = lcore_check_index(L, 2, s->pose->instance_count, "instance");
+    s->time[i] = check_time(L, 3);
+    return 0;
+}
+
+/** sampler:get(i): clip number (0 for none), time, loop, rate of instance i. */
+static int l_sampler_get(lua_State *L) {
+    lmb_sampler *s = check_sampler(L, 1);
+    uint32_t i = lcore_check_index(L, 2, s->pose->instance_count, "instance");
+    lua_pushinteger(L, s->clip[i] + 1);
+    lua_pushnumber(L, (lua_Number)s->time[i]);
+    lua_pushboolean(L, s->loop[i]);
+    lua_pushnumber(L, (lua_Number)s->rate[i]);
+    return 4;
+}
+
+/** sampler:advance(dt): time += rate * dt for every instance with a clip
+ * (wrapped into the clip when looping, clamped otherwise), in double:
+ * finite rates and dt (at most 3.4e38 in magnitude) give finite times. */
+static int l_sampler_advance(lua_State *L) {
+    lmb_sampler *s = check_sampler(L, 1);
+    lcore_check_finite(L, 2, "dt"); /* the check (finite, float range) */
+    /* the value in double: 1/60 rounded to float would drift 0.2 ms an hour */
+    lmb_sampler_advance(s, (double)lua_tonumber(L, 2));
+    return 0;
+}
+
+/** sampler:run([first, count]): samples every instance that has a clip
+ * (or instances first .. first+count-1) into the pose's local transforms. */
+static int l_sampler_run(lua_State *L) {
+    lmb_sampler *s = check_sampler(L, 1);
+    uint32_t N = s->pose->instance_count;
+    if (lua_isnoneornil(L, 2)) {
+        lmb_sampler_run(s, 0, N);
+        return 0;
+    }
+    uint32_t first = lcore_check_index(L, 2, N, "instance");
+    lua_Integer count = luaL_optinteger(L, 3, 1);
+    if (count < 0 || count > (lua_Integer)(N - first))
+        return luaL_argerror(
+            L, 3,
+            lua_pushfstring(L, "count %I out of range [0, %I]", count, (lua_Integer)(N - first)));
+    lmb_sampler_run(s, first, (uint32_t)count);
+    return 0;
+}
+
+/** sampler:reset_cursors(): forget every cursor (the next lookups binary-search). */
+static int l_sampler_reset_cursors(lua_State *L) {
+    lmb_sampler *s = check_sampler(L, 1);
+    memset(s->cursors, 0, (size_t)s->pose->instance_count * s->cursor_stride * sizeof(lmb_cursor));
+    return 0;
+}
+
+/** sampler:set_root_motion(joint [, xz [, yaw]]): after sampling, removes
+ * the root motion of `joint` gained since clip time 0: its x and z
+ * translation (xz, default true) and its yaw about +Y (yaw, default false).
+ * nil turns removal off. */
+static int l_sampler_set_root_motion(lua_State *L) {
+    lmb_sampler *s = check_sampler(L, 1);
+    if (lua_isnoneornil(L, 2)) {
+        s->root_joint = -1;
+        return 0;
+    }
+    uint32_t j = lcore_check_index(L, 2, s->pose->joint_count, "joint");
+    uint32_t flags = (lua_isnoneornil(L, 3) || lua_toboolean(L, 3)) ? LMB_ROOT_XZ : 0;
+    if (lua_toboolean(L, 4)) flags |= LMB_ROOT_YAW;
+    s->root_joint = (int32_t)j;
+    s->root_flags = flags;
+    return 0;
+}
+
+static int l_sampler_pose(lua_State *L) {
+    check_sampler(L, 1);
+    lua_getiuservalue(L, 1, 1);
+    return 1;
+}
+
+/** sampler:clips(): the array of clips (a copy). */
+static int l_sampler_clips(lua_State *L) {
+    lmb_sampler *s = check_sampler(L, 1);
+    lua_getiuservalue(L, 1, 2);
+    lua_createtable(L, (int)s->clip_count, 0);
+    for (uint32_t k = 1; k <= s->clip_count; k++) {
+        lua_rawgeti(L, -2, k);
+        lua_rawseti(L, -2, k);
+    }
+    return 1;
+}
+
+/* ---- Blender ---------------------------------------------------------- */
+
+typedef struct lblender {
+    lmb_pose *out;
+    uint32_t layer_count;
+    uint32_t lanes; /* block_count * LMB_LANES */
+    lmb_blend_layer *layers;
+    float *weights; /* layer_count * lanes */
+    float *masks;   /* layer_count * joint_count */
+} lblender;
+
+static lblender *check_blender(lua_State *L, int arg) {
+    return (lblender *)lmb_align_ptr(luaL_checkudata(L, arg, BLENDER_MT), 64);
+}
+
+/* Reads a mask (table or f32 Buffer of J numbers in [0, 1]) at stack index
+ * `idx` into out, raw (each element read once, no metamethods); raises
+ * naming layer k. out may be written before a raise: callers pass scratch
+ * memory or memory no one sees yet. */
+static void read_mask(lua_State *L, int idx, lua_Integer k, uint32_t J, float *out) {
+    idx = lua_absindex(L, idx);
+    lbuffer *b = (lbuffer *)luaL_testudata(L, idx, BUFFER_MT);
+    int tab = !b && lua_type(L, idx) == LUA_TTABLE;
+    size_t n = b ? b->count * b->width : tab ? (size_t)lua_rawlen(L, idx) : 0;
+    if (!b && !tab)
+        luaL_error(L, "limber.blender: layers[%I].mask must be a table or an f32 Buffer", k);
+    if (b && b->type != LBUF_F32)
+        luaL_error(L, "limber.blender: layers[%I].mask Buffer must be f32", k);
+    if (n != J)
+        luaL_error(L, "limber.blender: layers[%I].mask has %I weights, expected %I (one per joint)",
+                   k, (lua_Integer)n, (lua_Integer)J);
+    for (uint32_t j = 0; j < J; j++) {
+        float v;
+        if (b) {
+            v = ((const float *)b->data)[j];
+        } else {
+            lua_rawgeti(L, idx, (lua_Integer)j + 1);
+            int isnum;
+            lua_Number x = lua_tonumberx(L, -1, &isnum);
+            lua_pop(L, 1);
+            v = isnum && x >= 0.0 && x <= 1.0 ? (float)x : -1.0f;
+        }
+        if (!(v >= 0.0f && v <= 1.0f))
+            luaL_error(L, "limber.blender: layers[%I].mask[%I] must be a number in [0, 1]", k,
+                       (lua_Integer)j + 1);
+        out[j] = v;
+    }
+}
+
+/** core.blender(out, layers): blends layer poses into `out` (a Pose of the
+ * same skeleton and instance count). layers[k] = { pose = Pose, mask =
+ * table | Buffer (one weight in [0, 1] per joint) or nil, additive = bool,
+ * reference = Pose (additive only: 1 instance or as many as out) }.
+ * Weights start at 1 for the first layer and 0 for the others. Every table
+ * is read once, raw (metamethods are not used), straight into the new
+ * blender, which is returned only when every layer passed. */
+static int l_blender_new(lua_State *L) {
+    lmb_pose *out = lcore_check_pose(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 2);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
+    if (n < 1 || n > 64)
+        return luaL_argerror(L, 2, lua_pushfstring(L, "layer count %I out of range [1, 64]", n));
+    uint32_t J = out->joint_count, lanes = out->block_count * LMB_LANES;
+    size_t off_layers = lmb_align_up(sizeof(lblender), 16);
+    size_t off_w = off_layers + lmb_align_up((size_t)n * sizeof(lmb_blend_layer), 64);
+    size_t off_m = off_w + lmb_align_up((size_t)n * lanes * 4, 64);
+    size_t bytes = off_m + (size_t)n * J * 4;
+    unsigned char *mem = (unsigned char *)lcore_newobject(L, bytes, 1, BLENDER_MT); /* 3 */
+    lblender *bl = (lblender *)(void *)mem;
+    bl->out = out;
+    bl->layer_count = (uint32_t)n;
+    bl->lanes = lanes;
+    bl->layers = (lmb_blend_layer *)(void *)(mem + off_layers);
+    bl->weights = (float *)(void *)(mem + off_w);
+    bl->masks = (float *)(void *)(mem + off_m);
+    lua_createtable(L, (int)n * 2 + 1, 0); /* 4: anchors: out, layer poses, references */
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, 4, 1);
+    for (lua_Integer k = 1; k <= n; k++) {
+        lmb_blend_layer *ly = bl->layers + (k - 1);
+        memset(ly, 0, sizeof *ly);
+        if (lua_rawgeti(L, 2, k) != LUA_TTABLE)
+            return luaL_error(L, "limber.blender: layers[%I] must be a table", k);
+        int lt = lua_gettop(L);
+        lcore_rawfield(L, lt, "pose");
+        lmb_pose *p = (lmb_pose *)luaL_testudata(L, -1, POSE_MT);
+        if (!p) return luaL_error(L, "limber.blender: layers[%I].pose must be a limber.Pose", k);
+        p = (lmb_pose *)lmb_align_ptr(p, 64);
+        if (p == out) return luaL_error(L, "limber.blender: layers[%I].pose is the output pose", k);
+        if (p->skel != out->skel || p->instance_count != out->instance_count)
+            return luaL_error(L,
+                              "limber.blender: layers[%I].pose must have the output's skeleton "
+                              "and %I instances",
+                              k, (lua_Integer)out->instance_count);
+        ly->pose = p;
+        lua_rawseti(L, 4, 2 * k);
+        lcore_rawfield(L, lt, "additive");
+        ly->additive = (uint32_t)lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        lcore_rawfield(L, lt, "reference");
+        if (ly->additive) {
+            lmb_pose *r = (lmb_pose *)luaL_testudata(L, -1, POSE_MT);
+            if (!r)
+                return luaL_error(L,
+                                  "limber.blender: layers[%I] is additive and needs a reference "
+                                  "Pose",
+                                  k);
+            r = (lmb_pose *)lmb_align_ptr(r, 64);
+            if (r->skel != out->skel ||
+                (r->instance_count != 1 && r->instance_count != out->instance_count))
+                return luaL_error(L,
+                                  "limber.blender: layers[%I].reference must have the output's "
+                                  "skeleton and 1 or %I instances",
+                                  k, (lua_Integer)out->instance_count);
+            ly->reference = r;
+            lua_rawseti(L, 4, 2 * k + 1);
+        } else if (!lua_isnil(L, -1)) {
+            return luaL_error(L, "limber.blender: layers[%I].reference is only for additive layers",
+                              k);
+        } else {
+            lua_pop(L, 1);
+        }
+        ly->weight = bl->weights + (size_t)(k - 1) * lanes;
+        for (uint32_t i = 0; i < lanes; i++)
+            bl->weights[(size_t)(k - 1) * lanes + i] = k == 1;
+        lcore_rawfield(L, lt, "mask");
+        if (!lua_isnil(L, -1)) {
+            float *mask = bl->masks + (size_t)(k - 1) * J;
+            read_mask(L, -1, k, J, mask);
+            ly->mask = mask;
+        }
+        lua_settop(L, 4);
+    }
+    lua_setiuservalue(L, 3, 1);
+    return 1;
+}
+
+/* Largest blend weight: the sum of 64 layers' weights stays far inside
+ * float range (3e38 + 3e38 would overflow to infinity and blend to 0). */
+#define BLEND_MAX_WEIGHT 1e6
+
+static float check_weight(lua_State *L, int arg) {
+    lua_Number w = luaL_checknumber(L, arg);
+    if (!isfinite(w) || fabs(w) > 3.4e38)
+        luaL_argerror(L, arg, lua_pushfstring(L, "weight is not a finite float (%f)", w));
+    if (w < 0.0) luaL_argerror(L, arg, lua_pushfstring(L, "weight %f must be >= 0", w));
+    if (w > BLEND_MAX_WEIGHT)
+        luaL_argerror(L, arg,
+                      lua_pushfstring(L, "weight %f is above the largest blend weight %f", w,
+                                      (lua_Number)BLEND_MAX_WEIGHT));
+    return (float)w;
+}
+
+/** blender:set_weight(i, layer, w): the weight of a layer for instance i, a
+ * number in [0, 1e6] (weights are relative; the bound keeps their sums
+ * finite in float). */
+static int l_blender_set_weight(lua_State *L) {
+    lblender *b = check_blender(L, 1);
+    uint32_t i = lcore_check_index(L, 2, b->out->instance_count, "instance");
+    uint32_t l = lcore_check_index(L, 3, b->layer_count, "layer");
+    b->weights[(size_t)l * b->lanes + i] = check_weight(L, 4);
+    return 0;
+}
+
+/** blender:weight(i, layer): the weight of a layer for instance i. */
+static int l_blender_weight(lua_State *L) {
+    lblender *b = check_blender(L, 1);
+    uint32_t i = lcore_check_index(L, 2, b->out->instance_count, "instance");
+    uint32_t l = lcore_check_index(L, 3, b->layer_count, "layer");
+    lua_pushnumber(L, (lua_Number)b->weights[(size_t)l * b->lanes + i]);
+    return 1;
+}
+
+/** blender:set_layer_weight(layer, w): the weight (in [0, 1e6]) of a layer
+ * for every instance. */
+static int l_blender_set_layer_weight(lua_State *L) {
+    lblender *b = check_blender(L, 1);
+    uint32_t l = lcore_check_index(L, 2, b->layer_count, "layer");
+    float w = check_weight(L, 3);
+    for (uint32_t i = 0; i < b->out->instance_count; i++)
+        b->weights[(size_t)l * b->lanes + i] = w;
+    return 0;
+}
+
+/** blender:set_mask(layer, mask): replaces a layer's joint mask (nil: none). */
+static int l_blender_set_mask(lua_State *L) {
+    lblender *b = check_blender(L, 1);
+    uint32_t l = lcore_check_index(L, 2, b->layer_count, "layer");
+    float *mask = b->masks + (size_t)l * b->out->joint_count;
+    if (lua_isnoneornil(L, 3)) {
+        b->layers[l].mask = NULL;
+        return 0;
+    }
+    uint32_t J = b->out->joint_count;
+    float small[1024];
+    float *tmp = J <= 1024 ? small : (float *)lua_newuserdatauv(L, (size_t)J * sizeof(float), 0);
+    read_mask(L, 3, (lua_Integer)l + 1, J, tmp); /* check everything first, then commit */
+    memcpy(mask, tmp, J * sizeof(float));
+    b->layers[l].mask = mask;
+    return 0;
+}
+
+/** blender:run(): blends every instance into the output pose. */
+static int l_blender_run(lua_State *L) {
+    lblender *b = check_blender(L, 1);
+    lmb_blend_run(b->out, b->layers, b->layer_count, 0, b->out->block_count);
+    return 0;
+}
+
+static int l_blender_out(lua_State *L) {
+    check_blender(L, 1);
+    lua_getiuservalue(L, 1, 1);
+    lua_rawgeti(L, -1, 1);
+    return 1;
+}
+
+void lcore_open_clip(lua_State *L) {
+    static const luaL_Reg clip_meta[] = {{"__tostring", l_clip_tostring}, {NULL, NULL}};
+    static const luaL_Reg clip_methods[] = {{"duration", l_clip_duration},
+                                            {"name", l_clip_name},
+                                            {"node_tracks", l_clip_node_tracks},
+                                            {"joint_tracks", l_clip_joint_tracks},
+                                            {"sample_node", l_clip_sample_node},
+                                            {"sample_joint", l_clip_sample_joint},
+                                            {"joint_span", l_clip_joint_span},
+                                            {"key_count", l_clip_key_count},
+                                            {"dense", l_clip_dense},
+                                            {NULL, NULL}};
+    static const luaL_Reg sampler_methods[] = {{"set", l_sampler_set},
+                                               {"set_time", l_sampler_set_time},
+                                               {"get", l_sampler_get},
+                                               {"advance", l_sampler_advance},
+                                               {"run", l_sampler_run},
+                                               {"reset_cursors", l_sampler_reset_cursors},
+                                               {"set_root_motion", l_sampler_set_root_motion},
+                                               {"pose", l_sampler_pose},
+                                               {"clips", l_sampler_clips},
+                                               {NULL, NULL}};
+    static const luaL_Reg blender_methods[] = {{"set_weight", l_blender_set_weight},
+                                               {"weight", l_blender_weight},
+                                               {"set_layer_weight", l_blender_set_layer_weight},
+                                               {"set_mask", l_blender_set_mask},
+                                               {"run", l_blender_run},
+                                               {"output", l_blender_out},
+                                               {NULL, NULL}};
+    lcore_class(L, CLIP_MT, clip_meta, clip_methods);
+    lcore_class(L, SAMPLER_MT, NULL, sampler_methods);
+    lcore_class(L, BLENDER_MT, NULL, blender_methods);
+    lua_pushcfunction(L, l_clip_new);
+    lua_setfield(L, -2, "clip");
+    lua_pushcfunction(L, l_sampler_new);
+    lua_setfield(L, -2, "sampler");
+    lua_pushcfunction(L, l_blender_new);
+    lua_setfield(L, -2, "blender");
+}

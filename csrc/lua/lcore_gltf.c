@@ -1,0 +1,545 @@
+/* lcore_gltf.c: Lua binding of the glTF byte decoders (gltf.h). The JSON
+ * side lives in lua/limber/gltf.lua, which passes byte strings and plain
+ * accessor descriptions; every failure raises "limber.gltf: <where>: <why>"
+ * before any object is returned. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* O_NOFOLLOW, O_CLOEXEC */
+#endif
+#ifndef _XOPEN_SOURCE
+#define _XOPEN_SOURCE 700 /* realpath */
+#endif
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define LMB_HAVE_POSIX_FILES 1
+#endif
+
+#include "gltf.h"
+#include "lcore.h"
+
+#define ERRLEN 256
+
+/* Raises a content error as is: "limber.gltf: <where>: <why>" with no
+ * source position prefix (the location is the path inside the file). */
+static int gerr(lua_State *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    return lua_error(L);
+}
+
+/** core.gltf_glb(bytes): the JSON chunk and the BIN chunk (or nil) of a
+ * GLB file, as strings. */
+static int l_glb(lua_State *L) {
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    lmb_glb g;
+    char err[ERRLEN];
+    if (lmb_glb_parse((const uint8_t *)s, len, &g, err, sizeof err) != LMB_OK)
+        return gerr(L, "limber.gltf: %s", err);
+    lua_pushlstring(L, (const char *)g.json, g.json_len);
+    if (g.bin)
+        lua_pushlstring(L, (const char *)g.bin, g.bin_len);
+    else
+        lua_pushnil(L);
+    return 2;
+}
+
+/** core.gltf_base64(where, text): the decoded bytes of base64 text. */
+static int l_base64(lua_State *L) {
+    const char *where = luaL_checkstring(L, 1);
+    size_t len;
+    const char *s = luaL_checklstring(L, 2, &len);
+    luaL_Buffer b;
+    uint8_t *out = (uint8_t *)luaL_buffinitsize(L, &b, lmb_base64_max(len));
+    size_t n = 0;
+    char err[ERRLEN];
+    if (lmb_base64_decode(s, len, out, &n, err, sizeof err) != LMB_OK)
+        return gerr(L, "limber.gltf: %s: %s", where, err);
+    luaL_pushresultsize(&b, n);
+    return 1;
+}
+
+/* Reads a non-negative integer field (absent: def). */
+static size_t size_field(lua_State *L, int t, const char *k, lua_Integer def, const char *where) {
+    lcore_rawfield(L, t, k);
+    int ok = 1;
+    lua_Integer v = lua_isnil(L, -1) ? def : lua_tointegerx(L, -1, &ok);
+    lua_pop(L, 1);
+    if (!ok || v < 0 || v > ((lua_Integer)1 << 53))
+        gerr(L, "limber.gltf: %s: %s must be a non-negative integer", where, k);
+    return (size_t)v;
+}
+
+/* Fills an accessor description from the table at t. */
+static void read_desc(lua_State *L, int t, lmb_accessor *a, const char *where) {
+    memset(a, 0, sizeof *a);
+    lcore_rawfield(L, t, "data");
+    if (!lua_isnil(L, -1)) {
+        size_t len;
+        a->data = (const uint8_t *)luaL_checklstring(L, -1, &len);
+        a->data_len = size_field(L, t, "data_len", (lua_Integer)len, where);
+        if (a->data_len > len) a->data_len = len;
+    }
+    lua_pop(L, 1); /* the string stays alive in the table */
+    a->view_offset = size_field(L, t, "view_offset", 0, where);
+    a->view_length = size_field(L, t, "view_length", 0, where);
+    a->view_stride = size_field(L, t, "view_stride", 0, where);
+    a->offset = size_field(L, t, "offset", 0, where);
+    a->component_type = (uint32_t)size_field(L, t, "component_type", 0, where);
+    a->components = (uint32_t)size_field(L, t, "components", 1, where);
+    a->count = size_field(L, t, "count", 0, where);
+    lcore_rawfield(L, t, "is_matrix");
+    a->is_matrix = (uint32_t)lua_toboolean(L, -1);
+    lcore_rawfield(L, t, "normalized");
+    a->normalized = (uint32_t)lua_toboolean(L, -1);
+    lua_pop(L, 2);
+}
+
+static void check_desc(lua_State *L, const lmb_accessor *a, int want_int, const char *where) {
+    char err[ERRLEN];
+    if (lmb_accessor_check(a, want_int, err, sizeof err) != LMB_OK)
+        gerr(L, "limber.gltf: %s: %s", where, err);
+}
+
+/** core.gltf_accessor(where, desc, kind): decodes an accessor into a new
+ * Buffer: kind "f32" (floats, normalized integers mapped to [-1, 1]) or
+ * "u32" (integer components only). desc.sparse, when present, is
+ * { count =, indices = {data, view_offset, view_length, offset,
+ * component_type}, values = {data, view_offset, view_length, offset} }. */
+static int l_accessor(lua_State *L) {
+    static const char *const kinds[] = {"f32", "u32", NULL};
+    const char *where = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int kind = luaL_checkoption(L, 3, NULL, kinds);
+    lua_settop(L, 3);
+    lmb_accessor a;
+    read_desc(L, 2, &a, where);
+    check_desc(L, &a, kind == 1, where);
+
+    /* sparse parts, checked before anything is allocated */
+    lmb_accessor si, sv;
+    size_t sparse_n = 0;
+    int has_sparse = lcore_rawfield(L, 2, "sparse") == LUA_TTABLE; /* 4 */
+    if (has_sparse) {
+        sparse_n = size_field(L, 4, "count", 0, where);
+        if (sparse_n < 1 || sparse_n > a.count)
+            return gerr(L, "limber.gltf: %s: sparse.count %I out of range [1, %I]", where,
+                        (lua_Integer)sparse_n, (lua_Integer)a.count);
+        lua_pushfstring(L, "%s.sparse.indices", where); /* 5 */
+        lcore_rawfield(L, 4, "indices");                /* 6 */
+        luaL_checktype(L, 6, LUA_TTABLE);
+        read_desc(L, 6, &si, lua_tostring(L, 5));
+        si.components = 1;
+        si.count = sparse_n;
+        if (!(si.component_type == LMB_GLTF_U8 || si.component_type == LMB_GLTF_U16 ||
+              si.component_type == LMB_GLTF_U32))
+            return gerr(L, "limber.gltf: %s: componentType %d must be 5121, 5123 or 5125",
+                        lua_tostring(L, 5), (int)si.component_type);
+        if (!si.data) return gerr(L, "limber.gltf: %s: missing bufferView", lua_tostring(L, 5));
+        check_desc(L, &si, 1, lua_tostring(L, 5));
+        lua_pushfstring(L, "%s.sparse.values", where); /* 7 */
+        lcore_rawfield(L, 4, "values");                /* 8 */
+        luaL_checktype(L, 8, LUA_TTABLE);
+        read_desc(L, 8, &sv, lua_tostring(L, 7));
+        sv.component_type = a.component_type;
+        sv.components = a.components;
+        sv.is_matrix = a.is_matrix;
+        sv.normalized = a.normalized;
+        sv.count = sparse_n;
+        if (!sv.data) return gerr(L, "limber.gltf: %s: missing bufferView", lua_tostring(L, 7));
+        check_desc(L, &sv, kind == 1, lua_tostring(L, 7));
+    }
+    lua_settop(L, 8);
+
+    size_t bad = 0;
+    lbuffer *out = lbuf_push(L, kind == 0 ? LBUF_F32 : LBUF_U32, a.components, a.count); /* 9 */
+    if (kind == 0) {
+        if (lmb_accessor_read_f32(&a, (float *)out->data, &bad) != LMB_OK)
+            return gerr(L, "limber.gltf: %s: element %I is NaN or infinite", where,
+                        (lua_Integer)bad);
+    } else {
+        lmb_accessor_read_u32(&a, (uint32_t *)out->data);
+    }
+    if (has_sparse) {
+        uint32_t *idx = (uint32_t *)lua_newuserdatauv(L, sparse_n * sizeof(uint32_t), 0);
+        lmb_accessor_read_u32(&si, idx);
+        lmb_status st;
+        if (kind == 0) {
+            float *vals = (float *)lua_newuserdatauv(L, sparse_n * a.components * sizeof(float), 0);
+            if (lmb_accessor_read_f32(&sv, vals, &bad) != LMB_OK)
+                return gerr(L, "limber.gltf: %s.sparse.values: element %I is NaN or infinite",
+                            where, (lua_Integer)bad);
+            st = lmb_sparse_apply_f32((float *)out->data, a.count, a.components, idx, vals,
+                                      sparse_n, &bad);
+        } else {
+            uint32_t *vals =
+                (uint32_t *)lua_newuserdatauv(L, sparse_n * a.components * sizeof(uint32_t), 0);
+            lmb_accessor_read_u32(&sv, vals);
+            st = lmb_sparse_apply_u32((uint32_t *)out->data, a.count, a.components, idx, vals,
+                                      sparse_n, &bad);
+        }
+        if (st != LMB_OK)
+            return gerr(L,
+                        "limber.gltf: %s.sparse.indices: index %I (%I) is out of range or not "
+                        "increasing (count %I)",
+                        where, (lua_Integer)bad, (lua_Integer)idx[bad], (lua_Integer)a.count);
+        lua_settop(L, 9);
+    }
+    return 1;
+}
+
+static lbuffer *check_typed(lua_State *L, int arg, int type, uint32_t width, const char *what) {
+    lbuffer *b = lbuf_check(L, arg);
+    if (b->type != type || b->width != width)
+        luaL_argerror(L, arg,
+                      lua_pushfstring(L, "%s must be a %s buffer of width %d", what,
+                                      type == LBUF_F32 ? "f32" : "u32", (int)width));
+    return b;
+}
+
+/** core.gltf_influences(where, joints0, weights0 [, joints1, weights1]):
+ * joints u16 x4 and weights f32 x4 Buffers (4 largest, renormalised) and
+ * the largest joint index named (0-based). Inputs: u32 x4 and f32 x4. */
+static int l_influences(lua_State *L) {
+    const char *where = luaL_checkstring(L, 1);
+    lbuffer *j0 = check_typed(L, 2, LBUF_U32, 4, "joints0");
+    lbuffer *w0 = check_typed(L, 3, LBUF_F32, 4, "weights0");
+    lbuffer *j1 = NULL, *w1 = NULL;
+    if (!lua_isnoneornil(L, 4)) {
+        j1 = check_typed(L, 4, LBUF_U32, 4, "joints1");
+        w1 = check_typed(L, 5, LBUF_F32, 4, "weights1");
+    }
+    size_t n = j0->count;
+    if (w0->count != n || (j1 && (j1->count != n || w1->count != n)))
+        return gerr(L, "limber.gltf: %s: JOINTS_n and WEIGHTS_n counts differ", where);
+    lua_settop(L, 5);
+    lbuffer *oj = lbuf_push(L, LBUF_U16, 4, n);
+    lbuffer *ow = lbuf_push(L, LBUF_F32, 4, n);
+    uint32_t maxj = 0;
+    size_t bad = 0;
+    if (lmb_skin_influences(n, (const uint32_t *)j0->data, (const float *)w0->data,
+                            j1 ? (const uint32_t *)j1->data : NULL,
+                            w1 ? (const float *)w1->data : NULL, (uint16_t *)oj->data,
+                            (float *)ow->data, &maxj, &bad) != LMB_OK)
+        return gerr(L,
+                    "limber.gltf: %s: vertex %I has a negative or infinite weight or a joint index "
+                    "above %I",
+                    where, (lua_Integer)bad, (lua_Integer)LMB_MAX_JOINTS - 1);
+    lua_pushinteger(L, maxj);
+    return 3;
+}
+
+/** core.gltf_stats(buf): smallest and largest scalar of a f32 or u32
+ * buffer, and the first element (1-based) whose first scalar is not
+ * strictly greater than the previous one (nil when strictly increasing). */
+static int l_stats(lua_State *L) {
+    lbuffer *b = lbuf_check(L, 1);
+    size_t n = b->count * b->width;
+    if (n == 0) return 0;
+    double lo = 0, hi = 0, prev = 0;
+    size_t first_bad = 0;
+    for (size_t k = 0; k < n; k++) {
+        double v = b->type == LBUF_F32   ? (double)((const float *)b->data)[k]
+                   : b->type == LBUF_U32 ? (double)((const uint32_t *)b->data)[k]
+                   : b->type == LBUF_U16 ? (double)((const uint16_t *)b->data)[k]
+                                         : (double)((const uint8_t *)b->data)[k];
+        if (k == 0 || v < lo) lo = v;
+        if (k == 0 || v > hi) hi = v;
+        if (k % b->width == 0) {
+            if (k > 0 && !first_bad && !(v > prev)) first_bad = k / b->width + 1;
+            prev = v;
+        }
+    }
+    lua_pushnumber(L, lo);
+    lua_pushnumber(L, hi);
+    if (first_bad)
+        lua_pushinteger(L, (lua_Integer)first_bad);
+    else
+        lua_pushnil(L);
+    return 3;
+}
+
+/** core.gltf_mark_empty(text): the JSON text with every empty object `{}`
+ * (outside strings) written as `{"\u0000":null}`, so that after decoding
+ * an empty object is a table with one string key and can be told from an
+ * empty array (lua-cjson decodes both to an empty table). The loader
+ * removes the marker key from every object it reads. Returns the text
+ * itself when it has no empty object. */
+static int l_mark_empty(lua_State *L) {
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    static const char mark[] = "{\"\\u0000\":null}";
+    size_t count = 0;
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '{') {
+            size_t j = i + 1;
+            while (j < len && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r'))
+                j++;
+            if (j < len && s[j] == '}') count++;
+        }
+    }
+    if (count == 0) {
+        lua_settop(L, 1);
+        return 1;
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\' && i + 1 < len) {
+                luaL_addchar(&b, c);
+                c = s[++i];
+            } else if (c == '"') {
+                in_str = 0;
+            }
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '{') {
+            size_t j = i + 1;
+            while (j < len && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r'))
+                j++;
+            if (j < len && s[j] == '}') {
+                luaL_addlstring(&b, mark, sizeof mark - 1);
+                i = j;
+                continue;
+            }
+        }
+        luaL_addchar(&b, c);
+    }
+    luaL_pushresult(&b);
+    return 1;
+}
+
+/** core.gltf_read_file(where, dir, path, n): the first n bytes of the
+ * external buffer file `path` (dir .. uri, already checked by the caller
+ * for schemes, absolute paths and '..' segments). Only a regular file
+ * whose resolved path (every symlink followed, realpath) is inside the
+ * resolved `dir` may be read, and never more than n bytes; a shorter file
+ * is an error. The resolved path is opened with O_NOFOLLOW | O_NONBLOCK
+ * (a FIFO or device swapped in after the check neither hangs the open nor
+ * passes the fstat S_ISREG test that follows). The n-byte buffer is
+ * allocated before the file is opened, so no Lua error can leak the
+ * descriptor; the caller has counted n against max_bytes. */
+static int l_read_file(lua_State *L) {
+    const char *where = luaL_checkstring(L, 1);
+    const char *dir = luaL_checkstring(L, 2);
+    const char *path = luaL_checkstring(L, 3);
+    lua_Integer want = luaL_checkinteger(L, 4);
+    if (want < 0 || (lua_Unsigned)want > (lua_Unsigned)(SIZE_MAX / 2))
+        return luaL_argerror(L, 4, "byte count out of range");
+#ifdef LMB_HAVE_POSIX_FILES
+    char rdir[PATH_MAX], rfile[PATH_MAX];
+    if (!realpath(dir, rdir))
+        return gerr(L, "limber.gltf: %s: cannot resolve the model folder '%s': %s", where, dir,
+                    strerror(errno));
+    if (!realpath(path, rfile))
+        return gerr(L, "limber.gltf: %s: cannot open '%s': %s", where, path, strerror(errno));
+    size_t dl = strlen(rdir);
+    int inside = strncmp(rfile, rdir, dl) == 0 &&
+                 (rfile[dl] == '/' || rfile[dl] == '\0' || (dl > 0 && rdir[dl - 1] == '/'));
+    if (!inside)
+        return gerr(L, "limber.gltf: %s: '%s' resolves to '%s', outside the model's folder '%s'",
+                    where, path, rfile, rdir);
+    size_t n = (size_t)want;
+    luaL_Buffer b;
+    char *out = luaL_buffinitsize(L, &b, n > 0 ? n : 1);
+    int fd = open(rfile, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return gerr(L, "limber.gltf: %s: cannot open '%s': %s", where, path, strerror(errno));
+    struct stat st;
+    const char *why = NULL;
+    int err = 0;
+    size_t got = 0;
+    if (fstat(fd, &st) != 0) {
+        err = errno;
+        why = "cannot stat";
+    } else if (!S_ISREG(st.st_mode)) {
+        why = "is not a regular file";
+    } else {
+        while (got < n) {
+            ssize_t r = read(fd, out + got, n - got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) {
+                err = errno;
+                why = "cannot read";
+                break;
+            }
+            if (r == 0) break;
+            got += (size_t)r;
+        }
+    }
+    close(fd);
+    if (why && err) return gerr(L, "limber.gltf: %s: '%s' %s: %s", where, path, why, strerror(err));
+    if (why) return gerr(L, "limber.gltf: %s: '%s' %s", where, path, why);
+    if (got < n)
+        return gerr(L, "limber.gltf: %s: byteLength is %I but '%s' has only %I bytes", where,
+                    (lua_Integer)n, path, (lua_Integer)got);
+    luaL_pushresultsize(&b, n);
+    return 1;
+#else
+    (void)dir;
+    return gerr(L,
+                "limber.gltf: %s: external buffer '%s': reading files is not supported on this "
+                "platform (use a .glb or data: URIs)",
+                where, path);
+#endif
+}
+
+/* Reads 16 finite numbers of the table at idx (raw access) into m. */
+static int read_mat16(lua_State *L, int idx, double *m) {
+    if (lua_type(L, idx) != LUA_TTABLE) return 0;
+    for (int k = 0; k < 16; k++) {
+        int ok = lua_rawgeti(L, idx, k + 1) == LUA_TNUMBER;
+        m[k] = ok ? (double)lua_tonumber(L, -1) : 0.0;
+        lua_pop(L, 1);
+        if (!ok || !isfinite(m[k])) return 0;
+    }
+    return 1;
+}
+
+/** core.gltf_worlds(name, nodes [, locals]): sets nodes[i].world, for
+ * every node of a loaded asset, to world(parent) x local (column-major
+ * 4x4, double precision), where local is locals[i] when that is given
+ * and node.local_matrix otherwise. One pass, any node order: each node is
+ * reached once, by walking up to the first finished ancestor with an
+ * explicit stack (no recursion, so any depth works). Everything is read
+ * once with raw access into C memory and checked (tables, parents in
+ * range, no cycles, 16 finite numbers) before any node is changed. */
+static int l_worlds(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int has_locals = !lua_isnoneornil(L, 3);
+    if (has_locals) luaL_checktype(L, 3, LUA_TTABLE);
+    lua_settop(L, 3);
+    lua_Unsigned un = lua_rawlen(L, 2);
+    const size_t per = 16 * sizeof(double) + 2 * sizeof(size_t) + 1;
+    if (un > (lua_Unsigned)((SIZE_MAX - 64) / per))
+        return gerr(L, "limber.gltf: %s: too many nodes", name);
+    size_t n = (size_t)un;
+    /* one scratch block: matrices, parents (0 = none, else 1-based), stack, state */
+    double *m = (double *)lua_newuserdatauv(L, n * per + 1, 0); /* 4 */
+    size_t *parent = (size_t *)(m + 16 * n);
+    size_t *stack = parent + n;
+    unsigned char *state = (unsigned char *)(stack + n);
+    for (size_t i = 0; i < n; i++) {
+        if (lua_rawgeti(L, 2, (lua_Integer)i + 1) != LUA_TTABLE)
+            return gerr(L, "limber.gltf: %s: nodes[%I] is not a node table", name,
+                        (lua_Integer)i + 1);
+        lua_pushliteral(L, "parent");
+        int pt = lua_rawget(L, -2);
+        int isnum = 0;
+        lua_Integer p = lua_tointegerx(L, -1, &isnum);
+        lua_pop(L, 1);
+        if (pt == LUA_TNIL) {
+            parent[i] = 0;
+        } else if (pt != LUA_TNUMBER || !isnum || p < 1 || (lua_Unsigned)p > un ||
+                   (size_t)p == i + 1) {
+            return gerr(L, "limber.gltf: %s: nodes[%I].parent is not another node's index", name,
+                        (lua_Integer)i + 1);
+        } else {
+            parent[i] = (size_t)p;
+        }
+        int ok;
+        if (has_locals && lua_rawgeti(L, 3, (lua_Integer)i + 1) != LUA_TNIL) {
+            ok = read_mat16(L, -1, m + 16 * i);
+            lua_pop(L, 1);
+            if (!ok)
+                return gerr(L, "limber.gltf: %s: locals[%I] must be a table of 16 finite numbers",
+                            name, (lua_Integer)i + 1);
+        } else {
+            if (has_locals) lua_pop(L, 1);
+            lua_pushliteral(L, "local_matrix");
+            lua_rawget(L, -2);
+            ok = read_mat16(L, -1, m + 16 * i);
+            lua_pop(L, 1);
+            if (!ok)
+                return gerr(L,
+                            "limber.gltf: %s: nodes[%I].local_matrix must be a table of 16 finite "
+                            "numbers",
+                            name, (lua_Integer)i + 1);
+        }
+        lua_pop(L, 1);
+        state[i] = 0;
+    }
+    /* state 0: local only, 1: on the stack, 2: world done */
+    for (size_t i = 0; i < n; i++) {
+        size_t top = 0, x = i;
+        while (state[x] == 0) {
+            state[x] = 1;
+            stack[top++] = x;
+            if (!parent[x]) break;
+            x = parent[x] - 1;
+        }
+        if (state[x] == 1 && parent[x]) /* back on this walk's own path */
+            return gerr(L, "limber.gltf: %s: nodes[%I] is its own ancestor", name,
+                        (lua_Integer)x + 1);
+        while (top > 0) {
+            size_t j = stack[--top];
+            if (parent[j]) {
+                const double *a = m + 16 * (parent[j] - 1);
+                double *b = m + 16 * j, o[16];
+                for (int c = 0; c < 4; c++)
+                    for (int r = 0; r < 4; r++) {
+                        double s = 0;
+                        for (int k = 0; k < 4; k++)
+                            s = s + a[k * 4 + r] * b[c * 4 + k];
+                        o[c * 4 + r] = s;
+                    }
+                memcpy(b, o, sizeof o);
+            }
+            state[j] = 2;
+        }
+    }
+    /* all checked: build every world table, then store them */
+    lua_createtable(L, (int)(n < INT_MAX ? n : INT_MAX), 0); /* 5 */
+    for (size_t i = 0; i < n; i++) {
+        lua_createtable(L, 16, 0);
+        for (int k = 0; k < 16; k++) {
+            lua_pushnumber(L, (lua_Number)m[16 * i + k]);
+            lua_rawseti(L, -2, k + 1);
+        }
+        lua_rawseti(L, 5, (lua_Integer)i + 1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, 2, (lua_Integer)i + 1);
+        lua_pushliteral(L, "world");
+        lua_rawgeti(L, 5, (lua_Integer)i + 1);
+        lua_rawset(L, -3);
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+void lcore_open_gltf(lua_State *L) {
+    static const luaL_Reg funcs[] = {{"gltf_glb", l_glb},
+                                     {"gltf_base64", l_base64},
+                                     {"gltf_accessor", l_accessor},
+                                     {"gltf_influences", l_influences},
+                                     {"gltf_stats", l_stats},
+                                     {"gltf_read_file", l_read_file},
+                                     {"gltf_worlds", l_worlds},
+                                     {"gltf_mark_empty", l_mark_empty},
+                                     {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
+}
