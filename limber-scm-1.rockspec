@@ -38,6 +38,7 @@ build = {
       ["limber.skinning"] = "lua/limber/skinning.lua",
       ["limber.scene"] = "lua/limber/scene.lua",
       ["limber.check"] = "lua/limber/check.lua",
+      ["limber.math"] = "lua/limber/math.lua",
     },
   },
 }

@@ -20,6 +20,7 @@ if arg and arg[0] and arg[0]:find("gltf_dump%.lua$") then
   require "common"
 end
 local gltf = require "limber.gltf"
+local lmath = require "limber.math"
 
 local D = {}
 
@@ -283,7 +284,7 @@ function D.dump(asset, opts)
         local e = trs[n]
         trs[n] = { translation = v.translation or e.translation, rotation = v.rotation or e.rotation,
                    scale = v.scale or e.scale }
-        locals[n] = gltf.trs_matrix(trs[n].translation, trs[n].rotation, trs[n].scale)
+        locals[n] = lmath.trs_matrix(trs[n].translation, trs[n].rotation, trs[n].scale)
       end
     end
     gltf.update_worlds(asset, locals)

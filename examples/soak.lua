@@ -27,29 +27,14 @@ local DT <const> = 1 / 60
 local RELOAD_EVERY = math.tointeger(opt.reload) or 20000
 local FREE_NODES <const> = 40
 
--- ---- plain matrices (the from-scratch reference) --------------------------
+-- ---- plain matrices in double precision (limber.math), the reference the C
+-- scene is checked against --------------------------------------------------
 
-local function mul(a, b)
-  local o = {}
-  for c = 0, 3 do
-    for r = 0, 3 do
-      o[c * 4 + r + 1] = a[r + 1] * b[c * 4 + 1] + a[r + 5] * b[c * 4 + 2] + a[r + 9] * b[c * 4 + 3] +
-          a[r + 13] * b[c * 4 + 4]
-    end
-  end
-  return o
-end
-
+local lmath = require "limber.math"
+local mul = lmath.mul_raw
 local function trs(t, q, s)
-  local x, y, z, w = q[1], q[2], q[3], q[4]
-  local n = math.sqrt(x * x + y * y + z * z + w * w)
-  x, y, z, w = x / n, y / n, z / n, w / n
-  return {
-    (1 - 2 * (y * y + z * z)) * s[1], 2 * (x * y + w * z) * s[1], 2 * (x * z - w * y) * s[1], 0,
-    2 * (x * y - w * z) * s[2], (1 - 2 * (x * x + z * z)) * s[2], 2 * (y * z + w * x) * s[2], 0,
-    2 * (x * z + w * y) * s[3], 2 * (y * z - w * x) * s[3], (1 - 2 * (x * x + y * y)) * s[3], 0,
-    t[1], t[2], t[3], 1,
-  }
+  local n = math.sqrt(q[1] ^ 2 + q[2] ^ 2 + q[3] ^ 2 + q[4] ^ 2)
+  return lmath.trs_raw(t, { q[1] / n, q[2] / n, q[3] / n, q[4] / n }, s)
 end
 
 local function rand_quat()

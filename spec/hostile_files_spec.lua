@@ -10,6 +10,7 @@
 local H = require "spec.helper"
 local cjson = require "cjson"
 local gltf = require "limber.gltf"
+local lmath = require "limber.math"
 
 local function refused(text, fn)
   local ok, err = pcall(fn)
@@ -218,7 +219,7 @@ describe("hostile files: node world matrices (computed in C, one pass)", functio
     local node = nodes[i]
     local l = locals and locals[i] or node.local_matrix
     if not node.parent then return l end
-    return gltf.mat_mul(plain_world(nodes, node.parent, locals), l)
+    return lmath.mul(plain_world(nodes, node.parent, locals), l)
   end
 
   it("match the plain Lua product on random trees, in any node order (seed printed)", function()
@@ -233,7 +234,7 @@ describe("hostile files: node world matrices (computed in C, one pass)", functio
         doc.nodes[k] = { translation = { math.random() * 4 - 2, math.random() * 4 - 2, math.random() * 4 - 2 },
                          rotation = q, scale = { math.random() + 0.5, math.random() * 2 - 1, math.random() + 0.1 } }
         if math.random() < 0.3 then
-          doc.nodes[k] = { matrix = gltf.trs_matrix({ k, 0, 1 }, { 0, 0, 0, 1 }, { 1, 2, 3 }) }
+          doc.nodes[k] = { matrix = lmath.trs_matrix({ k, 0, 1 }, { 0, 0, 0, 1 }, { 1, 2, 3 }) }
         end
       end
       -- a random forest: about 90% of the nodes get a parent earlier in a
@@ -258,7 +259,7 @@ describe("hostile files: node world matrices (computed in C, one pass)", functio
         assert.are.equal(a.nodes[i].world, a.nodes[i].rest_world)
       end
       local locals = {}
-      for i = 1, n, 2 do locals[i] = gltf.trs_matrix({ i, 1, 2 }, { 0, 0.6, 0, 0.8 }, { 1, 1, 2 }) end
+      for i = 1, n, 2 do locals[i] = lmath.trs_matrix({ i, 1, 2 }, { 0, 0.6, 0, 0.8 }, { 1, 1, 2 }) end
       gltf.update_worlds(a, locals)
       for i = 1, n do assert.near(plain_world(a.nodes, i, locals), a.nodes[i].world, 1e-9) end
     end
@@ -288,7 +289,7 @@ describe("hostile files: node world matrices (computed in C, one pass)", functio
       nodes = { { children = { 1 } }, { translation = { 1, 2, 3 } } } })
     local w1, w2 = a.nodes[1].world, a.nodes[2].world
     refused("locals[2] must be a table of 16 finite numbers", function()
-      gltf.update_worlds(a, { [1] = gltf.trs_matrix({ 5, 5, 5 }, { 0, 0, 0, 1 }, { 1, 1, 1 }), [2] = { 1, 2 } })
+      gltf.update_worlds(a, { [1] = lmath.trs_matrix({ 5, 5, 5 }, { 0, 0, 0, 1 }, { 1, 1, 1 }), [2] = { 1, 2 } })
     end)
     local nan = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0 / 0, 0, 0, 1 }
     refused("locals[2] must be a table of 16 finite numbers", function() gltf.update_worlds(a, { [2] = nan }) end)
@@ -378,14 +379,14 @@ describe("hostile files: arrays, skins and scales", function()
       local s = { math.random() * 3 - 1.5, math.random() * 3 - 1.5, math.random() * 3 - 1.5 }
       for k = 1, 3 do if math.random() < 0.5 then s[k] = 0 end end
       local t = { math.random(), math.random(), math.random() }
-      local m = gltf.trs_matrix(t, q, s)
+      local m = lmath.trs_matrix(t, q, s)
       local a = gltf.load_bytes(text { asset = { version = "2.0" },
         nodes = { { matrix = m }, { translation = t, rotation = q, scale = s } } })
       local mn, tn = a.nodes[1], a.nodes[2]
       assert.near(m, mn.local_matrix, 1e-6)
       assert.near(tn.local_matrix, mn.local_matrix, 1e-6)
       -- the matrix node's decomposition reproduces it
-      assert.near(m, gltf.trs_matrix(mn.translation, mn.rotation, mn.scale), 1e-6)
+      assert.near(m, lmath.trs_matrix(mn.translation, mn.rotation, mn.scale), 1e-6)
     end
   end)
 end)
@@ -415,19 +416,19 @@ describe("hostile files: wrong argument types to limber.gltf", function()
     bad("bad argument #3 to 'pose' (integer expected, got table)", gltf.pose, asset, 1, {})
     bad("bad argument #1 to 'palette' (glTF asset expected, got nil)", gltf.palette)
     bad("bad argument #2 to 'palette' (integer expected, got nil)", gltf.palette, asset)
-    bad("bad argument #1 to 'trs_matrix' (table of 3 finite numbers expected, got nil)", gltf.trs_matrix)
-    bad("bad argument #2 to 'trs_matrix' (table of 4 finite numbers expected, got table)", gltf.trs_matrix,
+    bad("bad argument #1 to 'limber.math.trs_matrix' (table of 3 finite numbers expected, got nil)", lmath.trs_matrix)
+    bad("bad argument #2 to 'limber.math.trs_matrix' (table of 4 finite numbers expected, got table)", lmath.trs_matrix,
       { 0, 0, 0 }, { 0, 0, 0 }, { 1, 1, 1 })
-    bad("bad argument #2 to 'mat_mul' (table of 16 finite numbers expected, got string)", gltf.mat_mul,
+    bad("bad argument #2 to 'limber.math.mul' (table of 16 finite numbers expected, got string)", lmath.mul,
       asset.nodes[1].world, "x")
-    bad("bad argument #1 to 'decompose' (table of 16 finite numbers expected, got nil)", gltf.decompose)
+    bad("bad argument #1 to 'limber.math.decompose' (table of 16 finite numbers expected, got nil)", lmath.decompose)
     bad("bad argument #2 to 'load_bytes' (table expected, got string)", gltf.load_bytes, "{}", "opts")
     bad("bad argument #2 to 'load' (table expected, got number)", gltf.load, "x.gltf", 1)
     bad("limber.gltf: load_bytes: opts.max_bytes must be a non-negative number", gltf.load_bytes, "{}",
       { max_bytes = "big" })
     bad("limber.gltf: load_bytes: opts.base_dir must be a string", gltf.load_bytes, "{}", { base_dir = 1 })
     -- the right types still work
-    assert.are.equal(16, #gltf.mat_mul(asset.nodes[1].world, asset.nodes[1].world))
+    assert.are.equal(16, #lmath.mul(asset.nodes[1].world, asset.nodes[1].world))
     assert.is_string(gltf.describe(asset))
   end)
 end)

@@ -17,6 +17,7 @@
 -- @module limber.gltf
 local core = require "limber.core"
 local check = require "limber.check"
+local lmath = require "limber.math"
 local limber = require "limber"
 local cjson = require "cjson"
 
@@ -64,7 +65,7 @@ end
 
 -- "bad argument #n to 'name' (what expected, got type)", blamed on the caller
 -- level: of the public function's caller, seen from bad_arg (3 when a
--- public function calls bad_arg itself, 4 through check_type / check_numbers)
+-- public function calls bad_arg itself, 4 through check_type)
 local function bad_arg(n, name, what, v, level)
   error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, name, what, check.typename(v)), level or 3)
 end
@@ -72,16 +73,6 @@ end
 local function check_type(n, name, v, want, optional)
   if v == nil and optional then return end
   if type(v) ~= want then bad_arg(n, name, want, v, 4) end
-end
-
--- a table of k finite numbers (raw access)
-local function check_numbers(n, name, v, k)
-  local ok = type(v) == "table"
-  for i = 1, ok and k or 0 do
-    local x = rawget(v, i)
-    if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then ok = false end
-  end
-  if not ok then bad_arg(n, name, ("table of %d finite numbers"):format(k), v, 4) end
 end
 
 -- an asset returned by load / load_bytes
@@ -164,52 +155,8 @@ local function numbers(v, n, where, what)
   return out
 end
 
--- ---- plain matrix helpers (column-major, double precision) --------------
-
-local function mat_mul(a, b)
-  local o = {}
-  for c = 0, 3 do
-    for r = 0, 3 do
-      local s = 0
-      for k = 0, 3 do s = s + a[k * 4 + r + 1] * b[c * 4 + k + 1] end
-      o[c * 4 + r + 1] = s
-    end
-  end
-  return o
-end
-
-local function trs_matrix(t, q, s)
-  local x, y, z, w = q[1], q[2], q[3], q[4]
-  return {
-    (1 - 2 * (y * y + z * z)) * s[1], 2 * (x * y + w * z) * s[1], 2 * (x * z - w * y) * s[1], 0,
-    2 * (x * y - w * z) * s[2], (1 - 2 * (x * x + z * z)) * s[2], 2 * (y * z + w * x) * s[2], 0,
-    2 * (x * z + w * y) * s[3], 2 * (y * z - w * x) * s[3], (1 - 2 * (x * x + y * y)) * s[3], 0,
-    t[1], t[2], t[3], 1,
-  }
-end
---- Matrix of a translation, rotation and scale, T x R x S (16 numbers,
--- column-major, computed in double precision).
--- @function trs_matrix
--- @tparam table t translation {x, y, z}
--- @tparam table q unit rotation quaternion {x, y, z, w}
--- @tparam table s scale {x, y, z}
--- @treturn table 16 numbers
-M.trs_matrix = function(t, q, s)
-  check_numbers(1, "trs_matrix", t, 3)
-  check_numbers(2, "trs_matrix", q, 4)
-  check_numbers(3, "trs_matrix", s, 3)
-  return trs_matrix(t, q, s)
-end
---- Product a x b of two 4x4 column-major matrices (double precision).
--- @function mat_mul
--- @tparam table a 16 numbers
--- @tparam table b 16 numbers
--- @treturn table 16 numbers
-M.mat_mul = function(a, b)
-  check_numbers(1, "mat_mul", a, 16)
-  check_numbers(2, "mat_mul", b, 16)
-  return mat_mul(a, b)
-end
+-- Transform math: limber.math (double precision, column-major).
+local trs_matrix = lmath.trs_raw
 
 local function normalize4(q, where, what)
   local n = math.sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3] + q[4] * q[4])
@@ -217,92 +164,10 @@ local function normalize4(q, where, what)
   return { q[1] / n, q[2] / n, q[3] / n, q[4] / n }
 end
 
-local function cross(a, b)
-  return { a[2] * b[3] - a[3] * b[2], a[3] * b[1] - a[1] * b[3], a[1] * b[2] - a[2] * b[1] }
-end
-
-local function unit(v)
-  local n = math.sqrt(v[1] ^ 2 + v[2] ^ 2 + v[3] ^ 2)
-  return { v[1] / n, v[2] / n, v[3] / n }
-end
-
--- Completes the rotation axes u[1..3] (unit columns, nil where the scale is
--- zero) to a proper orthonormal basis: a zero scale hides its axis, so any
--- axis that keeps the basis right-handed reproduces the matrix.
-local function complete_axes(u)
-  local have = {}
-  for i = 1, 3 do if u[i] then have[#have + 1] = i end end
-  if #have == 0 then return { { 1, 0, 0 }, { 0, 1, 0 }, { 0, 0, 1 } } end
-  if #have == 1 then
-    local a = u[have[1]]
-    -- the world axis least parallel to a, made perpendicular to it
-    local k = 1
-    for i = 2, 3 do if math.abs(a[i]) < math.abs(a[k]) then k = i end end
-    local e = { 0, 0, 0 }
-    e[k] = 1
-    local i = have[1]
-    local j, l = i % 3 + 1, (i + 1) % 3 + 1
-    u[j] = unit(cross(e, a))
-    u[l] = cross(u[i], u[j])
-    return u
-  end
-  for i = 1, 3 do
-    if not u[i] then u[i] = unit(cross(u[i % 3 + 1], u[(i + 1) % 3 + 1])) end
-  end
-  return u
-end
-
---- Decomposes an affine matrix without shear into translation, rotation
--- (unit quaternion x, y, z, w) and scale. A negative determinant puts the
--- reflection in scale x. A zero-length axis (scale 0, as animators use to
--- hide a part) gets scale 0 and a rotation axis that completes the others.
 local function decompose(m, where)
-  local t = { m[13], m[14], m[15] }
-  local sx = math.sqrt(m[1] ^ 2 + m[2] ^ 2 + m[3] ^ 2)
-  local sy = math.sqrt(m[5] ^ 2 + m[6] ^ 2 + m[7] ^ 2)
-  local sz = math.sqrt(m[9] ^ 2 + m[10] ^ 2 + m[11] ^ 2)
-  local det = m[1] * (m[6] * m[11] - m[7] * m[10]) - m[5] * (m[2] * m[11] - m[3] * m[10]) +
-      m[9] * (m[2] * m[7] - m[3] * m[6])
-  if det < 0 then sx = -sx end
-  local scale = { sx, sy, sz }
-  local u = {}
-  for i = 1, 3 do
-    local o, si = (i - 1) * 4, scale[i]
-    if si ~= 0 then u[i] = { m[o + 1] / si, m[o + 2] / si, m[o + 3] / si } end
-  end
-  if not (u[1] and u[2] and u[3]) then u = complete_axes(u) end
-  local r11, r21, r31 = u[1][1], u[1][2], u[1][3]
-  local r12, r22, r32 = u[2][1], u[2][2], u[2][3]
-  local r13, r23, r33 = u[3][1], u[3][2], u[3][3]
-  local tr = r11 + r22 + r33
-  local x, y, z, w
-  if tr > 0 then
-    local s = 0.5 / math.sqrt(tr + 1)
-    w, x, y, z = 0.25 / s, (r32 - r23) * s, (r13 - r31) * s, (r21 - r12) * s
-  elseif r11 > r22 and r11 > r33 then
-    local s = 2 * math.sqrt(1 + r11 - r22 - r33)
-    w, x, y, z = (r32 - r23) / s, 0.25 * s, (r12 + r21) / s, (r13 + r31) / s
-  elseif r22 > r33 then
-    local s = 2 * math.sqrt(1 + r22 - r11 - r33)
-    w, x, y, z = (r13 - r31) / s, (r12 + r21) / s, 0.25 * s, (r23 + r32) / s
-  else
-    local s = 2 * math.sqrt(1 + r33 - r11 - r22)
-    w, x, y, z = (r21 - r12) / s, (r13 + r31) / s, (r23 + r32) / s, 0.25 * s
-  end
-  return t, normalize4({ x, y, z, w }, where, "matrix rotation"), scale
-end
---- Decomposes an affine matrix without shear into translation, rotation
--- and scale (a negative determinant puts the reflection in scale x).
--- @function decompose
--- @tparam table m 16 numbers, column-major
--- @tparam string where context for error messages
--- @treturn table translation {x, y, z}
--- @treturn table rotation, a unit quaternion {x, y, z, w}
--- @treturn table scale {x, y, z} (0 for a zero-length axis)
-M.decompose = function(m, where)
-  check_numbers(1, "decompose", m, 16)
-  check_type(2, "decompose", where, "string", true)
-  return decompose(m, where or "decompose")
+  local t, r, sc = lmath.decompose_raw(m)
+  if not t then fail(where, "matrix rotation is a zero quaternion") end
+  return t, r, sc
 end
 
 -- ---- URIs and files ----------------------------------------------------------

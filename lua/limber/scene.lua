@@ -19,6 +19,7 @@
 -- @module limber.scene
 local core = require "limber.core"
 local check = require "limber.check"
+local lmath = require "limber.math"
 local typename, is_a = check.typename, check.is_a
 
 local M = {}
@@ -557,6 +558,18 @@ end
 
 -- ---- slot tables and prefabs ---------------------------------------------------
 
+-- a slot's translation / rotation / scale: nil (the default) or k finite numbers
+local function slot_vec(name, what, v, k, default)
+  if v == nil then return default end
+  local ok = type(v) == "table"
+  for j = 1, ok and k or 0 do
+    local x = rawget(v, j)
+    if type(x) ~= "number" or x ~= x or math.abs(x) > HUGE then ok = false end
+  end
+  if not ok then fail(fmt("slots: slot '%s': %s must be %d finite numbers", name, what, k), 4) end
+  return { v[1], v[2], v[3], v[4] }
+end
+
 --- A static slot table (name -> matrix), shared by every node created with it.
 -- @tparam table def name -> 16 numbers (column-major, affine) or a table
 --   with `translation`, `rotation`, `scale`
@@ -571,7 +584,6 @@ function M.slots(def)
   if #names == 0 then fail("slots: no slots", 2) end
   table.sort(names)
   local flat = {}
-  local limber = require "limber"
   for i, name in ipairs(names) do
     local v = def[name]
     if type(v) ~= "table" then fail(fmt("slots: slot '%s' must be a table", name), 2) end
@@ -581,12 +593,13 @@ function M.slots(def)
     if #v == 16 then
       table.move(v, 1, 16, (i - 1) * 16 + 1, flat)
     else
-      local ok, skel = pcall(limber.skeleton, { { translation = v.translation,
-        rotation = v.rotation, scale = v.scale } })
-      if not ok then fail(fmt("slots: slot '%s': %s", name, skel), 2) end
-      local pose = limber.pose(skel, 1)
-      pose:local_to_model()
-      table.move(pose:model(1, 1), 1, 16, (i - 1) * 16 + 1, flat)
+      local t = slot_vec(name, "translation", v.translation, 3, { 0, 0, 0 })
+      local r = slot_vec(name, "rotation", v.rotation, 4, { 0, 0, 0, 1 })
+      local sc = slot_vec(name, "scale", v.scale, 3, { 1, 1, 1 })
+      local n = math.sqrt(r[1] ^ 2 + r[2] ^ 2 + r[3] ^ 2 + r[4] ^ 2)
+      if n <= 1e-12 then fail(fmt("slots: slot '%s': rotation is a zero quaternion", name), 3) end
+      r = { r[1] / n, r[2] / n, r[3] / n, r[4] / n }
+      table.move(lmath.trs_raw(t, r, sc), 1, 16, (i - 1) * 16 + 1, flat)
     end
   end
   local ok, s = pcall(core.slots, names, flat)
