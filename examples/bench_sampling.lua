@@ -76,7 +76,7 @@ end
 -- exports have, so the clip gets the dense form); smooth motion (keys a few
 -- degrees apart). Also returns the raw arrays for the baselines.
 local function synthetic_clip(skel, seconds, rate, cursor_only)
-  local J = skel:count()
+  local J = skel:joint_count()
   local nk = math.floor(seconds * rate + 0.5) + 1
   local times = {}
   for k = 1, nk do times[k] = (k - 1) / rate end
@@ -88,7 +88,7 @@ local function synthetic_clip(skel, seconds, rate, cursor_only)
   local sv = limber.buffer("f32", 3, J * nk)
   local tstr = tb:bytes()
   for j = 1, J do
-    local t0 = skel:rest(j)
+    local t0 = skel:rest_trs(j)
     local T, R, S = {}, {}, {}
     local ph = j * 0.37
     for k = 1, nk do
@@ -135,7 +135,7 @@ local function time_frames(frames, fn)
 end
 
 local skel = humanoid()
-local J = skel:count()
+local J = skel:joint_count()
 assert(J == 96)
 local pose = limber.pose(skel, N)
 

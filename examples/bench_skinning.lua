@@ -61,7 +61,7 @@ local function make_palette(joints)
   local skel = limber.skeleton(desc)
   local pose = limber.pose(skel, N)
   for i = 1, N do
-    for j = 1, joints do pose:set_local(i, j, nil, rquat(), nil) end
+    for j = 1, joints do pose:set_trs(i, j, nil, rquat(), nil) end
   end
   pose:local_to_model()
   local pal = limber.palette(pose)
@@ -179,7 +179,7 @@ local function run_case(name, desc, joints, with_naive)
   local V = mesh:vertex_count()
   local target = sk.target { mesh = mesh, instances = N, positions = true, normals = true }
   local np, nn = core.buffer("f32", 3, N * V), core.buffer("f32", 3, N * V)
-  local palbuf = pal:buffer()
+  local palbuf = pal:matrix_buffer()
   local a = { desc.positions:ptr() }
   local pp, ps = a[1], a[2]
   a = { desc.normals:ptr() }
@@ -200,7 +200,7 @@ local function run_case(name, desc, joints, with_naive)
       base.naive(pp, ps, qp, qs, jp, js, wp, ws, lp, ls, op, os_, onp, ons, V, joints, N)
     end }
   end
-  local function skin() sk.skin(mesh, pal, target) end -- every limber variant: only settings differ
+  local function skin() sk.run(mesh, pal, target) end -- every limber variant: only settings differ
   variants[#variants + 1] = { key = "1t", threads = 1, fn = skin }
   if best_level == "avx512" then
     variants[#variants + 1] = { key = "1t_avx2", threads = 1, level = "avx2", fn = skin }
@@ -236,7 +236,7 @@ local function run_case(name, desc, joints, with_naive)
   end
   sk.threads(all_threads)
   core.simd(best_level)
-  local res = { name = name, V = V, counts = { mesh:counts() } }
+  local res = { name = name, V = V, counts = mesh:influence_counts() }
   for _, v in ipairs(variants) do
     res[v.key] = { median = median(times[v.key]), min = minimum(times[v.key]) }
     res[v.key].ns = res[v.key].median * 1e6 / (N * V)

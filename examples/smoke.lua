@@ -54,7 +54,7 @@ local function core_session()
     local skel = limber.skeleton(desc)
     local pose = limber.pose(skel, 37)
     for i = 1, 37, 3 do
-      pose:set_local(i, math.random(1, 60), { rnd(-1, 1), 0, 0 }, quat(), { 1, 2, 0 })
+      pose:set_trs(i, math.random(1, 60), { rnd(-1, 1), 0, 0 }, quat(), { 1, 2, 0 })
       pose:set_root(i, { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, rnd(-5, 5), 0, 0, 1 })
     end
     for _, simd in ipairs { false, true } do
@@ -79,7 +79,7 @@ local function core_session()
   expect_error(limber.skeleton, many)
   many[65536] = nil
   many[65535].parent = nil
-  checksum = checksum + limber.skeleton(many):count() -- 65,535-deep, children first
+  checksum = checksum + limber.skeleton((limber.sort_joints(many))):joint_count() -- 65,535-deep, children first
   local pose = limber.pose(limber.skeleton { {}, { parent = 1 } }, 2)
   expect_error(pose.set_local, pose, 1, 2, { math.huge, 0, 0 })
   expect_error(pose.set_root, pose, 1, { 1, 2, 3 })

@@ -145,29 +145,29 @@ describe("clip sampling (hand-computed)", function()
   it("STEP holds key k on [t_k, t_k+1), first before and last after", function()
     for _, c in ipairs({ { 0, { 0, 0, 0 } }, { 1, { 0, 0, 0 } }, { 1.99, { 0, 0, 0 } }, { 2, { 1, 2, 3 } },
       { 3.999, { 1, 2, 3 } }, { 4, { 5, 5, 5 } }, { 9, { 5, 5, 5 } }, { -1, { 0, 0, 0 } } }) do
-      assert.near(c[2], pack(clip:sample_joint(1, "translation", c[1])), 0)
+      assert.near(c[2], pack(clip:sample_joint(1, "translation", c[1], false)), 0)
     end
   end)
 
   it("LINEAR lerps translations; clamps outside the keys", function()
-    assert.near({ 0, 0, 0 }, pack(clip:sample_joint(2, "translation", 0.5)), 0)
-    assert.near({ 0.25, 0.5, 0.75 }, pack(clip:sample_joint(2, "translation", 1.25)), 1e-6)
-    assert.near({ 3, 4, 5 }, pack(clip:sample_joint(2, "translation", 3)), 1e-6)
-    assert.near({ 5, 6, 7 }, pack(clip:sample_joint(2, "translation", 4)), 0)
-    assert.near({ 5, 6, 7 }, pack(clip:sample_joint(2, "translation", 100)), 0)
+    assert.near({ 0, 0, 0 }, pack(clip:sample_joint(2, "translation", 0.5, false)), 0)
+    assert.near({ 0.25, 0.5, 0.75 }, pack(clip:sample_joint(2, "translation", 1.25, false)), 1e-6)
+    assert.near({ 3, 4, 5 }, pack(clip:sample_joint(2, "translation", 3, false)), 1e-6)
+    assert.near({ 5, 6, 7 }, pack(clip:sample_joint(2, "translation", 4, false)), 0)
+    assert.near({ 5, 6, 7 }, pack(clip:sample_joint(2, "translation", 100, false)), 0)
   end)
 
   it("LINEAR slerps rotations (90 degrees about z: 45 at the middle)", function()
     local a = math.pi / 8
-    assert.quat_near({ 0, 0, math.sin(a), math.cos(a) }, pack(clip:sample_joint(2, "rotation", 1)), 1e-6)
+    assert.quat_near({ 0, 0, math.sin(a), math.cos(a) }, pack(clip:sample_joint(2, "rotation", 1, false)), 1e-6)
     local a3 = math.rad(27) / 2
-    assert.quat_near({ 0, 0, math.sin(a3), math.cos(a3) }, pack(clip:sample_joint(2, "rotation", 0.6)), 1e-6)
+    assert.quat_near({ 0, 0, math.sin(a3), math.cos(a3) }, pack(clip:sample_joint(2, "rotation", 0.6, false)), 1e-6)
   end)
 
   it("takes the shortest path and normalises keys at build", function()
     -- keys (0,0,0,2) -> identity and (0,0,-1,0): -q is (0,0,1,0), 180 degrees about z
     -- either way; check the rotation stays on the z axis and unit length
-    local q = pack(clip:sample_joint(3, "rotation", 0.5))
+    local q = pack(clip:sample_joint(3, "rotation", 0.5, false))
     assert.near(0, q[1], 1e-6)
     assert.near(0, q[2], 1e-6)
     assert.near(1, q[3] ^ 2 + q[4] ^ 2, 1e-6)
@@ -175,7 +175,7 @@ describe("clip sampling (hand-computed)", function()
     -- a key pair 350 degrees apart "forward" goes 10 degrees the short way
     local c2 = anim.clip({ tracks = { { joint = 1, path = "rotation", times = { 0, 1 },
       values = { 0, 0, 0, 1, 0, 0, math.sin(math.rad(175)), math.cos(math.rad(175)) } } } })
-    local mid = pack(c2:sample_joint(1, "rotation", 0.5))
+    local mid = pack(c2:sample_joint(1, "rotation", 0.5, false))
     local ang = 2 * math.deg(math.acos(math.min(1, math.abs(mid[4]))))
     assert.near(5, ang, 1e-3) -- half of the short 10-degree path (175 deg quaternion = 350 deg)
   end)
@@ -185,20 +185,20 @@ describe("clip sampling (hand-computed)", function()
     for _, t in ipairs({ 0, 0.3, 1, 1.7, 2 }) do
       local s = t / 2
       local e = (2 * s ^ 3 - 3 * s ^ 2 + 1) * 1 + (s ^ 3 - 2 * s ^ 2 + s) * 2 * 1 + (-2 * s ^ 3 + 3 * s ^ 2) * 3
-      local v = pack(clip:sample_joint(3, "scale", t))
+      local v = pack(clip:sample_joint(3, "scale", t, false))
       assert.near({ e, e, e }, v, 1e-5)
     end
-    assert.near({ 3, 3, 3 }, pack(clip:sample_joint(3, "scale", 3)), 0)
+    assert.near({ 3, 3, 3 }, pack(clip:sample_joint(3, "scale", 3, false)), 0)
   end)
 
   it("loops with t - d floor(t / d): t = d gives the pose at 0, negative times wrap", function()
-    assert.near(pack(clip:sample_joint(2, "translation", 0)), pack(clip:sample_joint(2, "translation", 4, true)), 0)
-    assert.near(pack(clip:sample_joint(2, "translation", 3)), pack(clip:sample_joint(2, "translation", -1, true)), 1e-6)
+    assert.near(pack(clip:sample_joint(2, "translation", 0, false)), pack(clip:sample_joint(2, "translation", 4, true)), 0)
+    assert.near(pack(clip:sample_joint(2, "translation", 3, false)), pack(clip:sample_joint(2, "translation", -1, true)), 1e-6)
     local function at(t, loop) return pack(clip:sample_joint(2, "translation", t, loop)) end
     assert.near(at(1.5), at(9.5, true), 1e-6)
     assert.near(at(2.5), at(-5.5, true), 1e-6)
     assert.near({ 5, 6, 7 }, pack(clip:sample_joint(2, "translation", 4, false)), 0)
-    assert.is_nil(clip:sample_joint(1, "scale", 1))
+    assert.is_nil(clip:sample_joint(1, "scale", 1, false))
   end)
 end)
 
@@ -292,7 +292,7 @@ describe("clip sampling (random, against a plain Lua sampler)", function()
       times = limber.buffer("f32", 1, tr.times), values = limber.buffer("f32", 4, tr.values) } } })
     for _ = 1, 20 do
       local t = H.rand(0, c1:duration())
-      assert.near(pack(c1:sample_joint(1, "rotation", t)), pack(c2:sample_joint(1, "rotation", t)), 0)
+      assert.near(pack(c1:sample_joint(1, "rotation", t, false)), pack(c2:sample_joint(1, "rotation", t, false)), 0)
     end
   end)
 end)
@@ -320,17 +320,17 @@ describe("batched sampler", function()
         local k = math.random(0, 3)
         local loop = math.random() < 0.5
         local t = f32(H.rand(-3, 6))
-        s:set(i, k, t, loop)
+        s:set(i, k ~= 0 and k or nil, t, loop) -- 0: no clip
         set[i] = { k, t, loop }
-        if round == 1 then pose:set_local(i, 1, { 9, 9, 9 }) end
+        if round == 1 then pose:set_trs(i, 1, { 9, 9, 9 }) end
       end
       s:run()
       for i = 1, N do
         local k, t, loop = set[i][1], set[i][2], set[i][3]
         for j = 1, J do
-          local lt, lr, ls = pose:get_local(i, j)
+          local lt, lr, ls = pose:trs(i, j)
           local got = { translation = lt, rotation = lr, scale = ls }
-          local rt, rr, rs = skel:rest(j)
+          local rt, rr, rs = skel:rest_trs(j)
           local exp = { translation = rt, rotation = rr, scale = rs }
           if k > 0 then
             local d = clips[k]:duration()
@@ -378,9 +378,9 @@ describe("batched sampler", function()
     assert.near(1.25, select(2, s:get(2)), 1e-6)
     assert.near(2, select(2, s:get(3)), 1e-6)
     s:run()
-    assert.near({ 0.5, 0, 0 }, (pose:get_local(1, 1)), 1e-6)
-    assert.near({ 1.25, 0, 0 }, (pose:get_local(2, 1)), 1e-6)
-    assert.near({ 2, 0, 0 }, (pose:get_local(3, 1)), 1e-6)
+    assert.near({ 0.5, 0, 0 }, (pose:trs(1, 1)), 1e-6)
+    assert.near({ 1.25, 0, 0 }, (pose:trs(2, 1)), 1e-6)
+    assert.near({ 2, 0, 0 }, (pose:trs(3, 1)), 1e-6)
   end)
 end)
 
@@ -409,8 +409,9 @@ describe("AVX2 lanes and the portable sampler", function()
       for i = 1, N do
         local st = set[i]
         st[2] = frame % 7 == 0 and f32(H.rand(-1, 5)) or f32(st[2] + (i % 4 == 0 and -1 or 1) / 60)
-        sa:set(i, st[1], st[2], st[3])
-        sb:set(i, st[1], st[2], st[3])
+        local k = st[1] ~= 0 and st[1] or nil -- 0: no clip
+        sa:set(i, k, st[2], st[3])
+        sb:set(i, k, st[2], st[3])
       end
       core.simd(true)
       sa:run()
@@ -419,8 +420,8 @@ describe("AVX2 lanes and the portable sampler", function()
       for i = 1, N do
         local k = set[i][1]
         for j = 1, J do
-          local ta, ra, xa = pa:get_local(i, j)
-          local tb, rb, xb = pb:get_local(i, j)
+          local ta, ra, xa = pa:trs(i, j)
+          local tb, rb, xb = pb:trs(i, j)
           assert.near(tb, ta, 2e-6)
           assert.quat_near(rb, ra, 2e-6)
           assert.near(xb, xa, 2e-6)
@@ -468,12 +469,12 @@ describe("key lookup (cursors)", function()
       sb:reset_cursors()
       sb:run()
       for i = 1, N do
-        local ta, ra = a:get_local(i, 1)
-        local tb, rb = b:get_local(i, 1)
+        local ta, ra = a:trs(i, 1)
+        local tb, rb = b:trs(i, 1)
         assert.near(tb, ta, 0)
         assert.near(rb, ra, 0)
-        local _, qa = a:get_local(i, 2)
-        local _, qb = b:get_local(i, 2)
+        local _, qa = a:trs(i, 2)
+        local _, qb = b:trs(i, 2)
         assert.near(qb, qa, 0)
       end
     end
@@ -501,7 +502,7 @@ describe("key lookup (cursors)", function()
       if f32(k / 120) <= t then k = k + 1 end
       local u = (t - f32((k - 1) / 120)) / (f32(k / 120) - f32((k - 1) / 120))
       local x = math.sin(k * 0.01) + (math.sin((k + 1) * 0.01) - math.sin(k * 0.01)) * u
-      assert.near(x, (pose:get_local(1, 1))[1], 2e-5)
+      assert.near(x, (pose:trs(1, 1))[1], 2e-5)
     end
   end)
 end)
@@ -541,25 +542,25 @@ describe("dense clips (uniform key grid)", function()
   -- AVX2 and the portable kernels; checks both against the Lua sampler and
   -- returns the AVX2 pose.
   local function run_both(skel, clips, descs, set, tol)
-    local J, N = skel:count(), #set
+    local J, N = skel:joint_count(), #set
     local poses = {}
     for _, simd in ipairs({ true, false }) do
       local pose = limber.pose(skel, N)
-      for i = 1, N do pose:set_local(i, 1, { 7, 7, 7 }) end
+      for i = 1, N do pose:set_trs(i, 1, { 7, 7, 7 }) end
       local s = anim.sampler(pose, clips)
-      for i = 1, N do s:set(i, set[i][1], set[i][2], set[i][3]) end
+      for i = 1, N do s:set(i, set[i][1] ~= 0 and set[i][1] or nil, set[i][2], set[i][3]) end -- 0: no clip
       core.simd(simd)
       s:run()
       poses[#poses + 1] = pose
       for i = 1, N do
         local k, t, loop = set[i][1], set[i][2], set[i][3]
         for j = 1, J do
-          local lt, lr, ls = pose:get_local(i, j)
+          local lt, lr, ls = pose:trs(i, j)
           local got = { translation = lt, rotation = lr, scale = ls }
           if k == 0 then
             if j == 1 then assert.near({ 7, 7, 7 }, lt, 0) end
           else
-            local rt, rr, rs = skel:rest(j)
+            local rt, rr, rs = skel:rest_trs(j)
             local exp = { translation = rt, rotation = rr, scale = rs }
             local d = clips[k]:duration()
             for _, tr in ipairs(descs[k].tracks) do
@@ -572,8 +573,8 @@ describe("dense clips (uniform key grid)", function()
     end
     for i = 1, N do
       for j = 1, J do
-        local ta, ra, xa = poses[1]:get_local(i, j)
-        local tb, rb, xb = poses[2]:get_local(i, j)
+        local ta, ra, xa = poses[1]:trs(i, j)
+        local tb, rb, xb = poses[2]:trs(i, j)
         assert.near(tb, ta, 2e-6)
         assert.quat_near(rb, ra, 2e-6)
         assert.near(xb, xa, 2e-6)
@@ -608,8 +609,8 @@ describe("dense clips (uniform key grid)", function()
       local pc = run_both(skel, { cursor }, { desc }, set)
       for i = 1, N do
         for j = 1, J do
-          local ta, ra, xa = pd:get_local(i, j)
-          local tb, rb, xb = pc:get_local(i, j)
+          local ta, ra, xa = pd:trs(i, j)
+          local tb, rb, xb = pc:trs(i, j)
           assert.near(tb, ta, 2e-6)
           assert.quat_near(rb, ra, 2e-6)
           assert.near(xb, xa, 2e-6)
@@ -722,8 +723,8 @@ describe("dense clips (uniform key grid)", function()
       sb:run()
       for i = 1, N do
         for j = 1, J do
-          local ta, ra, xa = pa:get_local(i, j)
-          local tb, rb, xb = pb:get_local(i, j)
+          local ta, ra, xa = pa:trs(i, j)
+          local tb, rb, xb = pb:trs(i, j)
           -- the root's yaw removal (atan2 of the sampled rotation) can magnify
           -- float rounding differences a few times
           local tol = j == 1 and 2e-5 or 2e-6
@@ -747,8 +748,9 @@ describe("dense clips (uniform key grid)", function()
         local sa, sb = anim.sampler(pa, clips), anim.sampler(pb, clips)
         for i = 1, N do
           local k, t = math.random(0, 2), f32(H.rand(-0.5, 2.5))
-          sa:set(i, k, t)
-          sb:set(i, k, t)
+          local kk = k ~= 0 and k or nil -- 0: no clip
+          sa:set(i, kk, t)
+          sb:set(i, kk, t)
         end
         sa:run()
         local first = 1
@@ -759,8 +761,8 @@ describe("dense clips (uniform key grid)", function()
         end
         for i = 1, N do
           for j = 1, J do
-            local ta, ra, xa = pa:get_local(i, j)
-            local tb, rb, xb = pb:get_local(i, j)
+            local ta, ra, xa = pa:trs(i, j)
+            local tb, rb, xb = pb:trs(i, j)
             assert.near(ta, tb, 2e-6)
             assert.quat_near(ra, rb, 2e-6)
             assert.near(xa, xb, 2e-6)
@@ -781,7 +783,7 @@ describe("dense clips (uniform key grid)", function()
     s:run()
     for i = 1, 9 do
       check_value("rotation", ref_sample(desc.tracks[2], f32(0.1 * i + 0.05)),
-        select(2, s:pose():get_local(i, 1)), 3e-5)
+        select(2, s:pose():trs(i, 1)), 3e-5)
     end
   end)
 
@@ -891,8 +893,8 @@ describe("clip build errors", function()
     local nt = clip:node_tracks()
     assert.same({ node = 7, path = "translation", interpolation = "LINEAR", keys = 2 }, nt[1])
     assert.same({ node = 0, path = "scale", interpolation = "STEP", keys = 2 }, nt[2])
-    assert.near({ 1, 1, 1 }, pack(clip:sample_node(2, 1)), 0)
-    assert.error_matches(function() clip:sample_node(3, 0) end, "node track index 3 out of range [1, 2]", 1, true)
+    assert.near({ 1, 1, 1 }, pack(clip:sample_node(2, 1, false)), 0)
+    assert.error_matches(function() clip:sample_node(3, 0, false) end, "node track index 3 out of range [1, 2]", 1, true)
     assert.matches("limber.Clip%(unnamed, 1.0 s, 3 tracks%)", tostring(clip))
   end)
 
@@ -904,7 +906,7 @@ describe("clip build errors", function()
     collectgarbage()
     s:set(1, 1, 0.5)
     s:run()
-    assert.near({ 0.5, 0.5, 0.5 }, (s:pose():get_local(1, 1)), 1e-6)
+    assert.near({ 0.5, 0.5, 0.5 }, (s:pose():trs(1, 1)), 1e-6)
     assert.equal(1, #s:clips())
   end)
 end)
@@ -960,7 +962,7 @@ describe("float tracks on nodes", function()
       assert.equal("float", tracks[2].path)
       for _ = 1, 10 do
         local tq = H.rand(-0.2, times[n] + 0.3)
-        local got = { clip:sample_node(2, tq) }
+        local got = { clip:sample_node(2, tq, false) }
         assert.equal(w, #got)
         assert.near(ref(times, values, w, interp, math.max(0, math.min(tq, clip:duration()))), got, 2e-4,
           ("%s w=%d n=%d t=%g"):format(interp, w, n, tq))

@@ -58,7 +58,7 @@ for _, simd in ipairs({ true, false }) do
       for _ = 1, 30 do
         local i, j = math.random(1, 19), math.random(1, 50)
         local t, r, s = H.rand_trs(true)
-        pose:set_local(i, j, t, r, s)
+        pose:set_trs(i, j, t, r, s)
         locals[i][j] = { t, r, s }
         assert.is_true(pose:dirty(i) <= j)
         pose:local_to_model()
@@ -74,10 +74,10 @@ describe("the portable and SIMD kernels", function()
     local _, pose = random_pose_batch(96, 1, 24)
     local old = core.simd(false)
     pose:local_to_model(true)
-    local a = pose:models():bytes()
+    local a = pose:model_buffer():bytes()
     core.simd(true)
     pose:local_to_model(true)
-    local b = pose:models():bytes()
+    local b = pose:model_buffer():bytes()
     core.simd(old)
     local n = #a // 4
     assert.equal(96 * 24 * 64, #a)
@@ -93,7 +93,7 @@ describe("the portable and SIMD kernels", function()
 end)
 
 describe("skeleton", function()
-  it("reorders joints given in any order and returns the remap", function()
+  it("sort_joints orders joints given in any order, and the remap says where each went", function()
     local joints = H.rand_joints(60, 3)
     local ordered = limber.skeleton(joints)
     -- shuffle, keeping parents by name
@@ -103,8 +103,9 @@ describe("skeleton", function()
                       translation = j.translation, rotation = j.rotation, scale = j.scale }
     end
     H.shuffle(shuffled)
-    local skel, remap = limber.skeleton(shuffled)
-    assert.equal(60, skel:count())
+    local sorted, remap = limber.sort_joints(shuffled)
+    local skel = limber.skeleton(sorted)
+    assert.equal(60, skel:joint_count())
     for k = 1, 60 do
       local p = skel:parent(k)
       if p then assert.is_true(p < k) end
@@ -117,7 +118,7 @@ describe("skeleton", function()
       else
         assert.is_nil(skel:parent(remap[i]))
       end
-      local t, r, s = skel:rest(remap[i])
+      local t, r, s = skel:rest_trs(remap[i])
       assert.near(j.translation, t)
       assert.quat_near(j.rotation, r)
       assert.near(j.scale, s)
@@ -132,25 +133,63 @@ describe("skeleton", function()
     end
   end)
 
-  it("keeps an already ordered input as is (identity remap)", function()
-    local skel, remap = limber.skeleton(H.rand_joints(30, 2))
-    for i = 1, 30 do assert.equal(i, remap[i]) end
-    assert.equal("j7", skel:name(7))
-  end)
-
-  it("accepts parents by index in any order and handles deep chains", function()
+  it("sort_joints keeps an ordered list as is and rewrites index parents", function()
+    local joints = H.rand_joints(30, 2)
+    local sorted, remap = limber.sort_joints(joints)
+    for i = 1, 30 do
+      assert.equal(i, remap[i])
+      assert.equal(joints[i].parent, sorted[i].parent)
+    end
+    -- parents by index, listed children first: a reversed chain
     local n = 5000
-    local joints = {}
-    for i = 1, n do joints[i] = { parent = i < n and i + 1 or nil } end -- reversed chain
-    local skel, remap = limber.skeleton(joints)
+    local chain = {}
+    for i = 1, n do chain[i] = { parent = i < n and i + 1 or nil } end
+    sorted, remap = limber.sort_joints(chain)
     assert.equal(1, remap[n])
     assert.equal(n, remap[1])
+    local skel = limber.skeleton(sorted)
     for k = 2, n do assert.equal(k - 1, skel:parent(k)) end
+    assert.is_nil(chain[1].name) -- the input is not changed
+    assert.equal(2, chain[1].parent)
+  end)
+
+  it("never reorders: joint k of the description is joint k of the skeleton", function()
+    -- the issue's example: "hand" listed before its parent "arm" (by index)
+    local desc = { { name = "hand", parent = 2 }, { name = "arm" } }
+    local ok, err = pcall(function() local s = limber.skeleton(desc); return s end)
+    assert.is_false(ok)
+    assert.truthy(err:find("limber.skeleton: joint 1 ('hand') comes before its parent 2 ('arm'): "
+      .. "list parents first, or order the joints with limber.sort_joints", 1, true), err)
+    assert.truthy(err:find("core_spec.lua:", 1, true), err) -- the caller's line
+    ok, err = pcall(limber.skeleton, { { name = "hand", parent = "arm" }, { name = "arm" } })
+    assert.is_false(ok)
+    assert.truthy(err:find("comes before its parent", 1, true), err)
+    -- in order, a clip track for joint 1 animates joint 1, whatever the names
+    local skel = limber.skeleton { { name = "arm" }, { name = "hand", parent = 1 } }
+    assert.equal("arm", skel:name(1))
+    assert.equal("hand", skel:name(2))
+    for _, bad in ipairs {
+      { { { parent = 1 } }, "joint 1 is its own parent" },
+      { { { parent = 3 }, {} }, "joint 1: parent 3 out of range [1, 2]" },
+      { { { name = "a", parent = "b" }, { name = "b", parent = "a" } }, "comes before its parent" },
+    } do
+      ok, err = pcall(limber.skeleton, bad[1])
+      assert.is_false(ok)
+      assert.truthy(err:find(bad[2], 1, true), err)
+    end
+    for _, cyc in ipairs {
+      { { name = "a", parent = "b" }, { name = "b", parent = "a" } },
+      { { parent = 3 }, { parent = 1 }, { parent = 2 }, {} },
+    } do
+      ok, err = pcall(limber.sort_joints, cyc)
+      assert.is_false(ok)
+      assert.truthy(err:find("limber.sort_joints: joint 1", 1, true) and err:find("is in a parent cycle", 1, true), err)
+    end
   end)
 
   it("stores inverse bind matrices per joint", function()
     local m = H.trs({ 1, 2, 3 }, H.rand_quat(), { 1, 2, 1 })
-    local skel = limber.skeleton({ { name = "b", parent = "a", inverse_bind = m }, { name = "a" } })
+    local skel = limber.skeleton({ { name = "a" }, { name = "b", parent = "a", inverse_bind = m } })
     assert.near(m, skel:inverse_bind(skel:find("b")))
     assert.near(H.identity(), skel:inverse_bind(skel:find("a")))
   end)
@@ -158,9 +197,9 @@ describe("skeleton", function()
   it("refuses bad input with a clear message", function()
     local cases = {
       { {}, "no joints" },
-      { { { parent = 2 }, { parent = 1 } }, "its own ancestor" },
+      { { { parent = 2 }, { parent = 1 } }, "joint 1 comes before its parent 2" },
       { { { parent = 1 } }, "its own parent" },
-      { { { name = "a" }, { name = "b", parent = "a" }, { name = "c", parent = 3 } }, "cycle" },
+      { { { name = "a" }, { name = "b", parent = "a" }, { name = "c", parent = 3 } }, "joint 3 is its own parent" },
       { { { parent = 3 }, {} }, "parent 3 out of range" },
       { { { name = "x" }, { name = "x" } }, "share the name 'x'" },
       { { { parent = "nope" } }, "parent 'nope' is not a joint name" },
@@ -187,44 +226,44 @@ describe("pose", function()
   it("starts at the rest pose and resets to it", function()
     local pose = limber.pose(skel, 3)
     for j = 1, 5 do
-      local t, r, s = pose:get_local(2, j)
-      local rt, rr, rs = skel:rest(j)
+      local t, r, s = pose:trs(2, j)
+      local rt, rr, rs = skel:rest_trs(j)
       assert.near(rt, t) assert.near(rr, r) assert.near(rs, s)
     end
     -- model matrices are valid before the first pass: the rest pose
     local parents, rest = skel:parents(), {}
-    for j = 1, 5 do rest[j] = { skel:rest(j) } end
+    for j = 1, 5 do rest[j] = { skel:rest_trs(j) } end
     local ref = H.reference_models(parents, rest)
     for j = 1, 5 do assert.near(ref[j], pose:model(3, j), 1e-5) end
-    pose:set_local(2, 3, { 9, 9, 9 })
-    assert.near({ 9, 9, 9 }, (pose:get_local(2, 3)))
+    pose:set_trs(2, 3, { 9, 9, 9 })
+    assert.near({ 9, 9, 9 }, (pose:trs(2, 3)))
     pose:reset(2)
-    assert.near((skel:rest(3)), (pose:get_local(2, 3)))
+    assert.near((skel:rest_trs(3)), (pose:trs(2, 3)))
   end)
 
   it("normalises rotations and keeps components given as nil", function()
     local pose = limber.pose(skel, 1)
-    local t0, _, s0 = pose:get_local(1, 2)
-    pose:set_local(1, 2, nil, { 0, 0, 2, 0 }, nil)
-    local t, r, s = pose:get_local(1, 2)
+    local t0, _, s0 = pose:trs(1, 2)
+    pose:set_trs(1, 2, nil, { 0, 0, 2, 0 }, nil)
+    local t, r, s = pose:trs(1, 2)
     assert.near(t0, t) assert.near(s0, s) assert.near({ 0, 0, 1, 0 }, r)
   end)
 
   it("raises on bad arguments and changes nothing", function()
     local pose = limber.pose(skel, 2)
     pose:local_to_model()
-    local before = pose:models():bytes()
-    local t_before = { pose:get_local(1, 1) }
+    local before = pose:model_buffer():bytes()
+    local t_before = { pose:trs(1, 1) }
     local cases = {
-      { function() pose:set_local(3, 1, { 0, 0, 0 }) end, "instance index 3 out of range [1, 2]" },
-      { function() pose:set_local(0, 1, { 0, 0, 0 }) end, "instance index 0 out of range [1, 2]" },
-      { function() pose:set_local(1, 6, { 0, 0, 0 }) end, "joint index 6 out of range [1, 5]" },
-      { function() pose:set_local(1, 1, { 0, 0 / 0, 0 }) end, "translation[2] is not finite" },
-      { function() pose:set_local(1, 1, { 1, 2, 3 }, { 0, 0, 0, 0 }) end, "zero quaternion" },
-      { function() pose:set_local(1, 1, { 1, 2, 3 }, nil, { 1, math.huge, 1 }) end, "scale[2] is not finite" },
-      { function() pose:set_local(1, 1, { 1, 2 }) end, "translation must have 3 numbers" },
-      { function() pose:set_local(1, 1, "x") end, "translation must be a table" },
-      { function() pose:set_local(1.5, 1) end, "number has no integer representation" },
+      { function() pose:set_trs(3, 1, { 0, 0, 0 }) end, "instance index 3 out of range [1, 2]" },
+      { function() pose:set_trs(0, 1, { 0, 0, 0 }) end, "instance index 0 out of range [1, 2]" },
+      { function() pose:set_trs(1, 6, { 0, 0, 0 }) end, "joint index 6 out of range [1, 5]" },
+      { function() pose:set_trs(1, 1, { 0, 0 / 0, 0 }) end, "translation[2] is not finite" },
+      { function() pose:set_trs(1, 1, { 1, 2, 3 }, { 0, 0, 0, 0 }) end, "zero quaternion" },
+      { function() pose:set_trs(1, 1, { 1, 2, 3 }, nil, { 1, math.huge, 1 }) end, "scale[2] is not finite" },
+      { function() pose:set_trs(1, 1, { 1, 2 }) end, "translation must have 3 numbers" },
+      { function() pose:set_trs(1, 1, "x") end, "translation must be a table" },
+      { function() pose:set_trs(1.5, 1) end, "number has no integer representation" },
       { function() pose:model(1, 0) end, "joint index 0 out of range [1, 5]" },
       { function() pose:set_root(1, { 1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }) end, "must be affine" },
       { function() pose:set_root(1, { 1, 0, 0 }) end, "root matrix must have 16 numbers" },
@@ -234,8 +273,8 @@ describe("pose", function()
     }
     for _, c in ipairs(cases) do assert.error_matches(c[1], c[2], 1, true) end
     assert.is_nil(pose:dirty(1))
-    assert.equal(before, pose:models():bytes())
-    local t_after = { pose:get_local(1, 1) }
+    assert.equal(before, pose:model_buffer():bytes())
+    local t_after = { pose:trs(1, 1) }
     for k = 1, 3 do assert.near(t_before[k], t_after[k], 0) end
   end)
 end)
@@ -247,7 +286,8 @@ describe("palette", function()
     local pal = limber.palette(pose, { layout = layout, skin = skin })
     pose:local_to_model()
     pal:update()
-    local n, k, lay = pal:info()
+    local n, k, lay = pal:instance_count(), pal:joint_count(), pal:layout()
+    assert.equal(n, #pal)
     assert.equal(10, n)
     assert.equal(layout or "mat4", lay)
     assert.equal(skin_joints and #skin_joints or 30, k)
@@ -281,10 +321,10 @@ describe("palette", function()
     local old = core.simd(false)
     local pal = reference_check("mat3x4")
     core.simd(true)
-    local a = pal:buffer():bytes()
+    local a = pal:matrix_buffer():bytes()
     pal:update()
     core.simd(old)
-    local b = pal:buffer():bytes()
+    local b = pal:matrix_buffer():bytes()
     assert.equal(#a, #b)
     for k = 1, #a, 4 do
       assert.near(string.unpack("<f", a, k), string.unpack("<f", b, k), 1e-4)
@@ -317,7 +357,7 @@ describe("ownership", function()
       local skel = limber.skeleton(H.rand_joints(12, 1))
       pose = limber.pose(skel, 3)
       pal = limber.palette(pose, { layout = "mat3x4" })
-      models = pose:models()
+      models = pose:model_buffer()
     end
     collectgarbage() collectgarbage()
     -- churn the allocator so freed memory would be reused
@@ -326,7 +366,7 @@ describe("ownership", function()
     assert.equal(200, #junk)
     pose:local_to_model()
     pal:update()
-    assert.equal(12, pose:skeleton():count())
+    assert.equal(12, pose:skeleton():joint_count())
     assert.equal(36, #models)
     pose = nil -- luacheck: ignore 311
     collectgarbage() collectgarbage()
@@ -372,7 +412,8 @@ describe("buffer", function()
     local p, size = b:ptr()
     assert.equal("userdata", type(p))
     assert.equal(24, size)
-    local n, w, t = b:info()
+    local n, w, t = b:element_count(), b:width(), b:scalar_type()
+    assert.equal(n, #b)
     assert.equal(2, n) assert.equal(3, w) assert.equal("f32", t)
     local u = limber.buffer("u16", 1, { 1, 65535 })
     assert.equal(65535, u[2])
@@ -396,7 +437,7 @@ describe("buffer", function()
     assert.error_matches(function() limber.buffer("u8", 1, { 1.5 }) end, "not an integer", 1, true)
     local skel = limber.skeleton(H.rand_joints(2, 1))
     local pose = limber.pose(skel, 1)
-    assert.error_matches(function() pose:models():set(1, H.identity()) end, "read-only", 1, true)
+    assert.error_matches(function() pose:model_buffer():set(1, H.identity()) end, "read-only", 1, true)
   end)
 end)
 

@@ -196,7 +196,7 @@ local function build_pool()
       if pal and out then
         try(gp.local_to_model, gp)
         try(pal.update, pal, 1, 2)
-        try(skinning.skin, mesh, pal, out)
+        try(skinning.run, mesh, pal, out)
         try(skinning.batch, { { mesh = mesh, palette = pal, target = out } })
       end
     end

@@ -177,9 +177,9 @@ function H.rand_pose(skel, instances)
   local vals = {}
   for i = 1, instances do
     vals[i] = {}
-    for j = 1, skel:count() do
+    for j = 1, skel:joint_count() do
       local t, r, s = H.rand_trs(true)
-      pose:set_local(i, j, t, r, s)
+      pose:set_trs(i, j, t, r, s)
       vals[i][j] = { t, r, s }
     end
   end

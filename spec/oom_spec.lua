@@ -88,7 +88,7 @@ local steps = {
       CROWD:evaluate()
       POSE:local_to_model()
       PALETTE:update()
-      skinning.skin(MESH, PALETTE, TARGET)
+      skinning.run(MESH, PALETTE, TARGET)
       SCENE:update()
       SCENE:world(NODES[5])
       SCENE:world(NODES[8])
@@ -134,14 +134,14 @@ function VERIFY()
   CROWD:evaluate()
   POSE:local_to_model()
   PALETTE:update()
-  skinning.skin(MESH, PALETTE, TARGET)
+  skinning.run(MESH, PALETTE, TARGET)
   SCENE:update()
   local acc = 0
   for _, k in ipairs(live) do acc = sum(SCENE:world(NODES[k]), acc) end
-  for i = 1, 3 do for j = 1, POSE:joints() do acc = sum(PALETTE:get(i, j), acc) end end
-  local pos = TARGET:positions()
+  for i = 1, 3 do for j = 1, POSE:joint_count() do acc = sum(PALETTE:get(i, j), acc) end end
+  local pos = TARGET:position_buffer()
   if pos then for v = 1, math.min(#pos, 50) do acc = sum(pos:get(v), acc) end end
-  acc = acc + REVERSED:count()
+  acc = acc + REVERSED:joint_count()
   return string.format("%.5e", acc)
 end
 ]==]

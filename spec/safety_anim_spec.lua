@@ -72,7 +72,7 @@ describe("tables are read once", function()
     crowd:player(1):play(clip)
     crowd:advance(0.5)
     crowd:evaluate()
-    assert.near({ 0.5, 0, 0 }, (crowd.pose:get_local(1, 1)), 1e-6)
+    assert.near({ 0.5, 0, 0 }, (crowd.pose:trs(1, 1)), 1e-6)
   end)
 
   it("core.blender with lying layers, layer and mask tables", function()
@@ -97,14 +97,14 @@ describe("a call that raises changes nothing", function()
     local J = 1100
     local skel = chain(J)
     local out, a, b = limber.pose(skel, 1), limber.pose(skel, 1), limber.pose(skel, 1)
-    for j = 1, J do b:set_local(1, j, { 1, 0, 0 }) end
+    for j = 1, J do b:set_trs(1, j, { 1, 0, 0 }) end
     local half = {}
     for j = 1, J do half[j] = 0.5 end
     local bl = core.blender(out, { { pose = a }, { pose = b, mask = half } })
     bl:set_weight(1, 2, 1)
     bl:run()
     local before = {}
-    for j = 1, J do before[j] = (out:get_local(1, j))[1] end
+    for j = 1, J do before[j] = (out:trs(1, j))[1] end
     assert.near(1 / 3, before[1], 1e-6)
     local bad = {}
     for j = 1, J do bad[j] = 1 end
@@ -113,7 +113,7 @@ describe("a call that raises changes nothing", function()
     bad[J] = "x"
     assert.has_error(function() bl:set_mask(2, bad) end)
     bl:run()
-    for j = 1, J do assert.equal(before[j], (out:get_local(1, j))[1]) end
+    for j = 1, J do assert.equal(before[j], (out:trs(1, j))[1]) end
   end)
 
   it("player setters refuse NaN, infinities and strings; advance is all or nothing", function()
@@ -159,7 +159,7 @@ describe("a call that raises changes nothing", function()
     crowd:evaluate()
     for i = 1, 3 do
       assert.near(0.25 * i + 0.1, crowd:player(i):time(), 1e-9)
-      assert.near({ 0.25 * i + 0.1, 0, 0 }, (pose:get_local(i, 1)), 1e-6)
+      assert.near({ 0.25 * i + 0.1, 0, 0 }, (pose:trs(i, 1)), 1e-6)
     end
   end)
 end)
@@ -178,7 +178,7 @@ describe("finite inputs never give a silent NaN", function()
     assert.is_true(t1 >= 0 and t1 < 2, tostring(t1))
     assert.equal(0, t2)
     s:run()
-    local x = (pose:get_local(1, 1))[1]
+    local x = (pose:trs(1, 1))[1]
     assert.is_true(x == x and x >= 0 and x <= 2)
   end)
 
@@ -213,14 +213,14 @@ describe("finite inputs never give a silent NaN", function()
   it("blend weights beyond the documented bound are refused", function()
     local skel = chain(1)
     local out, a, b = limber.pose(skel, 1), limber.pose(skel, 1), limber.pose(skel, 1)
-    a:set_local(1, 1, { 1, 0, 0 })
+    a:set_trs(1, 1, { 1, 0, 0 })
     local bl = core.blender(out, { { pose = a }, { pose = b } })
     assert.error_matches(function() bl:set_weight(1, 1, 3e38) end, "above the largest blend weight", 1, true)
     assert.error_matches(function() bl:set_layer_weight(2, 3e38) end, "above the largest blend weight", 1, true)
     bl:set_weight(1, 1, 1e6)
     bl:set_weight(1, 2, 1e6)
     bl:run()
-    assert.near({ 0.5, 0, 0 }, (out:get_local(1, 1)), 1e-6)
+    assert.near({ 0.5, 0, 0 }, (out:trs(1, 1)), 1e-6)
   end)
 end)
 
@@ -321,7 +321,7 @@ describe("argument errors", function()
       { function() crowd.advance(nil, 1) end, "calling 'advance' on bad self" },
       { function() crowd.evaluate(nil) end, "calling 'evaluate' on bad self" },
       { function() crowd.player(nil, 1) end, "calling 'player' on bad self" },
-      { function() crowd.blend(nil) end, "calling 'blend' on bad self" },
+      { function() crowd.blender(nil) end, "calling 'blender' on bad self" },
       { function() p:seek(math.huge) end, "bad argument #1 to 'seek' (time must be a finite number" },
       { function() p:set_rate(0 / 0) end, "bad argument #1 to 'set_rate' (rate must be a finite number" },
       { function() crowd:advance(-math.huge) end, "bad argument #1 to 'advance' (dt must be a finite number" },

@@ -39,7 +39,7 @@ end
 
 -- vertex v (1-based, of all instances) of an interleaved f32 buffer: floats at a byte offset
 local function attr(buf, stride, off, v)
-  assert(select(2, buf:info()) == stride // 4)
+  assert(buf:width() == stride // 4)
   local e = buf:get(v)
   return { e[off // 4 + 1], e[off // 4 + 2], e[off // 4 + 3] }
 end
@@ -68,16 +68,16 @@ describe("skinning targets that alias", function()
 
   it("keeps interleaved layouts whose attributes do not overlap, with the same results", function()
     local sep = sk.target { mesh = m, instances = 2, positions = true, normals = true }
-    sk.skin(m, pal, sep)
+    sk.run(m, pal, sep)
     -- stride 24: position at 0, normal at 12; and stride 32 with a gap, normal first
     for _, lay in ipairs({ { 24, 0, 12 }, { 32, 16, 0 }, { 28, 0, 16 } }) do
       local stride, po, no = lay[1], lay[2], lay[3]
       local buf = core.buffer("f32", stride // 4, 2 * V)
       local tg = sk.target { mesh = m, instances = 2, buffer = buf, stride = stride, position = po, normal = no }
-      sk.skin(m, pal, tg)
+      sk.run(m, pal, tg)
       for v = 1, 2 * V do
-        assert.are.same(flat(sep:positions(), v), attr(buf, stride, po, v))
-        assert.are.same(flat(sep:normals(), v), attr(buf, stride, no, v))
+        assert.are.same(flat(sep:position_buffer(), v), attr(buf, stride, po, v))
+        assert.are.same(flat(sep:normal_buffer(), v), attr(buf, stride, no, v))
       end
     end
     -- one vertex, one instance: still no overlap
@@ -124,12 +124,12 @@ describe("skinning targets that alias", function()
                              { mesh = m, palette = pal, target = t1, first = 2, count = 1, slot = 1 } }
     batch:run()
     local ref = sk.target { mesh = m, instances = 2, positions = true, normals = true }
-    sk.skin(m, pal, ref)
+    sk.run(m, pal, ref)
     for v = 1, 2 * V do
-      assert.are.same(flat(ref:positions(), v), attr(buf, 24, 0, v))
-      assert.are.same(flat(ref:normals(), v), attr(buf, 24, 12, v))
+      assert.are.same(flat(ref:position_buffer(), v), attr(buf, 24, 0, v))
+      assert.are.same(flat(ref:normal_buffer(), v), attr(buf, 24, 12, v))
     end
-    for v = 1, V do assert.are.same(flat(ref:positions(), V + v), p:get(v)) end
+    for v = 1, V do assert.are.same(flat(ref:position_buffer(), V + v), p:get(v)) end
   end)
 end)
 
@@ -152,24 +152,24 @@ describe("limber.skinning argument errors", function()
   it("name the public function and the argument", function()
     for _, bad in ipairs({ 4.5, "x", true }) do
       local t = type(bad)
-      fails(function() sk.mesh(bad) end, "bad argument #1 to 'mesh' (table expected, got " .. t .. ")")
-      fails(function() sk.target(bad) end, "bad argument #1 to 'target' (table expected, got " .. t .. ")")
-      fails(function() sk.batch(bad) end, "bad argument #1 to 'batch' (table expected, got " .. t .. ")")
-      fails(function() sk.threads(bad) end, "bad argument #1 to 'threads' (integer expected")
-      fails(function() sk.skin(bad, pal, tg) end, "bad argument #1 to 'skin' (limber.SkinMesh expected")
-      fails(function() sk.skin(m, bad, tg) end, "bad argument #2 to 'skin' (limber.Palette expected")
-      fails(function() sk.skin(m, pal, bad) end, "bad argument #3 to 'skin' (limber.SkinTarget expected")
+      fails(function() sk.mesh(bad) end, "bad argument #1 to 'limber.skinning.mesh' (table expected, got " .. t .. ")")
+      fails(function() sk.target(bad) end, "bad argument #1 to 'limber.skinning.target' (table expected, got " .. t .. ")")
+      fails(function() sk.batch(bad) end, "bad argument #1 to 'limber.skinning.batch' (table expected, got " .. t .. ")")
+      fails(function() sk.threads(bad) end, "bad argument #1 to 'limber.skinning.threads' (integer expected")
+      fails(function() sk.run(bad, pal, tg) end, "bad argument #1 to 'limber.skinning.run' (limber.SkinMesh expected")
+      fails(function() sk.run(m, bad, tg) end, "bad argument #2 to 'limber.skinning.run' (limber.Palette expected")
+      fails(function() sk.run(m, pal, bad) end, "bad argument #3 to 'limber.skinning.run' (limber.SkinTarget expected")
     end
-    fails(function() sk.mesh() end, "bad argument #1 to 'mesh' (table expected, got nil)")
-    fails(function() sk.skin(pal, pal, tg) end, "(limber.SkinMesh expected, got limber.Palette)")
-    fails(function() sk.threads(1.5) end, "bad argument #1 to 'threads' (integer expected")
-    fails(function() sk.threads(math.mininteger) end, "bad argument #1 to 'threads' (thread count")
-    fails(function() sk.batch({}) end, "bad argument #1 to 'batch' (job count 0")
+    fails(function() sk.mesh() end, "bad argument #1 to 'limber.skinning.mesh' (table expected, got nil)")
+    fails(function() sk.run(pal, pal, tg) end, "(limber.SkinMesh expected, got limber.Palette)")
+    fails(function() sk.threads(1.5) end, "bad argument #1 to 'limber.skinning.threads' (integer expected")
+    fails(function() sk.threads(math.mininteger) end, "bad argument #1 to 'limber.skinning.threads' (thread count")
+    fails(function() sk.batch({}) end, "bad argument #1 to 'limber.skinning.batch' (job count 0")
   end)
 
   it("blame the caller's line", function()
     local line = debug.getinfo(1, "l").currentline + 1
-    local ok, err = pcall(function() sk.skin(m, nil, tg) end)
+    local ok, err = pcall(function() sk.run(m, nil, tg) end)
     assert.is_false(ok)
     assert.truthy(err:find("safety_skinning_spec.lua:" .. line .. ":", 1, true), err)
     ok, err = pcall(function() sk.mesh({ positions = { 1, 2 } }) end)

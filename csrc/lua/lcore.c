@@ -321,13 +321,16 @@ static int l_buf_len(lua_State *L) {
     return 1;
 }
 
-/** buf:info(): count, width, type name ("f32", "u8", "u16", "u32"). */
-static int l_buf_info(lua_State *L) {
-    lbuffer *b = lbuf_check(L, 1);
-    lua_pushinteger(L, (lua_Integer)b->count);
-    lua_pushinteger(L, b->width);
-    lua_pushstring(L, type_names[b->type]);
-    return 3;
+/** buf:element_count() (also #buf), buf:width() (scalars per element),
+ * buf:scalar_type() ("f32", "u8", "u16" or "u32"). */
+static int l_buf_width(lua_State *L) {
+    lua_pushinteger(L, lbuf_check(L, 1)->width);
+    return 1;
+}
+
+static int l_buf_scalar_type(lua_State *L) {
+    lua_pushstring(L, type_names[lbuf_check(L, 1)->type]);
+    return 1;
 }
 
 static int l_buf_index(lua_State *L) {
@@ -388,7 +391,9 @@ void lcore_open_buffer(lua_State *L) {
                                        {"bytes", l_buf_bytes},
                                        {"set_bytes", l_buf_set_bytes},
                                        {"ptr", l_buf_ptr},
-                                       {"info", l_buf_info},
+                                       {"element_count", l_buf_len},
+                                       {"width", l_buf_width},
+                                       {"scalar_type", l_buf_scalar_type},
                                        {NULL, NULL}};
     luaL_newmetatable(L, BUFFER_MT);
     lua_pushcfunction(L, l_buf_index);

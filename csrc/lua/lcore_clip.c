@@ -413,9 +413,18 @@ static int l_clip_joint_tracks(lua_State *L) {
     return 1;
 }
 
+/* A time argument in double: wrapping a long clip's time rounded to float
+ * first would move it (3000 s in float is only good to 0.25 ms). */
+static double sample_time(lua_State *L, int arg) {
+    lua_Number t = luaL_checknumber(L, arg);
+    if (!isfinite(t))
+        luaL_argerror(L, arg, lua_pushfstring(L, "time is not a finite number (%f)", t));
+    return (double)t;
+}
+
 static int push_sample(lua_State *L, const lmb_clip *c, const lmb_track *tr, int targ, int larg) {
-    float t = lcore_check_finite(L, targ, "time");
-    int loop = lua_toboolean(L, larg);
+    double t = sample_time(L, targ);
+    int loop = lua_isnoneornil(L, larg) ? 1 : lua_toboolean(L, larg); /* loops by default */
     lmb_cursor cursor = {0, 0.0f, 0.0f};
     float v[LMB_FLOAT_WIDTH];
     lmb_track_sample(c, tr, lmb_clip_time(c, t, loop), &cursor, v);
@@ -425,7 +434,8 @@ static int push_sample(lua_State *L, const lmb_clip *c, const lmb_track *tr, int
 }
 
 /** clip:sample_node(k, t [, loop]): the value of node track k (1-based, as
- * in node_tracks()) at time t (clamped, or wrapped when loop): 3 or 4 numbers. */
+ * in node_tracks()) at time t (wrapped unless loop is false, then clamped),
+ * as 3 or 4 numbers. */
 static int l_clip_sample_node(lua_State *L) {
     lmb_clip *c = check_clip(L, 1);
     uint32_t k = lcore_check_index(L, 2, c->track_count - c->joint_track_count, "node track");
@@ -433,23 +443,31 @@ static int l_clip_sample_node(lua_State *L) {
 }
 
 /** clip:sample_joint(j, path, t [, loop]): the value of joint j's track for
- * `path` at time t: 3 or 4 numbers, or nothing when the clip has no such track. */
+ * `path` at time t (wrapped unless loop is false, then clamped): 3 or 4
+ * numbers, or nil when the clip has no such track. */
 static int l_clip_sample_joint(lua_State *L) {
     lmb_clip *c = check_clip(L, 1);
     lua_Integer j = luaL_checkinteger(L, 2);
     int path = luaL_checkoption(L, 3, NULL, path_names);
-    lcore_check_finite(L, 4, "time");
+    sample_time(L, 4);
     for (uint32_t m = 0; m < c->joint_track_count; m++) {
         const lmb_track *tr = c->tracks + m;
         if ((lua_Integer)tr->target + 1 == j && tr->path == path)
             return push_sample(L, c, tr, 4, 5);
     }
-    return 0;
+    lua_pushnil(L);
+    return 1;
 }
 
 /** clip:joint_span(): the largest joint index a track animates (0 if none). */
 static int l_clip_joint_span(lua_State *L) {
     lua_pushinteger(L, check_clip(L, 1)->joint_span);
+    return 1;
+}
+
+/** clip:track_count() (also #clip): joint and node tracks. */
+static int l_clip_track_count(lua_State *L) {
+    lua_pushinteger(L, check_clip(L, 1)->track_count);
     return 1;
 }
 
@@ -579,15 +597,14 @@ static double check_time(lua_State *L, int arg) {
 }
 
 /** sampler:set(i, clip, time [, loop [, rate]]): instance i plays clip
- * number `clip` (1-based in the sampler's set; 0 or nil: not sampled) at
+ * number `clip` (1-based in the sampler's set; nil: not sampled) at
  * `time` seconds (wrapped when loop, the default, else clamped). `rate` is
  * used by sampler:advance (default 1; negative plays backwards). */
 static int l_sampler_set(lua_State *L) {
     lmb_sampler *s = check_sampler(L, 1);
     uint32_t i = lcore_check_index(L, 2, s->pose->instance_count, "instance");
     int32_t k = -1;
-    if (!lua_isnoneornil(L, 3) && !(lua_isinteger(L, 3) && lua_tointeger(L, 3) == 0))
-        k = (int32_t)lcore_check_index(L, 3, s->clip_count, "clip");
+    if (!lua_isnoneornil(L, 3)) k = (int32_t)lcore_check_index(L, 3, s->clip_count, "clip");
     double t = check_time(L, 4);
     int loop = lua_isnoneornil(L, 5) ? 1 : lua_toboolean(L, 5);
     float rate = lua_isnoneornil(L, 6) ? s->rate[i] : lcore_check_finite(L, 6, "rate");
@@ -608,11 +625,14 @@ static int l_sampler_set_time(lua_State *L) {
     return 0;
 }
 
-/** sampler:get(i): clip number (0 for none), time, loop, rate of instance i. */
+/** sampler:get(i): clip number (nil for none), time, loop, rate of instance i. */
 static int l_sampler_get(lua_State *L) {
     lmb_sampler *s = check_sampler(L, 1);
     uint32_t i = lcore_check_index(L, 2, s->pose->instance_count, "instance");
-    lua_pushinteger(L, s->clip[i] + 1);
+    if (s->clip[i] < 0)
+        lua_pushnil(L);
+    else
+        lua_pushinteger(L, s->clip[i] + 1);
     lua_pushnumber(L, (lua_Number)s->time[i]);
     lua_pushboolean(L, s->loop[i]);
     lua_pushnumber(L, (lua_Number)s->rate[i]);
@@ -630,8 +650,9 @@ static int l_sampler_advance(lua_State *L) {
     return 0;
 }
 
-/** sampler:run([first, count]): samples every instance that has a clip
- * (or instances first .. first+count-1) into the pose's local transforms. */
+/** sampler:run([first [, count]]): samples instances first ..
+ * first+count-1 that have a clip (default first 1, count to the end) into
+ * the pose's local transforms. */
 static int l_sampler_run(lua_State *L) {
     lmb_sampler *s = check_sampler(L, 1);
     uint32_t N = s->pose->instance_count;
@@ -640,7 +661,7 @@ static int l_sampler_run(lua_State *L) {
         return 0;
     }
     uint32_t first = lcore_check_index(L, 2, N, "instance");
-    lua_Integer count = luaL_optinteger(L, 3, 1);
+    lua_Integer count = luaL_optinteger(L, 3, (lua_Integer)(N - first));
     if (count < 0 || count > (lua_Integer)(N - first))
         return luaL_argerror(
             L, 3,
@@ -677,6 +698,24 @@ static int l_sampler_set_root_motion(lua_State *L) {
 static int l_sampler_pose(lua_State *L) {
     check_sampler(L, 1);
     lua_getiuservalue(L, 1, 1);
+    return 1;
+}
+
+/** sampler:instance_count() (also #sampler), sampler:clip_count(). */
+static int l_sampler_instances(lua_State *L) {
+    lua_pushinteger(L, check_sampler(L, 1)->pose->instance_count);
+    return 1;
+}
+
+static int l_sampler_clip_count(lua_State *L) {
+    lua_pushinteger(L, check_sampler(L, 1)->clip_count);
+    return 1;
+}
+
+static int l_sampler_tostring(lua_State *L) {
+    lmb_sampler *s = check_sampler(L, 1);
+    lua_pushfstring(L, "limber.Sampler(%d instances, %d clips)", (int)s->pose->instance_count,
+                    (int)s->clip_count);
     return 1;
 }
 
@@ -909,8 +948,31 @@ static int l_blender_out(lua_State *L) {
     return 1;
 }
 
+/** blender:instance_count() (also #blender), blender:layer_count(). */
+static int l_blender_instances(lua_State *L) {
+    lua_pushinteger(L, check_blender(L, 1)->out->instance_count);
+    return 1;
+}
+
+static int l_blender_layer_count(lua_State *L) {
+    lua_pushinteger(L, check_blender(L, 1)->layer_count);
+    return 1;
+}
+
+static int l_blender_tostring(lua_State *L) {
+    lblender *b = check_blender(L, 1);
+    lua_pushfstring(L, "limber.Blender(%d instances, %d layers)", (int)b->out->instance_count,
+                    (int)b->layer_count);
+    return 1;
+}
+
 void lcore_open_clip(lua_State *L) {
-    static const luaL_Reg clip_meta[] = {{"__tostring", l_clip_tostring}, {NULL, NULL}};
+    static const luaL_Reg clip_meta[] = {
+        {"__len", l_clip_track_count}, {"__tostring", l_clip_tostring}, {NULL, NULL}};
+    static const luaL_Reg sampler_meta[] = {
+        {"__len", l_sampler_instances}, {"__tostring", l_sampler_tostring}, {NULL, NULL}};
+    static const luaL_Reg blender_meta[] = {
+        {"__len", l_blender_instances}, {"__tostring", l_blender_tostring}, {NULL, NULL}};
     static const luaL_Reg clip_methods[] = {{"duration", l_clip_duration},
                                             {"name", l_clip_name},
                                             {"node_tracks", l_clip_node_tracks},
@@ -919,6 +981,7 @@ void lcore_open_clip(lua_State *L) {
                                             {"sample_joint", l_clip_sample_joint},
                                             {"joint_span", l_clip_joint_span},
                                             {"key_count", l_clip_key_count},
+                                            {"track_count", l_clip_track_count},
                                             {"dense", l_clip_dense},
                                             {NULL, NULL}};
     static const luaL_Reg sampler_methods[] = {{"set", l_sampler_set},
@@ -930,6 +993,8 @@ void lcore_open_clip(lua_State *L) {
                                                {"set_root_motion", l_sampler_set_root_motion},
                                                {"pose", l_sampler_pose},
                                                {"clips", l_sampler_clips},
+                                               {"instance_count", l_sampler_instances},
+                                               {"clip_count", l_sampler_clip_count},
                                                {NULL, NULL}};
     static const luaL_Reg blender_methods[] = {{"set_weight", l_blender_set_weight},
                                                {"weight", l_blender_weight},
@@ -937,10 +1002,12 @@ void lcore_open_clip(lua_State *L) {
                                                {"set_mask", l_blender_set_mask},
                                                {"run", l_blender_run},
                                                {"output", l_blender_out},
+                                               {"instance_count", l_blender_instances},
+                                               {"layer_count", l_blender_layer_count},
                                                {NULL, NULL}};
     lcore_class(L, CLIP_MT, clip_meta, clip_methods);
-    lcore_class(L, SAMPLER_MT, NULL, sampler_methods);
-    lcore_class(L, BLENDER_MT, NULL, blender_methods);
+    lcore_class(L, SAMPLER_MT, sampler_meta, sampler_methods);
+    lcore_class(L, BLENDER_MT, blender_meta, blender_methods);
     lua_pushcfunction(L, l_clip_new);
     lua_setfield(L, -2, "clip");
     lua_pushcfunction(L, l_sampler_new);

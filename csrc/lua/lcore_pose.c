@@ -226,7 +226,23 @@ static void push_floats(lua_State *L, const float *v, int n) {
     }
 }
 
-/** skel:rest(j): translation {x,y,z}, rotation {x,y,z,w}, scale {x,y,z}. */
+/* Pushes the n floats as a table: the caller's `out` table at out_arg
+ * (filled with raw sets) when one is given, else a new one. */
+static void push_floats_out(lua_State *L, const float *v, int n, int out_arg) {
+    if (lua_isnoneornil(L, out_arg)) {
+        push_floats(L, v, n);
+        return;
+    }
+    luaL_checktype(L, out_arg, LUA_TTABLE);
+    for (int k = 0; k < n; k++) {
+        lua_pushnumber(L, (lua_Number)v[k]);
+        lua_rawseti(L, out_arg, k + 1);
+    }
+    lua_pushvalue(L, out_arg);
+}
+
+/** skel:rest_trs(j): the rest pose of joint j: translation {x,y,z},
+ * rotation {x,y,z,w}, scale {x,y,z}. */
 static int l_skel_rest(lua_State *L) {
     lmb_skeleton *s = lcore_check_skeleton(L, 1);
     uint32_t j = lcore_check_index(L, 2, s->joint_count, "joint");
@@ -237,11 +253,11 @@ static int l_skel_rest(lua_State *L) {
     return 3;
 }
 
-/** skel:inverse_bind(j): the joint's inverse bind matrix (16 numbers). */
+/** skel:inverse_bind(j [, out]): the joint's inverse bind matrix (16 numbers). */
 static int l_skel_ibm(lua_State *L) {
     lmb_skeleton *s = lcore_check_skeleton(L, 1);
     uint32_t j = lcore_check_index(L, 2, s->joint_count, "joint");
-    push_floats(L, s->inverse_bind + (size_t)j * 16, 16);
+    push_floats_out(L, s->inverse_bind + (size_t)j * 16, 16, 3);
     return 1;
 }
 
@@ -307,7 +323,7 @@ static uint32_t check_instance(lua_State *L, lmb_pose *p, int arg) {
     return lcore_check_index(L, arg, p->instance_count, "instance");
 }
 
-/** pose:set_local(i, j, t, r, s): sets the local translation {x,y,z},
+/** pose:set_trs(i, j, t, r, s): sets the local translation {x,y,z},
  * rotation {x,y,z,w} (normalised here) and scale {x,y,z} of joint j of
  * instance i; nil keeps a component. */
 static int l_pose_set_local(lua_State *L) {
@@ -334,7 +350,7 @@ static int l_pose_set_local(lua_State *L) {
     return 0;
 }
 
-/** pose:get_local(i, j): translation, rotation, scale tables. */
+/** pose:trs(i, j): translation, rotation, scale tables of joint j of instance i. */
 static int l_pose_get_local(lua_State *L) {
     lmb_pose *p = lcore_check_pose(L, 1);
     uint32_t i = check_instance(L, p, 2);
@@ -388,16 +404,16 @@ static int l_pose_l2m(lua_State *L) {
     return 0;
 }
 
-/** pose:model(i, j): the model matrix of joint j of instance i (16 numbers). */
+/** pose:model(i, j [, out]): the model matrix of joint j of instance i (16 numbers). */
 static int l_pose_model(lua_State *L) {
     lmb_pose *p = lcore_check_pose(L, 1);
     uint32_t i = check_instance(L, p, 2);
     uint32_t j = lcore_check_index(L, 3, p->joint_count, "joint");
-    push_floats(L, p->model + ((size_t)i * p->joint_count + j) * 16, 16);
+    push_floats_out(L, p->model + ((size_t)i * p->joint_count + j) * 16, 16, 4);
     return 1;
 }
 
-/** pose:models(): a read-only Buffer view of every model matrix
+/** pose:model_buffer(): a read-only Buffer view of every model matrix
  * (instances x joints elements of 16 floats, instance-major). */
 static int l_pose_models(lua_State *L) {
     lmb_pose *p = lcore_check_pose(L, 1);
@@ -409,11 +425,14 @@ static int l_pose_models(lua_State *L) {
 static int l_pose_dirty(lua_State *L) {
     lmb_pose *p = lcore_check_pose(L, 1);
     uint32_t i = check_instance(L, p, 2);
-    if (p->first_dirty[i] >= p->joint_count) return 0;
-    lua_pushinteger(L, (lua_Integer)p->first_dirty[i] + 1);
+    if (p->first_dirty[i] >= p->joint_count)
+        lua_pushnil(L);
+    else
+        lua_pushinteger(L, (lua_Integer)p->first_dirty[i] + 1);
     return 1;
 }
 
+/** pose:instance_count() (also #pose), pose:joint_count(). */
 static int l_pose_instances(lua_State *L) {
     lua_pushinteger(L, lcore_check_pose(L, 1)->instance_count);
     return 1;
@@ -516,16 +535,23 @@ static int l_skin_joint(lua_State *L) {
     return 1;
 }
 
+/** skin:inverse_bind(k [, out]): the inverse bind matrix of skin joint k. */
 static int l_skin_ibm(lua_State *L) {
     lmb_skin *k = lcore_check_skin(L, 1);
     uint32_t i = lcore_check_index(L, 2, k->joint_count, "skin joint");
-    push_floats(L, k->inverse_bind + (size_t)i * 16, 16);
+    push_floats_out(L, k->inverse_bind + (size_t)i * 16, 16, 3);
     return 1;
 }
 
 static int l_skin_skeleton(lua_State *L) {
     lcore_check_skin(L, 1);
     lua_getiuservalue(L, 1, 1);
+    return 1;
+}
+
+static int l_skin_tostring(lua_State *L) {
+    lmb_skin *k = lcore_check_skin(L, 1);
+    lua_pushfstring(L, "limber.Skin(%d joints)", (int)k->joint_count);
     return 1;
 }
 
@@ -596,7 +622,7 @@ static int l_palette_update(lua_State *L) {
     return 0;
 }
 
-/** palette:buffer(): a read-only Buffer view (instances x joints elements
+/** palette:matrix_buffer(): a read-only Buffer view (instances x joints elements
  * of 16 or 12 floats). */
 static int l_palette_buffer(lua_State *L) {
     lpalette *pal = check_palette(L, 1);
@@ -605,23 +631,38 @@ static int l_palette_buffer(lua_State *L) {
     return 1;
 }
 
-/** palette:get(i, k): entry k of instance i (16 or 12 numbers). */
+/** palette:get(i, k [, out]): entry k of instance i (16 or 12 numbers). */
 static int l_palette_get(lua_State *L) {
     lpalette *pal = check_palette(L, 1);
     uint32_t i = lcore_check_index(L, 2, pal->instances, "instance");
     uint32_t k = lcore_check_index(L, 3, pal->joints, "skin joint");
     uint32_t width = lmb_palette_width(pal->layout);
-    push_floats(L, pal->data + ((size_t)i * pal->joints + k) * width, (int)width);
+    push_floats_out(L, pal->data + ((size_t)i * pal->joints + k) * width, (int)width, 4);
     return 1;
 }
 
-/** palette:info(): instances, joints per instance, layout name. */
-static int l_palette_info(lua_State *L) {
+/** palette:instance_count() (also #palette), palette:joint_count() (skin
+ * joints per instance), palette:layout() ("mat4" or "mat3x4"). */
+static int l_palette_instances(lua_State *L) {
+    lua_pushinteger(L, check_palette(L, 1)->instances);
+    return 1;
+}
+
+static int l_palette_joints(lua_State *L) {
+    lua_pushinteger(L, check_palette(L, 1)->joints);
+    return 1;
+}
+
+static int l_palette_layout(lua_State *L) {
+    lua_pushstring(L, check_palette(L, 1)->layout == LMB_PALETTE_MAT4 ? "mat4" : "mat3x4");
+    return 1;
+}
+
+static int l_palette_tostring(lua_State *L) {
     lpalette *pal = check_palette(L, 1);
-    lua_pushinteger(L, pal->instances);
-    lua_pushinteger(L, pal->joints);
-    lua_pushstring(L, pal->layout == LMB_PALETTE_MAT4 ? "mat4" : "mat3x4");
-    return 3;
+    lua_pushfstring(L, "limber.Palette(%d instances x %d joints, %s)", (int)pal->instances,
+                    (int)pal->joints, pal->layout == LMB_PALETTE_MAT4 ? "mat4" : "mat3x4");
+    return 1;
 }
 
 static int l_palette_pose(lua_State *L) {
@@ -637,33 +678,45 @@ static int l_palette_skin(lua_State *L) {
 }
 
 void lcore_open_pose(lua_State *L) {
-    static const luaL_Reg skel_methods[] = {{"count", l_skel_count},      {"parent", l_skel_parent},
-                                            {"parents", l_skel_parents},  {"name", l_skel_name},
-                                            {"find", l_skel_find},        {"rest", l_skel_rest},
-                                            {"inverse_bind", l_skel_ibm}, {NULL, NULL}};
+    static const luaL_Reg skel_methods[] = {
+        {"joint_count", l_skel_count}, {"parent", l_skel_parent},
+        {"parents", l_skel_parents},   {"name", l_skel_name},
+        {"find", l_skel_find},         {"rest_trs", l_skel_rest},
+        {"inverse_bind", l_skel_ibm},  {NULL, NULL}};
     static const luaL_Reg skel_meta[] = {
         {"__len", l_skel_count}, {"__tostring", l_skel_tostring}, {NULL, NULL}};
-    static const luaL_Reg pose_methods[] = {
-        {"set_local", l_pose_set_local}, {"get_local", l_pose_get_local},
-        {"reset", l_pose_reset},         {"set_root", l_pose_set_root},
-        {"local_to_model", l_pose_l2m},  {"model", l_pose_model},
-        {"models", l_pose_models},       {"dirty", l_pose_dirty},
-        {"instances", l_pose_instances}, {"joints", l_pose_joints},
-        {"skeleton", l_pose_skeleton},   {NULL, NULL}};
-    static const luaL_Reg pose_meta[] = {{"__tostring", l_pose_tostring}, {NULL, NULL}};
-    static const luaL_Reg skin_methods[] = {{"count", l_skin_count},
+    static const luaL_Reg pose_methods[] = {{"set_trs", l_pose_set_local},
+                                            {"trs", l_pose_get_local},
+                                            {"reset", l_pose_reset},
+                                            {"set_root", l_pose_set_root},
+                                            {"local_to_model", l_pose_l2m},
+                                            {"model", l_pose_model},
+                                            {"model_buffer", l_pose_models},
+                                            {"dirty", l_pose_dirty},
+                                            {"instance_count", l_pose_instances},
+                                            {"joint_count", l_pose_joints},
+                                            {"skeleton", l_pose_skeleton},
+                                            {NULL, NULL}};
+    static const luaL_Reg pose_meta[] = {
+        {"__len", l_pose_instances}, {"__tostring", l_pose_tostring}, {NULL, NULL}};
+    static const luaL_Reg skin_methods[] = {{"joint_count", l_skin_count},
                                             {"joint", l_skin_joint},
                                             {"inverse_bind", l_skin_ibm},
                                             {"skeleton", l_skin_skeleton},
                                             {NULL, NULL}};
-    static const luaL_Reg skin_meta[] = {{"__len", l_skin_count}, {NULL, NULL}};
+    static const luaL_Reg skin_meta[] = {
+        {"__len", l_skin_count}, {"__tostring", l_skin_tostring}, {NULL, NULL}};
     static const luaL_Reg palette_methods[] = {{"update", l_palette_update},
-                                               {"buffer", l_palette_buffer},
+                                               {"matrix_buffer", l_palette_buffer},
                                                {"get", l_palette_get},
-                                               {"info", l_palette_info},
+                                               {"instance_count", l_palette_instances},
+                                               {"joint_count", l_palette_joints},
+                                               {"layout", l_palette_layout},
                                                {"pose", l_palette_pose},
                                                {"skin", l_palette_skin},
                                                {NULL, NULL}};
+    static const luaL_Reg palette_meta[] = {
+        {"__len", l_palette_instances}, {"__tostring", l_palette_tostring}, {NULL, NULL}};
     static const luaL_Reg funcs[] = {{"skeleton", l_skeleton_new},
                                      {"pose", l_pose_new},
                                      {"skin", l_skin_new},
@@ -672,6 +725,6 @@ void lcore_open_pose(lua_State *L) {
     lcore_class(L, SKELETON_MT, skel_meta, skel_methods);
     lcore_class(L, POSE_MT, pose_meta, pose_methods);
     lcore_class(L, SKIN_MT, skin_meta, skin_methods);
-    lcore_class(L, PALETTE_MT, NULL, palette_methods);
+    lcore_class(L, PALETTE_MT, palette_meta, palette_methods);
     luaL_setfuncs(L, funcs, 0);
 }

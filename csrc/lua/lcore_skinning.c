@@ -276,15 +276,19 @@ static int l_mesh_vertex_count(lua_State *L) {
     return 1;
 }
 
-/** mesh:counts(): vertices with 1, 2, 3 and 4 influences (4 results). */
+/** mesh:influence_counts(): a table of the numbers of vertices with 1, 2, 3
+ * and 4 influences. */
 static int l_mesh_counts(lua_State *L) {
     lmb_skin_mesh *m = check_mesh(L, 1);
-    for (int k = 1; k <= 4; k++)
+    lua_createtable(L, 4, 0);
+    for (int k = 1; k <= 4; k++) {
         lua_pushinteger(L, m->count[k]);
-    return 4;
+        lua_rawseti(L, -2, k);
+    }
+    return 1;
 }
 
-/** mesh:permutation(): read-only u32 Buffer, element s (1-based) = the
+/** mesh:gpu_permutation_buffer(): read-only u32 Buffer, element s (1-based) = the
  * 0-based file index of sorted vertex s. */
 static int l_mesh_perm(lua_State *L) {
     lmb_skin_mesh *m = check_mesh(L, 1);
@@ -292,7 +296,7 @@ static int l_mesh_perm(lua_State *L) {
     return 1;
 }
 
-/** mesh:inverse_permutation(): read-only u32 Buffer, element f (1-based)
+/** mesh:gpu_inverse_permutation_buffer(): read-only u32 Buffer, element f (1-based)
  * = the 0-based sorted index of file vertex f. */
 static int l_mesh_inv(lua_State *L) {
     lmb_skin_mesh *m = check_mesh(L, 1);
@@ -300,11 +304,14 @@ static int l_mesh_inv(lua_State *L) {
     return 1;
 }
 
-/** mesh:indices(): read-only u32 Buffer of the index buffer remapped to
- * sorted order (0-based, GPU-ready), or nil when the mesh has none. */
+/** mesh:gpu_index_buffer(): read-only u32 Buffer of the index buffer
+ * remapped to sorted order (0-based, GPU-ready), or nil when the mesh has none. */
 static int l_mesh_indices(lua_State *L) {
     lmb_skin_mesh *m = check_mesh(L, 1);
-    if (m->index_count == 0) return 0;
+    if (m->index_count == 0) {
+        lua_pushnil(L);
+        return 1;
+    }
     lbuf_push_view(L, 1, m->indices, LBUF_U32, 1, m->index_count, 1);
     return 1;
 }
@@ -332,14 +339,20 @@ static int l_mesh_joint_limit(lua_State *L) {
     return 1;
 }
 
-/** mesh:info(): vertex count, index count, has normals, has tangents. */
-static int l_mesh_info(lua_State *L) {
-    lmb_skin_mesh *m = check_mesh(L, 1);
-    lua_pushinteger(L, m->vertex_count);
-    lua_pushinteger(L, m->index_count);
-    lua_pushboolean(L, (int)m->has_normals);
-    lua_pushboolean(L, (int)m->has_tangents);
-    return 4;
+/** mesh:index_count(), mesh:has_normals(), mesh:has_tangents(). */
+static int l_mesh_index_count(lua_State *L) {
+    lua_pushinteger(L, check_mesh(L, 1)->index_count);
+    return 1;
+}
+
+static int l_mesh_has_normals(lua_State *L) {
+    lua_pushboolean(L, (int)check_mesh(L, 1)->has_normals);
+    return 1;
+}
+
+static int l_mesh_has_tangents(lua_State *L) {
+    lua_pushboolean(L, (int)check_mesh(L, 1)->has_tangents);
+    return 1;
 }
 
 /** mesh:skin(): the limber.Skin the mesh is bound to, or nil. */
@@ -629,11 +642,15 @@ static int l_target_new(lua_State *L) {
     return 1;
 }
 
-/** target:positions() / normals() / tangents(): the Buffer the stream is
- * written to (for interleaved targets, the shared buffer), or nil. */
+/** target:position_buffer() / normal_buffer() / tangent_buffer(): the
+ * Buffer the stream is written to (for interleaved targets, the shared
+ * buffer), or nil. */
 static int target_stream(lua_State *L, int k) {
     ltarget *t = check_target(L, 1);
-    if (!t->s[k].base) return 0;
+    if (!t->s[k].base) {
+        lua_pushnil(L);
+        return 1;
+    }
     lua_getiuservalue(L, 1, k + 1);
     return 1;
 }
@@ -647,15 +664,35 @@ static int l_target_tangents(lua_State *L) {
     return target_stream(L, STREAM_TAN);
 }
 
-/** target:info(): vertices per instance, instances, order ("sorted" or
- * "file"), layout ("separate" or "interleaved"). */
-static int l_target_info(lua_State *L) {
+/** target:vertex_count() (per instance), target:instance_count() (also
+ * #target), target:order() ("sorted" or "file"), target:layout()
+ * ("separate" or "interleaved"). */
+static int l_target_vertices(lua_State *L) {
+    lua_pushinteger(L, check_target(L, 1)->vertices);
+    return 1;
+}
+
+static int l_target_instances(lua_State *L) {
+    lua_pushinteger(L, check_target(L, 1)->instances);
+    return 1;
+}
+
+static int l_target_order(lua_State *L) {
+    lua_pushstring(L, check_target(L, 1)->file_order ? "file" : "sorted");
+    return 1;
+}
+
+static int l_target_layout(lua_State *L) {
+    lua_pushstring(L, check_target(L, 1)->interleaved ? "interleaved" : "separate");
+    return 1;
+}
+
+static int l_target_tostring(lua_State *L) {
     ltarget *t = check_target(L, 1);
-    lua_pushinteger(L, t->vertices);
-    lua_pushinteger(L, t->instances);
-    lua_pushstring(L, t->file_order ? "file" : "sorted");
-    lua_pushstring(L, t->interleaved ? "interleaved" : "separate");
-    return 4;
+    lua_pushfstring(L, "limber.SkinTarget(%d instances x %d vertices, %s, %s)", (int)t->instances,
+                    (int)t->vertices, t->file_order ? "file" : "sorted",
+                    t->interleaved ? "interleaved" : "separate");
+    return 1;
 }
 
 /* ---- jobs ------------------------------------------------------------- */
@@ -921,8 +958,14 @@ static int l_batch_run(lua_State *L) {
     return 0;
 }
 
+/** batch:job_count() (also #batch). */
 static int l_batch_len(lua_State *L) {
     lua_pushinteger(L, check_batch(L, 1)->count);
+    return 1;
+}
+
+static int l_batch_tostring(lua_State *L) {
+    lua_pushfstring(L, "limber.SkinBatch(%d jobs)", (int)check_batch(L, 1)->count);
     return 1;
 }
 
@@ -930,31 +973,41 @@ static int l_batch_len(lua_State *L) {
 
 void lcore_open_skinning(lua_State *L) {
     static const luaL_Reg mesh_methods[] = {{"vertex_count", l_mesh_vertex_count},
-                                            {"counts", l_mesh_counts},
-                                            {"permutation", l_mesh_perm},
-                                            {"inverse_permutation", l_mesh_inv},
-                                            {"indices", l_mesh_indices},
+                                            {"index_count", l_mesh_index_count},
+                                            {"has_normals", l_mesh_has_normals},
+                                            {"has_tangents", l_mesh_has_tangents},
+                                            {"influence_counts", l_mesh_counts},
+                                            {"gpu_permutation_buffer", l_mesh_perm},
+                                            {"gpu_inverse_permutation_buffer", l_mesh_inv},
+                                            {"gpu_index_buffer", l_mesh_indices},
                                             {"file_index", l_mesh_file_index},
                                             {"sorted_index", l_mesh_sorted_index},
                                             {"joint_limit", l_mesh_joint_limit},
-                                            {"info", l_mesh_info},
                                             {"skin", l_mesh_skin},
                                             {NULL, NULL}};
     static const luaL_Reg mesh_meta[] = {
         {"__len", l_mesh_vertex_count}, {"__tostring", l_mesh_tostring}, {NULL, NULL}};
-    static const luaL_Reg target_methods[] = {{"positions", l_target_positions},
-                                              {"normals", l_target_normals},
-                                              {"tangents", l_target_tangents},
-                                              {"info", l_target_info},
+    static const luaL_Reg target_methods[] = {{"position_buffer", l_target_positions},
+                                              {"normal_buffer", l_target_normals},
+                                              {"tangent_buffer", l_target_tangents},
+                                              {"vertex_count", l_target_vertices},
+                                              {"instance_count", l_target_instances},
+                                              {"order", l_target_order},
+                                              {"layout", l_target_layout},
                                               {NULL, NULL}};
-    static const luaL_Reg batch_methods[] = {{"run", l_batch_run}, {NULL, NULL}};
-    static const luaL_Reg batch_meta[] = {{"__len", l_batch_len}, {NULL, NULL}};
+    static const luaL_Reg target_meta[] = {
+        {"__len", l_target_instances}, {"__tostring", l_target_tostring}, {NULL, NULL}};
+    static const luaL_Reg batch_methods[] = {
+        {"run", l_batch_run}, {"job_count", l_batch_len}, {NULL, NULL}};
+    static const luaL_Reg batch_meta[] = {
+        {"__len", l_batch_len}, {"__tostring", l_batch_tostring}, {NULL, NULL}};
     static const luaL_Reg pool_meta[] = {{"__gc", l_pool_gc}, {NULL, NULL}};
-    static const luaL_Reg funcs[] = {{"skin_mesh", l_mesh_new}, {"skin_target", l_target_new},
-                                     {"skin_run", l_skin},      {"skin_batch", l_batch_new},
-                                     {"threads", l_threads},    {NULL, NULL}};
+    static const luaL_Reg funcs[] = {
+        {"skinning_mesh", l_mesh_new}, {"skinning_target", l_target_new},
+        {"skinning_run", l_skin},      {"skinning_batch", l_batch_new},
+        {"threads", l_threads},        {NULL, NULL}};
     lcore_class(L, SKINMESH_MT, mesh_meta, mesh_methods);
-    lcore_class(L, SKINTARGET_MT, NULL, target_methods);
+    lcore_class(L, SKINTARGET_MT, target_meta, target_methods);
     lcore_class(L, SKINBATCH_MT, batch_meta, batch_methods);
     luaL_newmetatable(L, POOL_MT);
     luaL_setfuncs(L, pool_meta, 0);

@@ -96,7 +96,7 @@ function M.clip(desc, skeleton)
   if type(desc.tracks) ~= "table" then fail("clip: desc.tracks must be an array of tracks", 2) end
   if desc.name ~= nil and type(desc.name) ~= "string" then fail("clip: desc.name must be a string", 2) end
   local tracks, missing = {}, {}
-  local J = skeleton and skeleton:count()
+  local J = skeleton and skeleton:joint_count()
   local given = desc.tracks
   for k = 1, rawlen(given) do
     local tr = rawget(given, k)
@@ -321,17 +321,17 @@ local function root_pos(clip, j, x, loop, d)
   else
     x = x < 0 and 0 or (x > d and d or x)
   end
-  local px, py, pz = clip:sample_joint(j, "translation", x)
+  local px, py, pz = clip:sample_joint(j, "translation", x, false)
   if not px then return 0, 0, 0, 0 end
-  local qx, qy, qz, qw = clip:sample_joint(j, "rotation", x)
+  local qx, qy, qz, qw = clip:sample_joint(j, "rotation", x, false)
   local yaw = qx and yaw_of(qx, qy, qz, qw) or 0
   if laps ~= 0 then
-    local ex, ey, ez = clip:sample_joint(j, "translation", d)
-    local sx, sy, sz = clip:sample_joint(j, "translation", 0)
+    local ex, ey, ez = clip:sample_joint(j, "translation", d, false)
+    local sx, sy, sz = clip:sample_joint(j, "translation", 0, false)
     px, py, pz = px + laps * (ex - sx), py + laps * (ey - sy), pz + laps * (ez - sz)
     if qx then
-      local a0 = yaw_of(clip:sample_joint(j, "rotation", 0))
-      local a1 = yaw_of(clip:sample_joint(j, "rotation", d))
+      local a0 = yaw_of(clip:sample_joint(j, "rotation", 0, false))
+      local a1 = yaw_of(clip:sample_joint(j, "rotation", d, false))
       yaw = yaw + laps * wrap_angle(a1 - a0)
     end
   end
@@ -522,7 +522,7 @@ function M.crowd(pose, clips, opts)
     fail("crowd: opts.root_motion must be { joint = integer, yaw = boolean }", 2)
   end
   local skel = pose:skeleton()
-  local N = pose:instances()
+  local N = pose:instance_count()
   local layers = opts.layers or { { name = "base" } }
   if type(layers) ~= "table" then fail("crowd: opts.layers must be an array of layer tables", 2) end
   for l, ly in ipairs(layers) do
@@ -563,14 +563,14 @@ function M.crowd(pose, clips, opts)
   end
   local ok, bl = pcall(core.blender, pose, blend_layers)
   if not ok then error(bl, 2) end
-  crowd.blender = bl
+  crowd.blend_job = bl
   for b = 1, #blend_layers do bl:set_layer_weight(b, 0) end
   crowd.root = opts.root_motion and opts.root_motion.joint
   return crowd
 end
 
 --- The player of instance `i` on layer `layer` (index or name, default 1).
--- @tparam integer i instance in [1, pose:instances()]
+-- @tparam integer i instance in [1, pose:instance_count()]
 -- @tparam[opt=1] integer|string layer
 -- @treturn Player
 function Crowd:player(i, layer)
@@ -593,7 +593,7 @@ end
 function Crowd:advance(dt)
   check_self(self, Crowd, "advance")
   check_finite(dt, 1, "advance", "dt")
-  local on_event, root, bl = self.on_event, self.root, self.blender
+  local on_event, root, bl = self.on_event, self.root, self.blend_job
   local step, clips = step_core, self.clips
   for l = 1, #self.players do
     local players, slots = self.players[l], self.layers[l]
@@ -635,12 +635,12 @@ function Crowd:advance(dt)
           slots[other]:set(i, p.from_k, p.from_t, p.from_loop)
           bl:set_weight(i, b0 + other - 1, p.w * (1 - f))
         else
-          slots[other]:set(i, 0, 0)
+          slots[other]:set(i, nil, 0)
           bl:set_weight(i, b0 + other - 1, 0)
         end
       elseif p.dirty then
-        slots[1]:set(i, 0, 0)
-        slots[2]:set(i, 0, 0)
+        slots[1]:set(i, nil, 0)
+        slots[2]:set(i, nil, 0)
         bl:set_weight(i, b0, 0)
         bl:set_weight(i, b0 + 1, 0)
       end
@@ -669,11 +669,11 @@ function Crowd:evaluate()
   check_self(self, Crowd, "evaluate")
   local s = self.samplers
   for k = 1, #s do s[k]:run() end
-  self.blender:run()
+  self.blend_job:run()
 end
 
 --- The blender (limber.Blender) behind the crowd, for example to change masks.
 -- @treturn limber.Blender
-function Crowd:blend() check_self(self, Crowd, "blend"); return self.blender end
+function Crowd:blender() check_self(self, Crowd, "blender"); return self.blend_job end
 
 return M

@@ -660,8 +660,10 @@ function Loader:skeletons()
       desc[k] = { name = name, parent = node.parent and pos[node.parent] or nil,
                   translation = node.translation, rotation = node.rotation, scale = node.scale }
     end
-    local ok, skel, remap = pcall(limber.skeleton, desc)
-    if not ok then fail(("skins[%d]"):format(s - 1), "%s", skel) end
+    local ok, sorted, remap = pcall(limber.sort_joints, desc)
+    local skel
+    if ok then ok, skel = pcall(limber.skeleton, sorted) end
+    if not ok then fail(("skins[%d]"):format(s - 1), "%s", skel or sorted) end
     local entry = { skeleton = skel, nodes = {}, joint_of = {}, skins = members,
                     root_parent = lca and nodes[lca].parent or nil }
     for k, n in ipairs(list_nodes) do
@@ -1003,7 +1005,7 @@ local function pose_impl(asset, s, instances)
   local pose = limber.pose(entry.skeleton, instances or 1)
   local root = entry.root_parent and asset.nodes[entry.root_parent].world
   if root then
-    for i = 1, pose:instances() do pose:set_root(i, root) end
+    for i = 1, pose:instance_count() do pose:set_root(i, root) end
   end
   return pose
 end

@@ -9,7 +9,7 @@
 -- @module limber
 local core = require "limber.core"
 local check = require "limber.check"
-local snapshot, typename, is_a = check.snapshot, check.typename, check.is_a
+local snapshot, is_a = check.snapshot, check.is_a
 
 local M = {}
 
@@ -20,17 +20,15 @@ M._VERSION = core._VERSION
 --- Largest joint count of a skeleton or skin (65535).
 M.MAX_JOINTS = core.MAX_JOINTS
 
-local function fail(msg, level)
-  error("limber." .. msg, (level or 1) + 1)
+local function fail(fname, msg, level)
+  error(fname .. ": " .. msg, (level or 1) + 1)
 end
 
 
--- Raises the standard "bad argument #n to 'name' (expected, got type)" at
--- the caller of the public function.
+-- Raises "bad argument #n to 'limber.<name>' (expected, got type)" at the
+-- caller of the public function.
 local function argcheck(ok, n, name, expected, v)
-  if not ok then
-    error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, name, expected, typename(v)), 3)
-  end
+  if not ok then check.arg_error(n, "limber." .. name, expected, v, 4) end
 end
 
 
@@ -39,7 +37,7 @@ local IDENTITY <const> = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
 local function vec(v, n, default, what, level)
   if v == nil then return default end
   if type(v) ~= "table" or rawlen(v) ~= n then
-    fail(("skeleton: %s must be a table of %d numbers"):format(what, n), level + 1)
+    fail("limber.skeleton", ("%s must be a table of %d numbers"):format(what, n), level + 1)
   end
   local c = {}
   for k = 1, n do c[k] = rawget(v, k) end
@@ -47,77 +45,143 @@ local function vec(v, n, default, what, level)
 end
 
 
---- Builds a skeleton from joints given in any order.
--- `desc` is an array of joints, or a table with such an array in `joints`.
--- Each joint is a table with optional fields: `name` (string, unique),
--- `parent` (a joint name or a 1-based index into this array; nil for a
--- root), `translation` {x,y,z}, `rotation` {x,y,z,w}, `scale` {x,y,z}
--- (the rest pose; defaults identity) and `inverse_bind` (16 numbers,
--- column-major; default identity).
--- Joints are stored parent-before-child (depth-first when the input is not
--- already ordered); the second result maps each input index to its new
--- index, so clips and meshes that name joints by input index can be
--- remapped.
--- @tparam table desc
--- @treturn limber.Skeleton skeleton
--- @treturn table remap: remap[input index] = skeleton index
-function M.skeleton(desc)
-  if type(desc) ~= "table" then fail("skeleton: expected a table of joints", 2) end
+-- The joints array of a skeleton description, each joint read once (raw)
+-- and checked: a table, with a unique string name or none. Returns the
+-- copies and name -> input index.
+local function read_joints(desc, fname)
+  if type(desc) ~= "table" then check.arg_error(1, fname, "table of joints", desc, 4) end
   local joints = rawget(desc, "joints") or desc
-  if type(joints) ~= "table" then fail("skeleton: joints must be a table of joints", 2) end
+  if type(joints) ~= "table" then fail(fname, "joints must be a table of joints", 3) end
   local n = rawlen(joints)
-  if n == 0 then fail("skeleton: no joints", 2) end
-  if n > 65535 then fail(("skeleton: %d joints, more than the supported 65535"):format(n), 2) end
-  local given = joints
-  joints = {}
-  local by_name = {}
+  if n == 0 then fail(fname, "no joints", 3) end
+  if n > 65535 then fail(fname, ("%d joints, more than the supported 65535"):format(n), 3) end
+  local copies, by_name = {}, {}
   for i = 1, n do
-    local j = rawget(given, i)
-    if type(j) ~= "table" then fail(("skeleton: joint %d is not a table"):format(i), 2) end
+    local j = rawget(joints, i)
+    if type(j) ~= "table" then fail(fname, ("joint %d is not a table"):format(i), 3) end
     j = snapshot(j)
-    joints[i] = j
+    copies[i] = j
     if j.name ~= nil then
-      if type(j.name) ~= "string" then
-        fail(("skeleton: joint %d: name must be a string"):format(i), 2)
-      end
+      if type(j.name) ~= "string" then fail(fname, ("joint %d: name must be a string"):format(i), 3) end
       if by_name[j.name] then
-        fail(("skeleton: joints %d and %d share the name '%s'"):format(by_name[j.name], i, j.name), 2)
+        fail(fname, ("joints %d and %d share the name '%s'"):format(by_name[j.name], i, j.name), 3)
       end
       by_name[j.name] = i
     end
   end
+  return copies, by_name
+end
+
+-- The input index of joint i's parent (0 for a root), from a name or an index.
+local function parent_index(j, i, n, by_name, fname)
+  local p = j.parent
+  if p == nil then return 0 end
+  if type(p) == "string" then
+    local k = by_name[p]
+    if not k then fail(fname, ("joint %d: parent '%s' is not a joint name"):format(i, p), 3) end
+    return k
+  end
+  if math.type(p) ~= "integer" then
+    fail(fname, ("joint %d: parent must be a name or an integer index"):format(i), 3)
+  end
+  if p < 1 or p > n then fail(fname, ("joint %d: parent %d out of range [1, %d]"):format(i, p, n), 3) end
+  if p == i then fail(fname, ("joint %d is its own parent"):format(i), 3) end
+  return p
+end
+
+local function joint_label(j, i)
+  return j.name and ("%d ('%s')"):format(i, j.name) or tostring(i)
+end
+
+--- Builds a skeleton from joints listed parents first.
+-- `desc` is an array of joints, or a table with such an array in `joints`.
+-- Each joint is a table with optional fields: `name` (string, unique),
+-- `parent` (a joint name or the 1-based index of an earlier joint; nil for
+-- a root), `translation` {x,y,z}, `rotation` {x,y,z,w}, `scale` {x,y,z}
+-- (the rest pose; defaults identity) and `inverse_bind` (16 numbers,
+-- column-major; default identity).
+-- Joint k of the skeleton is joint k of `desc`: every index a clip, a skin
+-- or a mesh gives means the same joint here. A joint listed before its
+-- parent is an error; `limber.sort_joints` orders such a list and says
+-- where each joint went.
+-- @tparam table desc
+-- @treturn limber.Skeleton skeleton
+function M.skeleton(desc)
+  local fname = "limber.skeleton"
+  local joints, by_name = read_joints(desc, fname)
+  local n = #joints
   local parents, names, rest, ibm = {}, {}, {}, {}
   for i = 1, n do
     local j = joints[i]
-    local p = j.parent
-    if p == nil then
-      p = 0
-    elseif type(p) == "string" then
-      local k = by_name[p]
-      if not k then fail(("skeleton: joint %d: parent '%s' is not a joint name"):format(i, p), 2) end
-      p = k
-    elseif math.type(p) ~= "integer" then
-      fail(("skeleton: joint %d: parent must be a name or an integer index"):format(i), 2)
+    local p = parent_index(j, i, n, by_name, fname)
+    if p > i then
+      fail(fname, ("joint %s comes before its parent %s: list parents first, or order the "
+        .. "joints with limber.sort_joints"):format(joint_label(j, i), joint_label(joints[p], p)), 2)
     end
     parents[i] = p
     names[i] = j.name or false
     local t = vec(j.translation, 3, { 0, 0, 0 }, "translation of joint " .. i, 2)
     local r = vec(j.rotation, 4, { 0, 0, 0, 1 }, "rotation of joint " .. i, 2)
-    local s = vec(j.scale, 3, { 1, 1, 1 }, "scale of joint " .. i, 2)
+    local sc = vec(j.scale, 3, { 1, 1, 1 }, "scale of joint " .. i, 2)
     local b = vec(j.inverse_bind, 16, IDENTITY, "inverse_bind of joint " .. i, 2)
     local o = (i - 1) * 10
     rest[o + 1], rest[o + 2], rest[o + 3] = t[1], t[2], t[3]
     rest[o + 4], rest[o + 5], rest[o + 6], rest[o + 7] = r[1], r[2], r[3], r[4]
-    rest[o + 8], rest[o + 9], rest[o + 10] = s[1], s[2], s[3]
+    rest[o + 8], rest[o + 9], rest[o + 10] = sc[1], sc[2], sc[3]
     for k = 1, 16 do ibm[(i - 1) * 16 + k] = b[k] end
   end
-  local ok, skel, remap = pcall(core.skeleton, parents, names, rest, ibm)
-  if not ok then error(skel, 2) end
-  return skel, remap
+  local ok, skel = pcall(core.skeleton, parents, names, rest, ibm)
+  if not ok then check.rethrow(skel, fname, "skeleton") end
+  return skel
+end
+
+--- Orders a list of joints parents first, for `limber.skeleton`.
+-- Joints keep their input order, except that a joint listed before its
+-- parent comes after it (with the parent's ancestors): a list already in
+-- order is returned in the same order. The copies' `parent` fields are rewritten as indices into the
+-- new list (names stay names). Use the remap for every other index that
+-- referred to the old order (clip tracks, skin joints, mesh joint slots).
+-- @tparam table joints as for `limber.skeleton`
+-- @treturn table the joints (shallow copies), parents first
+-- @treturn table remap: remap[old index] = new index
+function M.sort_joints(joints)
+  local fname = "limber.sort_joints"
+  local copies, by_name = read_joints(joints, fname)
+  local n = #copies
+  local parent = {}
+  for i = 1, n do parent[i] = parent_index(copies[i], i, n, by_name, fname) end
+  -- stable: joints keep their input order, except that a joint listed before
+  -- its parent pulls the parent's unplaced ancestors in front of it
+  local order, remap, state, chain = {}, {}, {}, {}
+  for i = 1, n do
+    local k = i
+    while k ~= 0 and not state[k] do -- walk up to a placed ancestor or a root
+      state[k] = "walking"
+      chain[#chain + 1] = k
+      k = parent[k]
+    end
+    if k ~= 0 and state[k] == "walking" then
+      fail(fname, ("joint %s is in a parent cycle"):format(joint_label(copies[k], k)), 2)
+    end
+    for c = #chain, 1, -1 do
+      local j = chain[c]
+      order[#order + 1] = j
+      remap[j] = #order
+      state[j] = "placed"
+      chain[c] = nil
+    end
+  end
+  local out = {}
+  for k, i in ipairs(order) do
+    local j = copies[i]
+    if parent[i] ~= 0 and type(j.parent) ~= "string" then j.parent = remap[parent[i]] end
+    out[k] = j
+  end
+  return out, remap
 end
 
 --- A batch of `instances` poses of one skeleton, at the rest pose.
--- Local transforms are set per joint (`pose:set_local`) or by samplers and
+-- Local transforms are set per joint (`pose:set_trs`) or by samplers and
 -- blenders in one call for all instances; `pose:local_to_model()` computes
 -- every model matrix in one call.
 -- @tparam limber.Skeleton skeleton
@@ -127,7 +191,9 @@ function M.pose(skeleton, instances)
   argcheck(is_a(skeleton, "limber.Skeleton"), 1, "pose", "limber.Skeleton", skeleton)
   if instances == nil then instances = 1 end
   argcheck(math.tointeger(instances) ~= nil, 2, "pose", "integer", instances)
-  return core.pose(skeleton, instances)
+  local ok, pose = pcall(core.pose, skeleton, instances)
+  if not ok then check.rethrow(pose, "limber.pose", "pose") end
+  return pose
 end
 
 --- A skin: which skeleton joints a mesh uses and their inverse bind matrices.
@@ -140,12 +206,12 @@ function M.skin(skeleton, joints, inverse_binds)
   argcheck(is_a(skeleton, "limber.Skeleton"), 1, "skin", "limber.Skeleton", skeleton)
   local idx
   if joints ~= nil then
-    if type(joints) ~= "table" then fail("skin: joints must be a table", 2) end
+    if type(joints) ~= "table" then argcheck(false, 2, "skin", "table or nil", joints) end
     idx = {}
     for k, j in ipairs(joints) do
       if type(j) == "string" then
         local found = skeleton:find(j)
-        if not found then fail(("skin: joints[%d]: no joint named '%s'"):format(k, j), 2) end
+        if not found then fail("limber.skin", ("joints[%d]: no joint named '%s'"):format(k, j), 2) end
         idx[k] = found
       else
         idx[k] = j
@@ -154,12 +220,12 @@ function M.skin(skeleton, joints, inverse_binds)
   end
   local flat
   if inverse_binds ~= nil then
-    if type(inverse_binds) ~= "table" then fail("skin: inverse_binds must be a table", 2) end
+    if type(inverse_binds) ~= "table" then argcheck(false, 3, "skin", "table or nil", inverse_binds) end
     if type(inverse_binds[1]) == "table" then
       flat = {}
       for k, m in ipairs(inverse_binds) do
         if type(m) ~= "table" or #m ~= 16 then
-          fail(("skin: inverse_binds[%d] must have 16 numbers"):format(k), 2)
+          fail("limber.skin", ("inverse_binds[%d] must have 16 numbers"):format(k), 2)
         end
         table.move(m, 1, 16, (k - 1) * 16 + 1, flat)
       end
@@ -168,7 +234,7 @@ function M.skin(skeleton, joints, inverse_binds)
     end
   end
   local ok, skin = pcall(core.skin, skeleton, idx, flat)
-  if not ok then error(skin, 2) end
+  if not ok then check.rethrow(skin, "limber.skin", "skin") end
   return skin
 end
 
@@ -186,13 +252,16 @@ function M.palette(pose, opts)
   argcheck(type(opts) == "table", 2, "palette", "table", opts)
   for k in next, opts do -- a misspelt option must not be silently ignored
     if k ~= "skin" and k ~= "layout" then
-      error(("bad argument #2 to 'palette' (unknown option '%s'; options are skin, layout)"):format(tostring(k)), 2)
+      error(("bad argument #2 to 'limber.palette' (unknown option '%s'; options are skin, layout)")
+        :format(tostring(k)), 2)
     end
   end
   local skin, layout = rawget(opts, "skin"), rawget(opts, "layout")
   argcheck(skin == nil or is_a(skin, "limber.Skin"), 2, "palette", "opts.skin: limber.Skin", skin)
   argcheck(layout == nil or type(layout) == "string", 2, "palette", "opts.layout: string", layout)
-  return core.palette(pose, skin, layout)
+  local ok, pal = pcall(core.palette, pose, skin, layout)
+  if not ok then check.rethrow(pal, "limber.palette", "palette") end
+  return pal
 end
 
 --- A new typed buffer: `type` "f32", "u8", "u16" or "u32", `width` scalars
@@ -203,7 +272,9 @@ end
 -- table whose length is a multiple of width
 -- @treturn limber.Buffer
 function M.buffer(type_name, width, count_or_values)
-  return core.buffer(type_name, width, count_or_values)
+  local ok, b = pcall(core.buffer, type_name, width, count_or_values)
+  if not ok then check.rethrow(b, "limber.buffer", "buffer") end
+  return b
 end
 
 local submodules <const> = { anim = true, gltf = true, scene = true, skinning = true }

@@ -3,35 +3,26 @@
 -- A mesh is prepared once (`mesh`): vertices sorted by influence count (1, 2,
 -- 3, then 4), weights renormalised, the index buffer remapped and the
 -- permutation kept. Each frame, one call skins many instances, each with its
--- own palette (`limber.Palette`), on the module's worker pool: `skin` for one
+-- own palette (`limber.Palette`), on the module's worker pool: `run` for one
 -- mesh and every instance of a palette, or a prepared `batch` of jobs that
 -- may mix meshes, palettes and targets. Outputs go to limber Buffers
 -- described once by a `target` (separate streams or one interleaved vertex
--- buffer), in sorted order (matches `mesh:indices()`) or file order.
+-- buffer), in sorted order (matches `mesh:gpu_index_buffer()`) or file order.
 -- No Lua garbage is made per frame.
 -- @module limber.skinning
 local core = require "limber.core"
 local check = require "limber.check"
-local skin_run = core.skin_run
+local skin_run = core.skinning_run
 
 local M = {}
 
 -- Argument checks: errors in the standard form, blamed on the caller of the
 -- public function (level 3 from here).
 local function expect(v, n, fname, want)
-  if type(v) ~= want then
-    error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, want, check.typename(v)), 3)
-  end
+  if type(v) ~= want then check.arg_error(n, fname, want, v, 4) end
 end
 
--- Re-raises an error of core function `cname` called by `fname` at the
--- caller of `fname`, under the public name.
-local function rethrow(err, fname, cname)
-  if type(err) == "string" then
-    err = err:gsub("^bad argument (#%d+) to '[%w_.:]*" .. cname .. "'", "bad argument %1 to '" .. fname .. "'")
-  end
-  error(err, 3)
-end
+local rethrow = check.rethrow
 
 --- Prepares an immutable skinned mesh.
 -- `desc` fields: `positions` (f32 Buffer of width 3 or a flat table, required),
@@ -43,13 +34,13 @@ end
 -- Buffer, 0-based, or a table of 1-based indices; optional) and `skin`
 -- (optional limber.Skin: palettes used with this mesh must then belong to it).
 -- Unchanging streams (uv, colors) are not part of the mesh: keep them with
--- the asset and reorder them once with `mesh:permutation()`.
+-- the asset and reorder them once with `mesh:gpu_permutation_buffer()`.
 -- @tparam table desc
 -- @treturn limber.SkinMesh
 function M.mesh(desc)
-  expect(desc, 1, "mesh", "table")
-  local ok, mesh = pcall(core.skin_mesh, desc)
-  if not ok then rethrow(mesh, "mesh", "skin_mesh") end
+  expect(desc, 1, "limber.skinning.mesh", "table")
+  local ok, mesh = pcall(core.skinning_mesh, desc)
+  if not ok then rethrow(mesh, "limber.skinning.mesh", "skinning_mesh") end
   return mesh
 end
 
@@ -64,9 +55,9 @@ end
 -- @tparam table desc
 -- @treturn limber.SkinTarget
 function M.target(desc)
-  expect(desc, 1, "target", "table")
-  local ok, target = pcall(core.skin_target, desc)
-  if not ok then rethrow(target, "target", "skin_target") end
+  expect(desc, 1, "limber.skinning.target", "table")
+  local ok, target = pcall(core.skinning_target, desc)
+  if not ok then rethrow(target, "limber.skinning.target", "skinning_target") end
   return target
 end
 
@@ -75,10 +66,10 @@ end
 -- @tparam limber.SkinMesh mesh
 -- @tparam limber.Palette palette
 -- @tparam limber.SkinTarget target
-function M.skin(mesh, palette, target)
+function M.run(mesh, palette, target)
   -- per frame: the core checks the three objects once; only its error is renamed
   local ok, err = pcall(skin_run, mesh, palette, target)
-  if not ok then rethrow(err, "skin", "skin_run") end
+  if not ok then rethrow(err, "limber.skinning.run", "skinning_run") end
 end
 
 --- Prepares a list of jobs run together by `batch:run()`. Each job is a
@@ -87,9 +78,9 @@ end
 -- @tparam table jobs
 -- @treturn limber.SkinBatch
 function M.batch(jobs)
-  expect(jobs, 1, "batch", "table")
-  local ok, batch = pcall(core.skin_batch, jobs)
-  if not ok then rethrow(batch, "batch", "skin_batch") end
+  expect(jobs, 1, "limber.skinning.batch", "table")
+  local ok, batch = pcall(core.skinning_batch, jobs)
+  if not ok then rethrow(batch, "limber.skinning.batch", "skinning_batch") end
   return batch
 end
 
@@ -103,10 +94,10 @@ end
 function M.threads(n)
   if n ~= nil and math.type(n) ~= "integer" then
     local got = math.type(n) == "float" and "number (not an integer)" or type(n)
-    error(("bad argument #1 to 'threads' (integer expected, got %s)"):format(got), 2)
+    error(("bad argument #1 to 'limber.skinning.threads' (integer expected, got %s)"):format(got), 2)
   end
   local ok, threads, cores, has = pcall(core.threads, n)
-  if not ok then rethrow(threads, "threads", "threads") end
+  if not ok then rethrow(threads, "limber.skinning.threads", "threads") end
   return threads, cores, has
 end
 

@@ -87,10 +87,10 @@ static const char *const workload =
     "  crowd:evaluate()\n"
     "  pose:local_to_model()\n"
     "  pal:update()\n"
-    "  sk.skin(mesh, pal, target)\n"
+    "  sk.run(mesh, pal, target)\n"
     "  local _, _, used = core.simd()\n"
-    "  return used .. '|' .. target:positions():bytes() .. target:normals():bytes() .. "
-    "pal:buffer():bytes()\n"
+    "  return used .. '|' .. target:position_buffer():bytes() .. target:normal_buffer():bytes() .. "
+    "pal:matrix_buffer():bytes()\n"
     "end\n";
 
 static const char *const levels[3] = {"portable", "avx2", "avx512"};
@@ -209,15 +209,15 @@ static const char *const late_chunk =
     /* finalizer set before the module's pool exists: runs after the pool's __gc */
     "setmetatable(job, { __gc = function(j)\n"
     "  j.sk.threads(4)\n"
-    "  j.sk.skin(j.mesh, j.pal, j.target)\n"
-    "  report('late', j.target:positions():bytes())\n"
+    "  j.sk.run(j.mesh, j.pal, j.target)\n"
+    "  report('late', j.target:position_buffer():bytes())\n"
     "end })\n"
     "local limber = require 'limber'\n"
     "local sk = require 'limber.skinning'\n"
     "local skel = limber.skeleton({ { name = 'a' }, { name = 'b', parent = 'a', translation = { 1, "
     "2, 3 } } })\n"
     "local pose = limber.pose(skel, 8)\n"
-    "for i = 1, 8 do pose:set_local(i, 2, { i, 0, 0 }) end\n"
+    "for i = 1, 8 do pose:set_trs(i, 2, { i, 0, 0 }) end\n"
     "pose:local_to_model()\n"
     "local pal = limber.palette(pose)\n"
     "pal:update()\n"
@@ -231,12 +231,12 @@ static const char *const late_chunk =
     "local mesh = sk.mesh { positions = pos, joints = jnt, weights = wgt }\n"
     "local target = sk.target { mesh = mesh, instances = 8, positions = true }\n"
     "sk.threads(4)\n"
-    "sk.skin(mesh, pal, target)\n"
-    "report('open', target:positions():bytes())\n"
-    "target:positions():set(1, { 0, 0, 0 })\n"
+    "sk.run(mesh, pal, target)\n"
+    "report('open', target:position_buffer():bytes())\n"
+    "target:position_buffer():set(1, { 0, 0, 0 })\n"
     "job.sk, job.mesh, job.pal, job.target = sk, mesh, pal, target\n"
     /* a second one, reachable from the registry until the state closes */
-    "local keep = setmetatable({}, { __gc = function() sk.skin(mesh, pal, target) end })\n"
+    "local keep = setmetatable({}, { __gc = function() sk.run(mesh, pal, target) end })\n"
     "debug.getregistry()['two_states.keep'] = keep\n";
 
 /* Bytes the late chunk reports through report(name, bytes): [0] while
