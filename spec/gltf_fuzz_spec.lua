@@ -32,7 +32,7 @@ local function all_finite(t, n, what)
   for k = 1, n do assert(finite(t[k]), ("%s[%d] = %s"):format(what, k, tostring(t[k]))) end
 end
 
--- The promises a loaded asset makes (docs/notes-gltf.md), checked the
+-- The promises a loaded asset makes (docs/gltf.md), checked the
 -- plain way: references in range, decoded data finite and consistent,
 -- poses and palettes computable and finite.
 local function check_asset(asset)

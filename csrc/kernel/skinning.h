@@ -107,7 +107,7 @@ static inline uint32_t lmb_skin_task_chunks(const lmb_skin_task *t) {
  * palette and writes one contiguous output range, and two threads rarely
  * write the cache line two chunks share at once. Chunk-major order (all
  * instances' chunk 0, then chunk 1, ...) cost two threads about 10% of
- * their speed (docs/notes-skinning.md). Callers keep the total below 2^32. */
+ * their speed (docs/skinning.md). Callers keep the total below 2^32. */
 static inline uint64_t lmb_skin_task_items(const lmb_skin_task *t) {
     return (uint64_t)t->instances * lmb_skin_task_chunks(t);
 }

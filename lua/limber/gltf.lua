@@ -2,7 +2,7 @@
 --
 -- The JSON is parsed with lua-cjson (Debian package `lua-cjson`); every byte
 -- of binary data is decoded in C (`limber.core`) with bounds checks. The
--- loaded asset is a plain Lua table (see docs/notes-gltf.md): nodes,
+-- loaded asset is a plain Lua table (see docs/gltf.md): nodes,
 -- scenes, limber skeletons and skins, mesh primitives as limber Buffers in
 -- the form `limber.skinning.mesh` takes, and animations as raw channels
 -- plus limber clips when `limber.anim` is available.

@@ -13,7 +13,7 @@
 -- depth-first preorder), and `scene:update()` is one C call that builds the
 -- parent-first order of exactly the nodes whose world can have changed and
 -- computes them; leaves are left out and computed on demand by
--- `scene:world(id)`. See docs/notes-scene.md for the algorithm, the figures
+-- `scene:world(id)`. See docs/scene.md for the algorithm, the figures
 -- and the decisions (destroy takes the subtree, ids are recycled first in,
 -- first out, ...).
 -- @module limber.scene
