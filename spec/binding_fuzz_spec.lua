@@ -69,7 +69,7 @@ describe("the binding fuzzer", function()
       -- a raw Lua error out of limber's code
       { "function M.f(x) return x.field end", "a raw Lua error" },
       -- changes its argument, then raises
-      { "function M.f(b) if type(b) == 'userdata' and b.set and b.info then "
+      { "function M.f(b) if type(b) == 'userdata' and b.set and b.width then "
         .. "b:set(1, {7, 7, 7}); error('refused') end end",
         "changed its argument" },
       -- a NaN from finite numbers
