@@ -29,10 +29,18 @@ local MAX_FLOAT <const> = 3.4e38
 local MAX_WEIGHT <const> = 1e6
 
 
--- Raises "bad argument #n to 'fname' (expected expected, got <type>)" at
--- the caller of the function that called arg_error.
+-- The public name of a function of this module or a method of its classes.
+local METHOD_OF <const> = { play = "Player", seek = "Player", set_rate = "Player", set_weight = "Player",
+                            advance = "Crowd" }
+local function qualified(fname)
+  local class = METHOD_OF[fname]
+  return class and ("limber.anim.%s:%s"):format(class, fname) or "limber.anim." .. fname
+end
+
+-- Raises "bad argument #n to 'limber.anim.fname' (expected expected, got
+-- <type>)" at the caller of the function that called arg_error.
 local function arg_error(n, fname, expected, v, level)
-  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, expected, typename(v)), level or 3)
+  check.arg_error(n, qualified(fname), expected, v, (level or 3) + 1)
 end
 
 local function finite(v)
@@ -44,7 +52,7 @@ local function check_finite(v, n, fname, what)
   if not finite(v) then
     if type(v) ~= "number" then arg_error(n, fname, "number", v, 4) end
     error(("bad argument #%d to '%s' (%s must be a finite number of magnitude <= 3.4e38, got %s)")
-      :format(n, fname, what, tostring(v)), 3)
+      :format(n, qualified(fname), what, tostring(v)), 3)
   end
   return v
 end
@@ -300,7 +308,8 @@ Crowd.__name = "limber.anim.Crowd"
 -- The player or crowd `self` of method `name`, else a bad-self error.
 local function check_self(self, class, name)
   if getmetatable(self) ~= class or type(self) ~= "table" then
-    error(("calling '%s' on bad self (%s expected, got %s)"):format(name, class.__name, typename(self)), 3)
+    error(("calling '%s:%s' on bad self (%s expected, got %s)"):format(class.__name, name, class.__name,
+      typename(self)), 3)
   end
 end
 
