@@ -99,10 +99,14 @@ local steps = {
   function() SCENE:destroy(NODES[3]) end,
   function() SCENE:set_parent(NODES[6], NODES[4], 1) end, -- a follower again
   function()
-    -- unordered joints: the skeleton's reordering scratch
-    local joints = {}
-    for i = 1, 40 do joints[i] = { name = "j" .. i, parent = i < 40 and "j" .. (i + 1) or nil } end
-    REVERSED = limber.skeleton(joints)
+    -- unordered joints: limber.sort_joints, and the C skeleton's reordering scratch
+    local joints, parents = {}, {}
+    for i = 1, 40 do
+      joints[i] = { name = "j" .. i, parent = i < 40 and "j" .. (i + 1) or nil }
+      parents[i] = i < 40 and i + 1 or 0
+    end
+    REVERSED = limber.skeleton((limber.sort_joints(joints)))
+    assert(limber.core.skeleton(parents):joint_count() == 40)
   end,
 }
 assert(#steps == STEPS)

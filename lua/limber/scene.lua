@@ -131,11 +131,11 @@ local function resolve_slot(self, parent, name, level)
     fail(fmt("slot %d: only joints of a pose can be named by index", name), level + 1)
   end
   if type(prov) == "table" then
-    local j = by_index and name >= 1 and name <= prov.skeleton:count() and name
+    local j = by_index and name >= 1 and name <= prov.skeleton:joint_count() and name
         or not by_index and prov.skeleton:find(name)
     if not j and by_index then
       fail(fmt("slot %d: joint index out of range [1, %d] for node %d", name,
-        prov.skeleton:count(), parent), level + 1)
+        prov.skeleton:joint_count(), parent), level + 1)
     elseif not j then
       fail(fmt("slot '%s': the skeleton of node %d has no joint of that name", name, parent),
         level + 1)
@@ -275,8 +275,8 @@ function Scene:create(opts)
     local pose = opts.pose
     if not is_a(pose, "limber.Pose") then fail("create: pose must be a limber.Pose", 2) end
     local inst = opts.instance or 1
-    if math_type(inst) ~= "integer" or inst < 1 or inst > pose:instances() then
-      fail(fmt("create: instance must be an integer in [1, %d]", pose:instances()), 2)
+    if math_type(inst) ~= "integer" or inst < 1 or inst > pose:instance_count() then
+      fail(fmt("create: instance must be an integer in [1, %d]", pose:instance_count()), 2)
     end
     prov = { pose = pose, instance = inst, skeleton = pose:skeleton() }
   end
@@ -626,7 +626,7 @@ function M.prefab(nodes)
   local pose = limber.pose(skel, 1)
   pose:local_to_model()
   local names = {}
-  for j = 1, skel:count() do names[j] = skel:name(j) end
+  for j = 1, skel:joint_count() do names[j] = skel:name(j) end
   return core.slots_from_pose(pose, 1, names)
 end
 
