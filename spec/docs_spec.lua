@@ -471,6 +471,52 @@ describe("the public surface table of docs/api-reference.md", function()
     end
   end)
 
+  it("says errors \"none\" only where a call with no arguments on a valid object works", function()
+    local limber, anim, skinning = require "limber", require "limber.anim", require "limber.skinning"
+    local skel = limber.skeleton({ { name = "root" }, { name = "tip", parent = "root", translation = { 0, 1, 0 } } })
+    local pose, out = limber.pose(skel, 2), limber.pose(skel, 2)
+    local skin = limber.skin(skel)
+    local pal = limber.palette(pose, { skin = skin })
+    local clip = anim.clip({ tracks = { { joint = 2, path = "translation", times = { 0, 1 },
+      values = { 0, 1, 0, 0, 2, 0 } } } })
+    local mesh = skinning.mesh({ positions = { 0, 0, 0, 1, 0, 0, 0, 1, 0 }, skin = skin, indices = { 1, 2, 3 },
+      joints = { 1, 0, 0, 0, 2, 0, 0, 0, 1, 2, 0, 0 }, weights = { 1, 0, 0, 0, 1, 0, 0, 0, 0.5, 0.5, 0, 0 } })
+    local target = skinning.target({ mesh = mesh, instances = 2, positions = true })
+    local crowd = anim.crowd(out, { clip })
+    local scene = require("limber.scene").new()
+    scene:create()
+    local objects = {
+      ["limber.Buffer"] = limber.buffer("f32", 3, 2), ["limber.Skeleton"] = skel, ["limber.Pose"] = pose,
+      ["limber.Skin"] = skin, ["limber.Palette"] = pal, ["limber.Clip"] = clip,
+      ["limber.Sampler"] = anim.sampler(pose, { clip }),
+      ["limber.Blender"] = anim.blender(pose, { { pose = limber.pose(skel, 2) } }),
+      ["limber.Image"] = core.image(4, 4), ["limber.SkinMesh"] = mesh, ["limber.SkinTarget"] = target,
+      ["limber.SkinBatch"] = skinning.batch({ { mesh = mesh, palette = pal, target = target } }),
+      ["limber.Hierarchy"] = core.hierarchy(4),
+      ["limber.Slots"] = core.slots({ "a" }, { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }),
+      ["limber.anim.Player"] = crowd:player(1), ["limber.anim.Crowd"] = crowd, ["limber.Scene"] = scene,
+    }
+    local modules = {}
+    for _, m in ipairs(SURFACE_MODULES) do modules[m.name] = require(m.name) end
+    local tried = 0
+    for _, r in ipairs((surface_table(doc))) do
+      if r.errors == "none" and (r.args == "()" or r.args:match("^%(%[")) then
+        local method = r.name:match(":([%w_]+)$")
+        local ok, err
+        if method then
+          local obj = objects[r.class]
+          assert.truthy(obj, "no sample object of " .. r.class)
+          ok, err = pcall(obj[method], obj)
+        else
+          ok, err = pcall(modules[r.class][r.name:match("%.([%w_]+)$")])
+        end
+        assert.is_true(ok, r.name .. " says errors: none, but raised " .. tostring(err))
+        tried = tried + 1
+      end
+    end
+    assert.is_true(tried > 60, "only " .. tried .. " rows tried")
+  end)
+
   it("marks @local module functions by their LDoc block only", function()
     local src = "--- Public.\nfunction M.a(x) end\n--- Internal.\n-- @local\nfunction M.b(x) end\n"
       .. "--- Also internal.\n-- @local\nM.c = print\n"
