@@ -471,7 +471,10 @@ describe("the public surface table of docs/api-reference.md", function()
     end
   end)
 
-  it("says errors \"none\" only where a call with no arguments on a valid object works", function()
+  -- A call with no arguments on a valid object must work when the row has
+  -- only optional arguments and says errors "none", and must raise when the
+  -- row has a required argument and lists errors.
+  it("agrees with a call without arguments on its arguments and errors", function()
     local limber, anim, skinning = require "limber", require "limber.anim", require "limber.skinning"
     local skel = limber.skeleton({ { name = "root" }, { name = "tip", parent = "root", translation = { 0, 1, 0 } } })
     local pose, out = limber.pose(skel, 2), limber.pose(skel, 2)
@@ -498,9 +501,11 @@ describe("the public surface table of docs/api-reference.md", function()
     }
     local modules = {}
     for _, m in ipairs(SURFACE_MODULES) do modules[m.name] = require(m.name) end
-    local tried = 0
+    local tried, required = 0, 0
     for _, r in ipairs((surface_table(doc))) do
-      if r.errors == "none" and (r.args == "()" or r.args:match("^%(%[")) then
+      local optional = r.args == "()" or r.args:match("^%(%[") ~= nil
+      if optional and r.errors == "none" or not optional and r.errors ~= "none" then
+        -- called with no arguments (on a valid object)
         local method = r.name:match(":([%w_]+)$")
         local ok, err
         if method then
@@ -510,11 +515,17 @@ describe("the public surface table of docs/api-reference.md", function()
         else
           ok, err = pcall(modules[r.class][r.name:match("%.([%w_]+)$")])
         end
-        assert.is_true(ok, r.name .. " says errors: none, but raised " .. tostring(err))
-        tried = tried + 1
+        if optional then
+          assert.is_true(ok, r.name .. " says errors: none, but raised " .. tostring(err))
+          tried = tried + 1
+        else
+          assert.is_false(ok, r.name .. " has a required argument but ran without it")
+          required = required + 1
+        end
       end
     end
-    assert.is_true(tried > 60, "only " .. tried .. " rows tried")
+    assert.is_true(tried > 60, "only " .. tried .. " rows without errors tried")
+    assert.is_true(required > 100, "only " .. required .. " rows with a required argument tried")
   end)
 
   it("marks @local module functions by their LDoc block only", function()
