@@ -143,6 +143,204 @@ local function defined_documented(text, tbl, name)
   return false
 end
 
+-- ---- the public surface table of docs/api-reference.md ----------------------
+
+local REFERENCE = "docs/api-reference.md"
+local SURFACE_SECTION = "## The public surface"
+local SURFACE_HEADER = { "class or module", "function", "arguments", "returns", "errors" }
+-- Every module whose functions are public, with its source (limber.core has none).
+local SURFACE_MODULES = {
+  { name = "limber", file = "lua/limber/init.lua" },
+  { name = "limber.math", file = "lua/limber/math.lua" },
+  { name = "limber.anim", file = "lua/limber/anim.lua" },
+  { name = "limber.gltf", file = "lua/limber/gltf.lua" },
+  { name = "limber.scene", file = "lua/limber/scene.lua" },
+  { name = "limber.skinning", file = "lua/limber/skinning.lua" },
+  { name = "limber.core" },
+}
+
+-- Whether the `---` block above the definition of `M.name` in src says
+-- `@local` (an internal helper LDoc leaves out of the pages).
+local function marked_local(src, name)
+  local lines = lines_of(src)
+  for i, line in ipairs(lines) do
+    if line:match("^function%s+M[.:]" .. name .. "%s*%(") or line:match("^M%." .. name .. "%s*=") then
+      local k = i - 1
+      while k >= 1 and lines[k]:match("^%-%-") do
+        if lines[k]:match("@local") then return true end
+        k = k - 1
+      end
+      return false
+    end
+  end
+  return false
+end
+
+-- The methods and the metamethods of class metatable mt: methods are the
+-- functions of its __index table (the metatable itself for a Lua class,
+-- `methods` for limber.Buffer, whose __index is a function), minus "__"
+-- names; metamethods are its "__" functions except __gc.
+local function class_members(mt)
+  local methods = type(mt.__index) == "table" and mt.__index or mt.methods
+  assert(type(methods) == "table", tostring(mt.__name) .. " has no method table")
+  local m, meta = {}, {}
+  for k, v in pairs(methods) do
+    if type(v) == "function" and not k:match("^__") then m[#m + 1] = k end
+  end
+  for k, v in pairs(mt) do
+    if type(k) == "string" and k:match("^__") and k ~= "__gc" and type(v) == "function" then
+      meta[#meta + 1] = k
+    end
+  end
+  table.sort(meta)
+  return m, meta
+end
+
+-- One object of each Lua class (they have no registry entry): an anim
+-- Crowd, one of its Players and a Scene.
+local function lua_class_objects()
+  local limber, anim = require "limber", require "limber.anim"
+  local skel = limber.skeleton({ { name = "root" } })
+  local clip = anim.clip({ tracks = { { joint = 1, path = "translation", times = { 0, 1 },
+    values = { 0, 0, 0, 1, 0, 0 } } } })
+  local crowd = anim.crowd(limber.pose(skel, 1), { clip })
+  return { crowd, crowd:player(1), require("limber.scene").new() }
+end
+
+-- Every public function and method found in the code: names is a set of
+-- "module.function" and "Class:method" names (`limber.core.clock`,
+-- `limber.Pose:set_trs`, `limber.anim.Crowd:advance`); metas maps each class
+-- to its sorted metamethods. Excluded as in the luadoc checks above: the
+-- internal limber.ThreadPool, benchmark baselines, metamethods (kept apart)
+-- and module functions marked @local.
+local function public_surface()
+  local names, metas = {}, {}
+  for _, m in ipairs(SURFACE_MODULES) do
+    local src = m.file and read(m.file)
+    for k, v in pairs(require(m.name)) do
+      if type(v) == "function" and not (src and marked_local(src, k)) then names[m.name .. "." .. k] = true end
+    end
+  end
+  local function add_class(class, mt)
+    local methods, meta = class_members(mt)
+    for _, k in ipairs(methods) do names[class .. ":" .. k] = true end
+    metas[class] = meta
+  end
+  for key, mt in pairs(debug.getregistry()) do
+    if type(key) == "string" and type(mt) == "table" and key:match("^limber%.")
+        and key ~= "limber.ThreadPool" and not key:lower():find("baseline", 1, true) then
+      add_class(key, mt)
+    end
+  end
+  for _, obj in ipairs(lua_class_objects()) do
+    local mt = getmetatable(obj)
+    add_class(mt.__name, mt)
+  end
+  return names, metas
+end
+
+local function trim(s) return (s:gsub("^%s+", ""):gsub("%s+$", "")) end
+
+-- Parses the section "## The public surface" of the reference: its one
+-- table (rows {class, name, args, returns, errors, line}) and the
+-- metamethod notes (lines "- `Class`: `__len` (...), `__tostring`" or
+-- "- `Class`: none"). Returns rows, notes (class -> sorted list) and
+-- problems with the text's shape.
+local function surface_table(text)
+  local rows, notes, problems = {}, {}, {}
+  local in_section, found, tables, prev_row = false, false, 0, false
+  local function problem(i, fmt, ...) problems[#problems + 1] = ("line %d: " .. fmt):format(i, ...) end
+  for i, line in ipairs(lines_of(text)) do
+    local is_row = line:match("^|") ~= nil
+    if line:match("^#+ ") then
+      in_section = line == SURFACE_SECTION
+      found = found or in_section
+    elseif in_section and is_row then
+      if not prev_row then tables = tables + 1 end
+      local cells = {}
+      if not line:match("|%s*$") then problem(i, "a table row must end with |") end
+      for cell in line:gmatch("|([^|]*)") do cells[#cells + 1] = trim(cell) end
+      if cells[#cells] == "" then cells[#cells] = nil end -- after the closing |
+      if not prev_row then
+        if table.concat(cells, "|") ~= table.concat(SURFACE_HEADER, "|") then
+          problem(i, "the header must be | %s |", table.concat(SURFACE_HEADER, " | "))
+        end
+      elseif cells[1] and cells[1]:match("^%-%-%-") then -- the separator row
+        if #cells ~= #SURFACE_HEADER then problem(i, "the separator row must have %d cells", #SURFACE_HEADER) end
+      elseif #cells ~= #SURFACE_HEADER then
+        problem(i, "%d cells, expected %d", #cells, #SURFACE_HEADER)
+      else
+        local class, name = cells[1]:match("^`([%w_.]+)`$"), cells[2]:match("^`([%w_.:]+)`$")
+        if not class or not name then
+          problem(i, "class and function must be `names`")
+        else
+          if name:sub(1, #class + 1) ~= class .. "." and name:sub(1, #class + 1) ~= class .. ":"
+              or name:find("[.:]", #class + 2) then
+            problem(i, "%s is not a function of %s", name, class)
+          end
+          for c = 3, 5 do
+            if cells[c] == "" then problem(i, "%s: empty %s cell", name, SURFACE_HEADER[c]) end
+          end
+          if cells[3] ~= "" and not cells[3]:match("^%(.*%)$") then
+            problem(i, "%s: arguments must be in parentheses", name)
+          end
+          local _, open = cells[3]:gsub("%[", "")
+          local _, close = cells[3]:gsub("%]", "")
+          if open ~= close then problem(i, "%s: unbalanced [ ] in the arguments", name) end
+          rows[#rows + 1] = { class = class, name = name, args = cells[3], returns = cells[4],
+            errors = cells[5], line = i }
+        end
+      end
+    elseif in_section and line:match("^%- `") then
+      local class, rest = line:match("^%- `([%w_.]+)`:%s*(.*)$")
+      if class then
+        local list = {}
+        for mm in rest:gmatch("`(__[%w_]+)`") do list[#list + 1] = mm end
+        table.sort(list)
+        if #list == 0 and rest ~= "none" then problem(i, "%s: list metamethods or say none", class) end
+        if notes[class] then problem(i, "%s has two metamethod notes", class) end
+        notes[class] = list
+      end
+    end
+    prev_row = in_section and is_row
+  end
+  if not found then problems[#problems + 1] = "no section " .. SURFACE_SECTION end
+  if found and tables ~= 1 then problems[#problems + 1] = ("%d tables in the section, expected one"):format(tables) end
+  return rows, notes, problems
+end
+
+-- Everything wrong between the reference text and the code's surface
+-- (names, metas from public_surface), sorted.
+local function surface_problems(text, names, metas)
+  local rows, notes, problems = surface_table(text)
+  local seen = {}
+  for _, r in ipairs(rows) do
+    if seen[r.name] then
+      problems[#problems + 1] = ("line %d: %s has two rows"):format(r.line, r.name)
+    elseif not names[r.name] then
+      problems[#problems + 1] = ("line %d: %s names nothing that exists"):format(r.line, r.name)
+    end
+    seen[r.name] = true
+  end
+  for n in pairs(names) do
+    if not seen[n] then problems[#problems + 1] = n .. " has no row" end
+  end
+  for class, meta in pairs(metas) do
+    local listed = notes[class]
+    if not listed then
+      problems[#problems + 1] = class .. " has no metamethod note"
+    elseif table.concat(listed, ",") ~= table.concat(meta, ",") then
+      problems[#problems + 1] = ("metamethods of %s: the note lists {%s}, the class has {%s}")
+        :format(class, table.concat(listed, ", "), table.concat(meta, ", "))
+    end
+  end
+  for class in pairs(notes) do
+    if not metas[class] then problems[#problems + 1] = "metamethod note for " .. class .. ", which does not exist" end
+  end
+  table.sort(problems)
+  return problems
+end
+
 describe("API reference", function()
   local text = read(LUADOC)
 
@@ -227,6 +425,189 @@ describe("API reference", function()
       assert.same({}, undocumented_lua("local function helper()\nend\n"))
       assert.is_false(defined_documented("M.f = g\n", "M", "f"))
       assert.is_true(defined_documented("--- Does f.\nM.f = g\n", "M", "f"))
+    end)
+  end)
+end)
+
+describe("the public surface table of docs/api-reference.md", function()
+  local doc = read(REFERENCE)
+
+  -- the same text with the row of `name` removed, or a line added after it
+  local function without_row(text, name)
+    local out = text:gsub("\n| `[%w_.]+` | `" .. name:gsub("%p", "%%%0") .. "` |[^\n]*", "")
+    return out
+  end
+  local function after_row(text, name, line)
+    local out = text:gsub("(\n| `[%w_.]+` | `" .. name:gsub("%p", "%%%0") .. "` |[^\n]*)", "%1\n" .. line)
+    return out
+  end
+
+  it("has one row per public function and method, and none for anything else", function()
+    local names, metas = public_surface()
+    local count = 0
+    for _ in pairs(names) do count = count + 1 end
+    assert.is_true(count > 200, "the walk found only " .. count .. " functions")
+    -- the walk reaches every kind of public function ...
+    for _, n in ipairs { "limber.skeleton", "limber.math.mul", "limber.anim.crowd", "limber.gltf.load",
+        "limber.scene.new", "limber.skinning.run", "limber.core.skinning_run", "limber.Pose:set_trs",
+        "limber.Buffer:get", "limber.anim.Player:play", "limber.anim.Crowd:advance", "limber.Scene:create" } do
+      assert.is_true(names[n], n)
+    end
+    -- ... and leaves out the internal ones and metamethods
+    for _, n in ipairs { "limber.math.trs_raw", "limber.Pose:__len", "limber.anim.Crowd:__index" } do
+      assert.is_nil(names[n], n)
+    end
+    assert.same({ "__index", "__len", "__tostring" }, metas["limber.Buffer"])
+    assert.same({}, surface_problems(doc, names, metas))
+  end)
+
+  it("has arguments, returns and errors on every row", function()
+    local rows, _, problems = surface_table(doc)
+    assert.same({}, problems)
+    assert.is_true(#rows > 200)
+    for _, r in ipairs(rows) do
+      assert.truthy(r.args:match("^%(.*%)$"), r.name)
+      assert.is_true(#r.returns > 0 and #r.errors > 0, r.name)
+    end
+  end)
+
+  -- A call with no arguments on a valid object must work when the row has
+  -- only optional arguments and says errors "none", and must raise when the
+  -- row has a required argument and lists errors.
+  it("agrees with a call without arguments on its arguments and errors", function()
+    local limber, anim, skinning = require "limber", require "limber.anim", require "limber.skinning"
+    local skel = limber.skeleton({ { name = "root" }, { name = "tip", parent = "root", translation = { 0, 1, 0 } } })
+    local pose, out = limber.pose(skel, 2), limber.pose(skel, 2)
+    local skin = limber.skin(skel)
+    local pal = limber.palette(pose, { skin = skin })
+    local clip = anim.clip({ tracks = { { joint = 2, path = "translation", times = { 0, 1 },
+      values = { 0, 1, 0, 0, 2, 0 } } } })
+    local mesh = skinning.mesh({ positions = { 0, 0, 0, 1, 0, 0, 0, 1, 0 }, skin = skin, indices = { 1, 2, 3 },
+      joints = { 1, 0, 0, 0, 2, 0, 0, 0, 1, 2, 0, 0 }, weights = { 1, 0, 0, 0, 1, 0, 0, 0, 0.5, 0.5, 0, 0 } })
+    local target = skinning.target({ mesh = mesh, instances = 2, positions = true })
+    local crowd = anim.crowd(out, { clip })
+    local scene = require("limber.scene").new()
+    scene:create()
+    local objects = {
+      ["limber.Buffer"] = limber.buffer("f32", 3, 2), ["limber.Skeleton"] = skel, ["limber.Pose"] = pose,
+      ["limber.Skin"] = skin, ["limber.Palette"] = pal, ["limber.Clip"] = clip,
+      ["limber.Sampler"] = anim.sampler(pose, { clip }),
+      ["limber.Blender"] = anim.blender(pose, { { pose = limber.pose(skel, 2) } }),
+      ["limber.Image"] = core.image(4, 4), ["limber.SkinMesh"] = mesh, ["limber.SkinTarget"] = target,
+      ["limber.SkinBatch"] = skinning.batch({ { mesh = mesh, palette = pal, target = target } }),
+      ["limber.Hierarchy"] = core.hierarchy(4),
+      ["limber.Slots"] = core.slots({ "a" }, { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }),
+      ["limber.anim.Player"] = crowd:player(1), ["limber.anim.Crowd"] = crowd, ["limber.Scene"] = scene,
+    }
+    local modules = {}
+    for _, m in ipairs(SURFACE_MODULES) do modules[m.name] = require(m.name) end
+    local tried, required = 0, 0
+    for _, r in ipairs((surface_table(doc))) do
+      local optional = r.args == "()" or r.args:match("^%(%[") ~= nil
+      if optional and r.errors == "none" or not optional and r.errors ~= "none" then
+        -- called with no arguments (on a valid object)
+        local method = r.name:match(":([%w_]+)$")
+        local ok, err
+        if method then
+          local obj = objects[r.class]
+          assert.truthy(obj, "no sample object of " .. r.class)
+          ok, err = pcall(obj[method], obj)
+        else
+          ok, err = pcall(modules[r.class][r.name:match("%.([%w_]+)$")])
+        end
+        if optional then
+          assert.is_true(ok, r.name .. " says errors: none, but raised " .. tostring(err))
+          tried = tried + 1
+        else
+          assert.is_false(ok, r.name .. " has a required argument but ran without it")
+          required = required + 1
+        end
+      end
+    end
+    assert.is_true(tried > 60, "only " .. tried .. " rows without errors tried")
+    assert.is_true(required > 100, "only " .. required .. " rows with a required argument tried")
+  end)
+
+  it("marks @local module functions by their LDoc block only", function()
+    local src = "--- Public.\nfunction M.a(x) end\n--- Internal.\n-- @local\nfunction M.b(x) end\n"
+      .. "--- Also internal.\n-- @local\nM.c = print\n"
+    assert.is_false(marked_local(src, "a"))
+    assert.is_true(marked_local(src, "b"))
+    assert.is_true(marked_local(src, "c"))
+    assert.is_false(marked_local(src, "d"))
+  end)
+
+  describe("the checker fails on doctored text", function()
+    local names, metas
+    setup(function() names, metas = public_surface() end)
+
+    -- The problems found in text and not in the real reference (line
+    -- numbers ignored): what the doctoring alone caused, so these tests
+    -- hold while the real table has a problem of its own.
+    local real
+    local function new_problems(text, n, m)
+      if not real then
+        real = {}
+        for _, p in ipairs(surface_problems(doc, names, metas)) do real[p:gsub("^line %d+: ", "")] = true end
+      end
+      local out = {}
+      for _, p in ipairs(surface_problems(text, n or names, m or metas)) do
+        if not real[p:gsub("^line %d+: ", "")] then out[#out + 1] = p end
+      end
+      return out
+    end
+
+    it("a row removed", function()
+      local text = without_row(doc, "limber.Pose:set_trs")
+      assert.are_not.equal(doc, text)
+      assert.same({ "limber.Pose:set_trs has no row" }, new_problems(text))
+      text = without_row(doc, "limber.anim.Crowd:advance")
+      assert.same({ "limber.anim.Crowd:advance has no row" }, new_problems(text))
+    end)
+
+    it("a bogus row added, or a row twice", function()
+      local text = after_row(doc, "limber.Pose:trs", "| `limber.Pose` | `limber.Pose:fly` | (i) | nothing | none |")
+      local problems = new_problems(text)
+      assert.equal(1, #problems)
+      assert.truthy(problems[1]:find("limber.Pose:fly names nothing that exists", 1, true))
+      text = after_row(doc, "limber.core.clock", "| `limber.core` | `limber.core.clock` | () | seconds | none |")
+      problems = new_problems(text)
+      assert.equal(1, #problems)
+      assert.truthy(problems[1]:find("limber.core.clock has two rows", 1, true))
+    end)
+
+    it("a function the code gains without a row", function()
+      local more = {}
+      for n in pairs(names) do more[n] = true end
+      more["limber.core.teleport"] = true
+      assert.same({ "limber.core.teleport has no row" }, new_problems(doc, more))
+    end)
+
+    it("an empty cell, a wrong class, a broken row, a second table", function()
+      local text = doc:gsub("(| `limber%.Pose:dirty` | %(i%) | [^|]+ | )[^|]+ |", "%1 |")
+      local problems = new_problems(text)
+      assert.equal(1, #problems)
+      assert.truthy(problems[1]:find("limber.Pose:dirty: empty errors cell", 1, true))
+      text = doc:gsub("| `limber%.Skin` | `limber%.Skin:joint` |", "| `limber.Pose` | `limber.Skin:joint` |")
+      problems = new_problems(text)
+      assert.equal(1, #problems)
+      assert.truthy(problems[1]:find("limber.Skin:joint is not a function of limber.Pose", 1, true))
+      text = doc:gsub("| `limber%.Skin:joint` | %(k%) |", "| `limber.Skin:joint` | (k |")
+      problems = new_problems(text)
+      assert.equal(1, #problems)
+      assert.truthy(problems[1]:find("arguments must be in parentheses", 1, true))
+      text = after_row(doc, "limber.Skin:skeleton", "\n| a | b |\n| --- | --- |\n| `x` | `x.y` |")
+      problems = new_problems(text)
+      assert.truthy(table.concat(problems, "\n"):find("2 tables in the section, expected one", 1, true))
+    end)
+
+    it("a metamethod missing from a class's note", function()
+      local text = doc:gsub("(%- `limber%.Pose`: )`__len` %(instance count%), ", "%1")
+      assert.are_not.equal(doc, text)
+      assert.same({ "metamethods of limber.Pose: the note lists {__tostring}, the class has {__len, __tostring}" },
+        new_problems(text))
+      text = doc:gsub("\n%- `limber%.Image`: none", "")
+      assert.same({ "limber.Image has no metamethod note" }, new_problems(text))
     end)
   end)
 end)
