@@ -17,7 +17,7 @@ local opt = C.options(arg, { frames = 300, instances = 1000, json = false })
 local N, frames = opt.instances, opt.frames
 
 local skel = limber.skeleton(C.humanoid())
-local J = skel:count()
+local J = skel:joint_count()
 local base = baseline.new(skel:parents(), N, 12345)
 local pose = limber.pose(skel, N)
 base:fill_pose(pose)

@@ -192,8 +192,9 @@ describe("clip sampling (hand-computed)", function()
   end)
 
   it("loops with t - d floor(t / d): t = d gives the pose at 0, negative times wrap", function()
-    assert.near(pack(clip:sample_joint(2, "translation", 0, false)), pack(clip:sample_joint(2, "translation", 4, true)), 0)
-    assert.near(pack(clip:sample_joint(2, "translation", 3, false)), pack(clip:sample_joint(2, "translation", -1, true)), 1e-6)
+    local function tr(t, loop) return pack(clip:sample_joint(2, "translation", t, loop)) end
+    assert.near(tr(0, false), tr(4, true), 0)
+    assert.near(tr(3, false), tr(-1, true), 1e-6)
     local function at(t, loop) return pack(clip:sample_joint(2, "translation", t, loop)) end
     assert.near(at(1.5), at(9.5, true), 1e-6)
     assert.near(at(2.5), at(-5.5, true), 1e-6)
@@ -894,7 +895,8 @@ describe("clip build errors", function()
     assert.same({ node = 7, path = "translation", interpolation = "LINEAR", keys = 2 }, nt[1])
     assert.same({ node = 0, path = "scale", interpolation = "STEP", keys = 2 }, nt[2])
     assert.near({ 1, 1, 1 }, pack(clip:sample_node(2, 1, false)), 0)
-    assert.error_matches(function() clip:sample_node(3, 0, false) end, "node track index 3 out of range [1, 2]", 1, true)
+    assert.error_matches(function() clip:sample_node(3, 0, false) end, "node track index 3 out of range [1, 2]",
+      1, true)
     assert.matches("limber.Clip%(unnamed, 1.0 s, 3 tracks%)", tostring(clip))
   end)
 

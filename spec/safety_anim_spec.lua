@@ -317,14 +317,19 @@ describe("argument errors", function()
       { function() p.root_delta(nil) end, "calling 'limber.anim.Player:root_delta' on bad self" },
       { function() p.instance(nil) end, "calling 'limber.anim.Player:instance' on bad self" },
       { function() p:play(clip, 5) end, "bad argument #2 to 'limber.anim.Player:play'" },
-      { function() p:set_weight("x") end, "bad argument #1 to 'limber.anim.Player:set_weight' (number expected, got string)" },
+      { function() p:set_weight("x") end,
+        "bad argument #1 to 'limber.anim.Player:set_weight' (number expected, got string)"
+      },
       { function() crowd.advance(nil, 1) end, "calling 'limber.anim.Crowd:advance' on bad self" },
       { function() crowd.evaluate(nil) end, "calling 'limber.anim.Crowd:evaluate' on bad self" },
       { function() crowd.player(nil, 1) end, "calling 'limber.anim.Crowd:player' on bad self" },
       { function() crowd.blender(nil) end, "calling 'limber.anim.Crowd:blender' on bad self" },
-      { function() p:seek(math.huge) end, "bad argument #1 to 'limber.anim.Player:seek' (time must be a finite number" },
-      { function() p:set_rate(0 / 0) end, "bad argument #1 to 'limber.anim.Player:set_rate' (rate must be a finite number" },
-      { function() crowd:advance(-math.huge) end, "bad argument #1 to 'limber.anim.Crowd:advance' (dt must be a finite number" },
+      { function() p:seek(math.huge) end, "bad argument #1 to 'limber.anim.Player:seek' "
+        .. "(time must be a finite number" },
+      { function() p:set_rate(0 / 0) end, "bad argument #1 to 'limber.anim.Player:set_rate' "
+        .. "(rate must be a finite number" },
+      { function() crowd:advance(-math.huge) end, "bad argument #1 to 'limber.anim.Crowd:advance' "
+        .. "(dt must be a finite number" },
     }
     for _, case in ipairs(cases) do
       local ok, err = pcall(case[1])

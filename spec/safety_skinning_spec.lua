@@ -153,8 +153,10 @@ describe("limber.skinning argument errors", function()
     for _, bad in ipairs({ 4.5, "x", true }) do
       local t = type(bad)
       fails(function() sk.mesh(bad) end, "bad argument #1 to 'limber.skinning.mesh' (table expected, got " .. t .. ")")
-      fails(function() sk.target(bad) end, "bad argument #1 to 'limber.skinning.target' (table expected, got " .. t .. ")")
-      fails(function() sk.batch(bad) end, "bad argument #1 to 'limber.skinning.batch' (table expected, got " .. t .. ")")
+      fails(function() sk.target(bad) end,
+        "bad argument #1 to 'limber.skinning.target' (table expected, got " .. t .. ")")
+      fails(function() sk.batch(bad) end,
+        "bad argument #1 to 'limber.skinning.batch' (table expected, got " .. t .. ")")
       fails(function() sk.threads(bad) end, "bad argument #1 to 'limber.skinning.threads' (integer expected")
       fails(function() sk.run(bad, pal, tg) end, "bad argument #1 to 'limber.skinning.run' (limber.SkinMesh expected")
       fails(function() sk.run(m, bad, tg) end, "bad argument #2 to 'limber.skinning.run' (limber.Palette expected")

@@ -198,8 +198,9 @@ for _, level in ipairs(levels) do
       for i = 1, 2 do
         for c = 1, #m.idx do
           assert.equal(mesh:sorted_index(m.idx[c] + 1) - 1, idx[c])
-          assert.same(file:position_buffer()[(i - 1) * V + m.idx[c] + 1], sorted:position_buffer()[(i - 1) * V + idx[c] + 1])
-          assert.same(file:normal_buffer()[(i - 1) * V + m.idx[c] + 1], sorted:normal_buffer()[(i - 1) * V + idx[c] + 1])
+          local f, s = (i - 1) * V + m.idx[c] + 1, (i - 1) * V + idx[c] + 1
+          assert.same(file:position_buffer()[f], sorted:position_buffer()[s])
+          assert.same(file:normal_buffer()[f], sorted:normal_buffer()[s])
         end
       end
     end)
