@@ -21,6 +21,7 @@ if arg and arg[0] and arg[0]:find("gltf_dump%.lua$") then
 end
 local gltf = require "limber.gltf"
 local lmath = require "limber.math"
+local anim_mod = require "limber.anim"
 
 local D = {}
 
@@ -192,7 +193,8 @@ end
 function D.clip_sampler(anim, t)
   local clip = anim.clip
   if not clip then
-    error("gltf_dump: --anim needs limber.anim (clips are not available in this build)", 0)
+    if #anim.channels == 0 then return {} end -- nothing to play (no channels, duration 0)
+    error("gltf_dump: the animation has no clip (the asset was loaded with clips = false)", 0)
   end
   local out = {}
   for k, tr in ipairs(clip:node_tracks()) do
@@ -259,12 +261,11 @@ function D.dump(asset, opts)
   local poses, palettes, samplers = {}, {}, {}
   for s in ipairs(asset.skeletons) do
     poses[s] = gltf.pose(asset, s, 1)
-    local A = anim and not opts.sampler and anim.clips and anim.clips[s] and require("limber.anim")
-    if A and A.sampler then
-      samplers[s] = A.sampler(poses[s], { anim.clips[s] })
+    if anim and not opts.sampler and anim.clips and anim.clips[s] then
+      samplers[s] = anim_mod.sampler(poses[s], { anim.clips[s] })
     end
   end
-  for s, skin in ipairs(asset.skins) do palettes[s] = gltf.palette(asset, s, poses[skin.skeleton]) end
+  for s, skin in ipairs(asset.skins) do palettes[s] = gltf.palette(asset, poses[skin.skeleton], { skin = s }) end
 
   for f, t in ipairs(times) do
     local clip_time = 0

@@ -187,10 +187,10 @@ local function build_pool()
   local asset = try(gltf.load, path)
   if asset then
     local gp = try(gltf.pose, asset, 1, 2)
-    if gp then try(gltf.palette, asset, 1, gp, "mat4") end
+    if gp then try(gltf.palette, asset, gp, { skin = 1, layout = "mat4" }) end
     local prim = asset.meshes and asset.meshes[1] and asset.meshes[1].primitives[1]
     local mesh = prim and try(skinning.mesh, prim)
-    local pal = gp and try(gltf.palette, asset, 1, gp, "mat4")
+    local pal = gp and try(gltf.palette, asset, gp, { skin = 1, layout = "mat4" })
     if mesh then
       local out = try(skinning.target, { mesh = mesh, instances = 2, positions = true, normals = true })
       if pal and out then

@@ -118,7 +118,7 @@ local function check_asset(asset)
     end
     for k, skin in ipairs(asset.skins) do
       if skin.skeleton == s then
-        local pal = gltf.palette(asset, k, pose)
+        local pal = gltf.palette(asset, pose, { skin = k })
         pal:update()
         local ibm_ok = true
         if skin.inverse_binds then
