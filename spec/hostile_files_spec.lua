@@ -487,6 +487,8 @@ describe("hostile files: wrong argument types to limber.gltf", function()
     bad("bad argument #3 to 'limber.gltf.pose' (instance count (integer) expected, got table)", gltf.pose, asset, 1, {})
     bad("bad argument #3 to 'limber.gltf.pose' (instance count must be at least 1, got 0)", gltf.pose, asset, 1, 0)
     bad("limber.gltf.pose: skeleton 2 does not exist (the asset has 1)", gltf.pose, asset, 2)
+    bad("bad argument #3 to 'limber.gltf.pose' (instance count 1099511627776 out of range", gltf.pose, asset, 1,
+      1 << 40)
     bad("bad argument #1 to 'limber.gltf.palette' (glTF asset expected, got nil)", gltf.palette)
     bad("bad argument #2 to 'limber.gltf.palette' (limber.Pose expected, got nil)", gltf.palette, asset)
     local pose = gltf.pose(asset)

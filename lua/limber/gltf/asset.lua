@@ -125,7 +125,13 @@ local function pose(asset, s, instances)
   if not entry then
     check.fail(fname, ("skeleton %s does not exist (the asset has %d)"):format(tostring(s or 1), #asset.skeletons))
   end
-  local p = limber.pose(entry.skeleton, instances or 1)
+  local ok, p = pcall(limber.pose, entry.skeleton, instances or 1)
+  if not ok then
+    -- the instance count is the only argument limber.pose can refuse here
+    local problem = type(p) == "string" and p:match("bad argument #2 to '[^']*' %((.*)%)$")
+    if problem then arg_fail(3, fname, problem) end
+    error(p, 0)
+  end
   local root = entry.root_parent and asset.nodes[entry.root_parent].world
   if root then
     for i = 1, p:instances() do p:set_root(i, root) end
