@@ -34,6 +34,7 @@ build = {
     lua = {
       ["limber"] = "lua/limber/init.lua",
       ["limber.gltf"] = "lua/limber/gltf.lua",
+      ["limber.gltf.asset"] = "lua/limber/gltf/asset.lua",
       ["limber.anim"] = "lua/limber/anim.lua",
       ["limber.skinning"] = "lua/limber/skinning.lua",
       ["limber.scene"] = "lua/limber/scene.lua",

@@ -69,7 +69,7 @@ for _, k in ipairs(kinds) do
   k.asset = asset
   k.skel = asset.skeletons[1].skeleton
   k.pose = gltf.pose(asset, 1, k.count)
-  k.palette = gltf.palette(asset, 1, k.pose, "mat4")
+  k.palette = gltf.palette(asset, k.pose, { skin = 1, layout = "mat4" })
   local prim = asset.meshes[asset.skinned_nodes[1].mesh].primitives[1]
   k.mesh = sk.mesh(prim)
   -- triangles in the skinned (influence-sorted) vertex order; a primitive

@@ -21,6 +21,7 @@ if arg and arg[0] and arg[0]:find("gltf_dump%.lua$") then
 end
 local gltf = require "limber.gltf"
 local lmath = require "limber.math"
+local anim_mod = require "limber.anim"
 
 local D = {}
 
@@ -167,13 +168,13 @@ function D.limber_skin(prim, palette, mesh_world)
     prim.limber_target = sk.target({ mesh = prim.limber_mesh, instances = 1, order = "file",
                                      positions = true, normals = prim.normals ~= nil })
   end
-  sk.skin(prim.limber_mesh, palette, prim.limber_target)
+  sk.run(prim.limber_mesh, palette, prim.limber_target)
   local n = prim.vertex_count
-  local pos = { string.unpack("<" .. ("f"):rep(3 * n), prim.limber_target:positions():bytes()) }
+  local pos = { string.unpack("<" .. ("f"):rep(3 * n), prim.limber_target:position_buffer():bytes()) }
   pos[#pos] = nil
   local nor
   if prim.normals then
-    local raw = { string.unpack("<" .. ("f"):rep(3 * n), prim.limber_target:normals():bytes()) }
+    local raw = { string.unpack("<" .. ("f"):rep(3 * n), prim.limber_target:normal_buffer():bytes()) }
     local winv, wit = normal_mats(mesh_world)
     nor = {}
     for v = 0, n - 1 do
@@ -192,12 +193,13 @@ end
 function D.clip_sampler(anim, t)
   local clip = anim.clip
   if not clip then
-    error("gltf_dump: --anim needs limber.anim (clips are not available in this build)", 0)
+    if #anim.channels == 0 then return {} end -- nothing to play (no channels, duration 0)
+    error("gltf_dump: the animation has no clip (the asset was loaded with clips = false)", 0)
   end
   local out = {}
   for k, tr in ipairs(clip:node_tracks()) do
     out[tr.node] = out[tr.node] or {}
-    local v = table.pack(clip:sample_node(k, t))
+    local v = table.pack(clip:sample_node(k, t, false)) -- t is already the clip time
     out[tr.node][tr.path] = type(v[1]) == "table" and v[1] or table.move(v, 1, v.n, 1, {})
   end
   return out
@@ -259,12 +261,11 @@ function D.dump(asset, opts)
   local poses, palettes, samplers = {}, {}, {}
   for s in ipairs(asset.skeletons) do
     poses[s] = gltf.pose(asset, s, 1)
-    local A = anim and not opts.sampler and anim.clips and anim.clips[s] and require("limber.anim")
-    if A and A.sampler then
-      samplers[s] = A.sampler(poses[s], { anim.clips[s] })
+    if anim and not opts.sampler and anim.clips and anim.clips[s] then
+      samplers[s] = anim_mod.sampler(poses[s], { anim.clips[s] })
     end
   end
-  for s, skin in ipairs(asset.skins) do palettes[s] = gltf.palette(asset, s, poses[skin.skeleton]) end
+  for s, skin in ipairs(asset.skins) do palettes[s] = gltf.palette(asset, poses[skin.skeleton], { skin = s }) end
 
   for f, t in ipairs(times) do
     local clip_time = 0
@@ -296,7 +297,7 @@ function D.dump(asset, opts)
         samplers[s]:run()
       elseif anim then
         for j, n in ipairs(skel.nodes) do
-          if locals[n] then pose:set_local(1, j, trs[n].translation, trs[n].rotation, trs[n].scale) end
+          if locals[n] then pose:set_trs(1, j, trs[n].translation, trs[n].rotation, trs[n].scale) end
         end
       end
       pose:set_root(1, skel.root_parent and nodes[skel.root_parent].world or nil)

@@ -96,7 +96,7 @@ local function gltf_session()
       pose:local_to_model()
       for k, skin in ipairs(asset.skins) do
         if skin.skeleton == s then
-          local pal = gltf.palette(asset, k, pose, "mat3x4")
+          local pal = gltf.palette(asset, pose, { skin = k, layout = "mat3x4" })
           pal:update()
           checksum = checksum + pal:get(3, 1)[4]
         end

@@ -70,7 +70,7 @@ local function build()
     local asset = gltf.load(m.file)
     local kind = { asset = asset }
     kind.pose = gltf.pose(asset, 1, m.count)
-    kind.palette = gltf.palette(asset, 1, kind.pose, "mat4")
+    kind.palette = gltf.palette(asset, kind.pose, { skin = 1, layout = "mat4" })
     local prim = asset.meshes[asset.skinned_nodes[1].mesh].primitives[1]
     kind.mesh = sk.mesh(prim)
     kind.out = sk.target({ mesh = kind.mesh, instances = m.count, positions = true })

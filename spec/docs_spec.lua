@@ -10,9 +10,17 @@ local MODULES = {
   { name = "limber", file = "lua/limber/init.lua" },
   { name = "limber.anim", file = "lua/limber/anim.lua" },
   { name = "limber.gltf", file = "lua/limber/gltf.lua" },
+  { name = "limber.gltf.asset", file = "lua/limber/gltf/asset.lua" },
   { name = "limber.scene", file = "lua/limber/scene.lua" },
   { name = "limber.skinning", file = "lua/limber/skinning.lua" },
 }
+-- functions a module re-exports from another one (documented there)
+local function reexported(v)
+  for k, f in pairs(require "limber.gltf.asset") do
+    if f == v and type(k) == "string" then return true end
+  end
+  return false
+end
 local LUADOC = "docs/api.luadoc"
 
 local read = H.read
@@ -379,7 +387,8 @@ describe("API reference", function()
     local function check(tbl, file, alias)
       local src = read(file)
       for k, v in pairs(tbl) do
-        if type(v) == "function" and not k:match("^__") and not defined_documented(src, alias, k) then
+        if type(v) == "function" and not k:match("^__") and not defined_documented(src, alias, k)
+            and not (file ~= "lua/limber/gltf/asset.lua" and reexported(v)) then
           missing[#missing + 1] = file .. ": " .. alias .. "." .. k
         end
       end

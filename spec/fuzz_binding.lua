@@ -187,10 +187,10 @@ local function build_pool()
   local asset = try(gltf.load, path)
   if asset then
     local gp = try(gltf.pose, asset, 1, 2)
-    if gp then try(gltf.palette, asset, 1, gp, "mat4") end
+    if gp then try(gltf.palette, asset, gp, { skin = 1, layout = "mat4" }) end
     local prim = asset.meshes and asset.meshes[1] and asset.meshes[1].primitives[1]
     local mesh = prim and try(skinning.mesh, prim)
-    local pal = gp and try(gltf.palette, asset, 1, gp, "mat4")
+    local pal = gp and try(gltf.palette, asset, gp, { skin = 1, layout = "mat4" })
     if mesh then
       local out = try(skinning.target, { mesh = mesh, instances = 2, positions = true, normals = true })
       if pal and out then
@@ -392,7 +392,7 @@ local function digest(v, depth, seen)
   -- per-instance state the zero-argument reads do not show (first: reading a
   -- leaf's world computes it on demand, which the buffer reads below see)
   if c == "limber.Pose" then
-    local ok, n, j = pcall(function() return v:instances(), v:joints() end)
+    local ok, n, j = pcall(function() return v:instance_count(), v:joint_count() end)
     if ok and n * j <= 256 then
       for i = 1, n do
         for jj = 1, j do parts[#parts + 1] = serialize(table.pack(pcall(v.get_local, v, i, jj)), depth, seen) end

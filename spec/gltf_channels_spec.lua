@@ -126,11 +126,11 @@ describe("a clip's duration and damaged assets", function()
     asset.skeletons[1] = { skeleton = skel, root_parent = 99 } -- no node 99
     local ok, err = pcall(function() local p = gltf.pose(asset, 1); return p end)
     assert.is_false(ok)
-    assert.truthy(err:find("bad argument #1 to 'pose' (malformed glTF asset:", 1, true), err)
+    assert.truthy(err:find("bad argument #1 to 'limber.gltf.pose' (malformed glTF asset:", 1, true), err)
     assert.truthy(err:find("gltf_channels_spec%.lua:%d+:"), err) -- the caller's line
     asset.skins = nil
-    ok, err = pcall(gltf.palette, asset, 1, limber.pose(skel))
+    ok, err = pcall(gltf.palette, asset, limber.pose(skel))
     assert.is_false(ok)
-    assert.truthy(err:find("bad argument #1 to 'palette' (glTF asset expected", 1, true), err)
+    assert.truthy(err:find("bad argument #1 to 'limber.gltf.palette' (glTF asset expected", 1, true), err)
   end)
 end)

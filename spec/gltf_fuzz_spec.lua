@@ -112,13 +112,13 @@ local function check_asset(asset)
     local pose = gltf.pose(asset, s, 2)
     pose:local_to_model()
     local moderate = moderate_nodes(entry)
-    for j = 1, entry.skeleton:count(), math.max(1, entry.skeleton:count() // 32) do
+    for j = 1, entry.skeleton:joint_count(), math.max(1, entry.skeleton:joint_count() // 32) do
       local m = pose:model(2, j)
       if moderate then all_finite(m, 16, "model matrix") end
     end
     for k, skin in ipairs(asset.skins) do
       if skin.skeleton == s then
-        local pal = gltf.palette(asset, k, pose)
+        local pal = gltf.palette(asset, pose, { skin = k })
         pal:update()
         local ibm_ok = true
         if skin.inverse_binds then

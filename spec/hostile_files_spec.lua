@@ -137,6 +137,81 @@ describe("hostile files: external buffers", function()
   end)
 end)
 
+describe("hostile files: the model path given to gltf.load", function()
+  local root
+  setup(function()
+    root = os.tmpname()
+    os.remove(root)
+    sh(("mkdir -p '%s/models/sub' '%s/other'"):format(root, root))
+    write(root .. "/models/ok.gltf", external_doc("ok.bin", 8))
+    write(root .. "/models/ok.bin", floats { 0.25, 0.75 })
+    write(root .. "/other/secret.bin", floats { 1, 2 })
+    sh(("mkfifo '%s/models/fifo.gltf'"):format(root))
+    sh(("ln -s ok.gltf '%s/models/link.gltf'"):format(root))
+    sh(("ln -s ../other '%s/models/otherdir'"):format(root))
+    write(root .. "/models/through_dir.gltf", external_doc("otherdir/secret.bin", 8))
+    sh(("ln -s . '%s/models/alias'"):format(root))
+    write(root .. "/models/through_alias.gltf", external_doc("alias/ok.bin", 8))
+  end)
+  teardown(function()
+    if root and root:find("^/tmp/") then os.execute(("rm -rf '%s'"):format(root)) end
+  end)
+
+  it("refuses a FIFO at once, without waiting for a writer (child process, 10 s limit)", function()
+    local code = ([[
+      package.path, package.cpath = %q, %q
+      local gltf = require "limber.gltf"
+      local t0 = os.time()
+      local ok, err = pcall(gltf.load, %q)
+      io.write(ok and "loaded" or err, " seconds=", os.time() - t0)
+    ]]):format(package.path, package.cpath, root .. "/models/fifo.gltf")
+    local script = root .. "/fifo_model.lua"
+    write(script, code)
+    local p = assert(io.popen(("timeout 10 lua5.4 '%s' 2>&1; echo \" exit=$?\""):format(script)))
+    local out = p:read("a")
+    p:close()
+    assert.falsy(out:find("exit=124", 1, true), "gltf.load hung on a FIFO: " .. out)
+    assert.truthy(out:find("limber.gltf.load: '" .. root .. "/models/fifo.gltf' is not a regular file", 1, true), out)
+    local secs = tonumber(out:match("seconds=(%d+)"))
+    assert.is_true(secs ~= nil and secs <= 1, out)
+  end)
+
+  it("refuses a directory, /dev/zero and a missing file with a clear error", function()
+    refused("limber.gltf.load: '" .. root .. "/models/sub' is not a regular file",
+      function() gltf.load(root .. "/models/sub") end)
+    refused("limber.gltf.load: '/dev/zero' is not a regular file", function() gltf.load("/dev/zero") end)
+    refused("limber.gltf.load: cannot open '" .. root .. "/models/none.gltf'",
+      function() gltf.load(root .. "/models/none.gltf") end)
+  end)
+
+  it("refuses a socket", function()
+    local sock = root .. "/models/sock.gltf"
+    local made = os.execute(("python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' '%s'"
+      .. " >/dev/null 2>&1"):format(sock))
+    if not made then return end -- no python3 here: nothing to test with
+    refused("limber.gltf.load: cannot open '" .. sock .. "'", function() gltf.load(sock) end)
+  end)
+
+  it("follows a symlink given as the model path (the caller's choice)", function()
+    local a = gltf.load(root .. "/models/link.gltf", { clips = false })
+    assert.are.same({ 0.25, 0.75 }, a.meshes[1].primitives[1].texcoords[1][1])
+    assert.are.equal("link", a.name)
+  end)
+
+  it("refuses a model file larger than opts.max_bytes before reading it", function()
+    local size = #external_doc("ok.bin", 8)
+    refused(("is %d bytes, over the limit of %d bytes (opts.max_bytes)"):format(size, size - 1),
+      function() gltf.load(root .. "/models/ok.gltf", { max_bytes = size - 1 }) end)
+  end)
+
+  it("checks an external buffer's place on the open file: a symlinked folder out is refused", function()
+    refused("secret.bin', outside the model's folder", function() gltf.load(root .. "/models/through_dir.gltf") end)
+    -- a symlinked folder that stays inside is fine
+    local a = gltf.load(root .. "/models/through_alias.gltf", { clips = false })
+    assert.are.same({ 0.25, 0.75 }, a.meshes[1].primitives[1].texcoords[1][1])
+  end)
+end)
+
 -- ---- amplification -------------------------------------------------------------
 
 describe("hostile files: every derived structure counts against max_bytes", function()
@@ -406,29 +481,60 @@ describe("hostile files: wrong argument types to limber.gltf", function()
   end
 
   it("raises bad argument errors, never raw Lua errors", function()
-    bad("bad argument #1 to 'info' (glTF asset expected, got nil)", gltf.info, nil)
-    bad("bad argument #1 to 'info' (glTF asset expected, got a table without 'nodes')", gltf.info, {})
-    bad("bad argument #1 to 'describe' (glTF asset expected, got number)", gltf.describe, 5)
-    bad("bad argument #1 to 'update_worlds' (glTF asset expected, got string)", gltf.update_worlds, "x")
-    bad("bad argument #2 to 'update_worlds' (table expected, got number)", gltf.update_worlds, asset, 3)
-    bad("bad argument #1 to 'pose' (glTF asset expected, got boolean)", gltf.pose, true)
-    bad("bad argument #2 to 'pose' (integer expected, got string)", gltf.pose, asset, "1")
-    bad("bad argument #3 to 'pose' (integer expected, got table)", gltf.pose, asset, 1, {})
-    bad("bad argument #1 to 'palette' (glTF asset expected, got nil)", gltf.palette)
-    bad("bad argument #2 to 'palette' (integer expected, got nil)", gltf.palette, asset)
+    bad("bad argument #1 to 'limber.gltf.info' (glTF asset expected, got nil)", gltf.info, nil)
+    bad("bad argument #1 to 'limber.gltf.info' (glTF asset expected, got a table without 'nodes')", gltf.info, {})
+    bad("bad argument #1 to 'limber.gltf.describe' (glTF asset expected, got number)", gltf.describe, 5)
+    bad("bad argument #1 to 'limber.gltf.update_worlds' (glTF asset expected, got string)", gltf.update_worlds, "x")
+    bad("bad argument #2 to 'limber.gltf.update_worlds' (table expected, got number)", gltf.update_worlds, asset, 3)
+    bad("bad argument #1 to 'limber.gltf.pose' (glTF asset expected, got boolean)", gltf.pose, true)
+    bad("bad argument #2 to 'limber.gltf.pose' (skeleton index (integer) expected, got string)", gltf.pose, asset, "1")
+    bad("bad argument #2 to 'limber.gltf.pose' (skeleton index (integer) expected, got table)", gltf.pose, asset, {})
+    bad("bad argument #3 to 'limber.gltf.pose' (instance count (integer) expected, got table)", gltf.pose, asset, 1, {})
+    bad("bad argument #3 to 'limber.gltf.pose' (instance count must be at least 1, got 0)", gltf.pose, asset, 1, 0)
+    bad("limber.gltf.pose: skeleton 2 does not exist (the asset has 1)", gltf.pose, asset, 2)
+    bad("bad argument #3 to 'limber.gltf.pose' (instance count 1099511627776 out of range", gltf.pose, asset, 1,
+      1 << 40)
+    bad("bad argument #1 to 'limber.gltf.palette' (glTF asset expected, got nil)", gltf.palette)
+    bad("bad argument #2 to 'limber.gltf.palette' (limber.Pose expected, got nil)", gltf.palette, asset)
+    local pose = gltf.pose(asset)
+    bad("bad argument #2 to 'limber.gltf.palette' (limber.Pose expected, got number)", gltf.palette, asset, 1, pose)
+    bad("bad argument #3 to 'limber.gltf.palette' (options table expected, got string)", gltf.palette, asset, pose,
+      "mat4")
+    bad("bad argument #3 to 'limber.gltf.palette' (unknown option 'layuot')", gltf.palette, asset, pose,
+      { layuot = "mat4" })
+    bad("bad argument #3 to 'limber.gltf.palette' (option 'skin' must be an integer, got string)", gltf.palette,
+      asset, pose, { skin = "1" })
+    bad("bad argument #3 to 'limber.gltf.palette' (option 'layout' must be a string, got number)", gltf.palette,
+      asset, pose, { layout = 4 })
+    bad("bad argument #3 to 'limber.gltf.palette' (option 'layout' must be \"mat4\" or \"mat3x4\", got \"mat5\")",
+      gltf.palette, asset, pose, { layout = "mat5" })
+    bad("limber.gltf.palette: skin 2 does not exist (the asset has 1)", gltf.palette, asset, pose, { skin = 2 })
+    local other = require("limber").pose((require("limber").skeleton { { name = "x" } }))
+    bad("bad argument #2 to 'limber.gltf.palette' (the pose is not of skin 1's skeleton", gltf.palette, asset, other)
     bad("bad argument #1 to 'limber.math.trs_matrix' (table of 3 finite numbers expected, got nil)", lmath.trs_matrix)
     bad("bad argument #2 to 'limber.math.trs_matrix' (table of 4 finite numbers expected, got table)", lmath.trs_matrix,
       { 0, 0, 0 }, { 0, 0, 0 }, { 1, 1, 1 })
     bad("bad argument #2 to 'limber.math.mul' (table of 16 finite numbers expected, got string)", lmath.mul,
       asset.nodes[1].world, "x")
     bad("bad argument #1 to 'limber.math.decompose' (table of 16 finite numbers expected, got nil)", lmath.decompose)
-    bad("bad argument #2 to 'load_bytes' (table expected, got string)", gltf.load_bytes, "{}", "opts")
-    bad("bad argument #2 to 'load' (table expected, got number)", gltf.load, "x.gltf", 1)
-    bad("limber.gltf: load_bytes: opts.max_bytes must be a non-negative number", gltf.load_bytes, "{}",
-      { max_bytes = "big" })
-    bad("limber.gltf: load_bytes: opts.base_dir must be a string", gltf.load_bytes, "{}", { base_dir = 1 })
+    bad("bad argument #1 to 'limber.gltf.load_bytes' (string expected, got nil)", gltf.load_bytes)
+    bad("bad argument #2 to 'limber.gltf.load_bytes' (options table expected, got string)", gltf.load_bytes, "{}",
+      "opts")
+    bad("bad argument #1 to 'limber.gltf.load' (string expected, got table)", gltf.load, {})
+    bad("bad argument #2 to 'limber.gltf.load' (options table expected, got number)", gltf.load, "x.gltf", 1)
+    bad("bad argument #2 to 'limber.gltf.load' (unknown option 'clip')", gltf.load, "x.gltf", { clip = false })
+    bad("bad argument #2 to 'limber.gltf.load_bytes' (option 'max_bytes' must be a number, got string)",
+      gltf.load_bytes, "{}", { max_bytes = "big" })
+    bad("bad argument #2 to 'limber.gltf.load_bytes' (option 'max_bytes' must be a non-negative number)",
+      gltf.load_bytes, "{}", { max_bytes = -1 })
+    bad("bad argument #2 to 'limber.gltf.load_bytes' (option 'base_dir' must be a string, got number)",
+      gltf.load_bytes, "{}", { base_dir = 1 })
+    bad("bad argument #2 to 'limber.gltf.load_bytes' (option 'clips' must be a boolean, got number)",
+      gltf.load_bytes, "{}", { clips = 0 })
     -- the right types still work
     assert.are.equal(16, #lmath.mul(asset.nodes[1].world, asset.nodes[1].world))
     assert.is_string(gltf.describe(asset))
+    local pal = gltf.palette(asset, pose, { layout = "mat3x4" })
+    assert.are.equal("limber.Palette", require("limber.check").typename(pal))
   end)
 end)

@@ -44,7 +44,7 @@ end
 local steps = {
   function() ASSET = gltf.load(MODEL) end,
   function() POSE = gltf.pose(ASSET, 1, 3) end,
-  function() PALETTE = gltf.palette(ASSET, 1, POSE, "mat4") end,
+  function() PALETTE = gltf.palette(ASSET, POSE, { skin = 1, layout = "mat4" }) end,
   function()
     local clips = {}
     for a, animation in ipairs(ASSET.animations) do clips[a] = animation.clips[1] end

@@ -208,7 +208,7 @@ describe("argument errors", function()
     -- a layout given positionally, or a misspelt option, is an error, not a silent mat4
     expect(function() limber.palette(pose, "mat3x4") end, "bad argument #2 to 'palette' %(table expected")
     expect(function() limber.palette(pose, { layuot = "mat3x4" }) end, "unknown option 'layuot'")
-    assert.equal("mat3x4", select(3, limber.palette(pose, { layout = "mat3x4" }):info()))
+    assert.equal("mat3x4", limber.palette(pose, { layout = "mat3x4" }):layout())
   end)
 end)
 

@@ -12,7 +12,9 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__unix__) || defined(__APPLE__)
@@ -331,14 +333,91 @@ static int l_mark_empty(lua_State *L) {
     return 1;
 }
 
+#ifdef LMB_HAVE_POSIX_FILES
+/* Opens `path` for reading without blocking and without making it the
+ * controlling terminal, and fstats the open descriptor into *st: a FIFO
+ * is opened at once (O_NONBLOCK does not wait for a writer) and a socket
+ * fails to open (ENXIO), so nothing here can hang; callers then refuse
+ * anything that is not S_ISREG(st->st_mode). The final symlink is
+ * followed: callers that must stay inside a folder check the descriptor's
+ * own path afterwards (fd_path). Returns the descriptor, or -1 with *why
+ * set and errno in *err. */
+static int open_stat(const char *path, struct stat *st, const char **why, int *err) {
+    *why = NULL;
+    *err = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        *err = errno;
+        *why = "cannot open";
+        return -1;
+    }
+    if (fstat(fd, st) != 0) {
+        *err = errno;
+        *why = "cannot stat";
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads up to n bytes of fd into out (restarting on EINTR). Returns the
+ * number read (less than n at end of file), or -1 with errno set. */
+static ptrdiff_t read_upto(int fd, char *out, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, out + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return (ptrdiff_t)got;
+}
+
+/* The resolved path of the file open on fd, into out (PATH_MAX bytes):
+ * what the kernel says the descriptor is (Linux /proc/self/fd, macOS
+ * F_GETPATH), so that no rename or symlink swap between a check and the
+ * open can fool the check. Elsewhere, or without /proc, the realpath of
+ * `path` is taken, and it must name the same file (st_dev, st_ino) as
+ * the descriptor *st after that: a swap is then caught unless it is
+ * undone between the two calls. Returns 0 on success, else errno. */
+static int fd_path(int fd, const char *path, const struct stat *st, char *out) {
+#if defined(__linux__)
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t len = readlink(proc, out, PATH_MAX - 1);
+    if (len > 0 && out[0] == '/') {
+        out[len] = '\0';
+        return 0;
+    }
+#elif defined(__APPLE__) && defined(F_GETPATH)
+    if (fcntl(fd, F_GETPATH, out) != -1) return 0;
+#endif
+    if (!realpath(path, out)) return errno;
+    struct stat again;
+    if (stat(out, &again) != 0) return errno;
+    if (again.st_dev != st->st_dev || again.st_ino != st->st_ino) return ENOENT;
+    return 0;
+}
+
+/* 1 when the resolved path `file` is `dir` or inside it (dir resolved too). */
+static int path_inside(const char *file, const char *dir) {
+    size_t dl = strlen(dir);
+    return strncmp(file, dir, dl) == 0 &&
+           (file[dl] == '/' || file[dl] == '\0' || (dl > 0 && dir[dl - 1] == '/'));
+}
+#endif
+
 /** core.gltf_read_file(where, dir, path, n): the first n bytes of the
  * external buffer file `path` (dir .. uri, already checked by the caller
  * for schemes, absolute paths and '..' segments). Only a regular file
- * whose resolved path (every symlink followed, realpath) is inside the
- * resolved `dir` may be read, and never more than n bytes; a shorter file
- * is an error. The resolved path is opened with O_NOFOLLOW | O_NONBLOCK
- * (a FIFO or device swapped in after the check neither hangs the open nor
- * passes the fstat S_ISREG test that follows). The n-byte buffer is
+ * whose resolved path (every symlink followed) is inside the resolved
+ * `dir` may be read, and never more than n bytes; a shorter file is an
+ * error. The check is made on the open descriptor, not on the name before
+ * opening: the file is opened first (O_NONBLOCK, so a FIFO does not wait
+ * for a writer; fstat then refuses anything but a regular file), and the
+ * descriptor's own path (fd_path) must be inside `dir`; nothing swapped in
+ * between a check and the open can be read. The n-byte buffer is
  * allocated before the file is opened, so no Lua error can leak the
  * descriptor; the caller has counted n against max_bytes. */
 static int l_read_file(lua_State *L) {
@@ -353,46 +432,34 @@ static int l_read_file(lua_State *L) {
     if (!realpath(dir, rdir))
         return gerr(L, "limber.gltf: %s: cannot resolve the model folder '%s': %s", where, dir,
                     strerror(errno));
-    if (!realpath(path, rfile))
-        return gerr(L, "limber.gltf: %s: cannot open '%s': %s", where, path, strerror(errno));
-    size_t dl = strlen(rdir);
-    int inside = strncmp(rfile, rdir, dl) == 0 &&
-                 (rfile[dl] == '/' || rfile[dl] == '\0' || (dl > 0 && rdir[dl - 1] == '/'));
-    if (!inside)
-        return gerr(L, "limber.gltf: %s: '%s' resolves to '%s', outside the model's folder '%s'",
-                    where, path, rfile, rdir);
     size_t n = (size_t)want;
     luaL_Buffer b;
     char *out = luaL_buffinitsize(L, &b, n > 0 ? n : 1);
-    int fd = open(rfile, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return gerr(L, "limber.gltf: %s: cannot open '%s': %s", where, path, strerror(errno));
     struct stat st;
-    const char *why = NULL;
-    int err = 0;
-    size_t got = 0;
-    if (fstat(fd, &st) != 0) {
-        err = errno;
-        why = "cannot stat";
-    } else if (!S_ISREG(st.st_mode)) {
-        why = "is not a regular file";
-    } else {
-        while (got < n) {
-            ssize_t r = read(fd, out + got, n - got);
-            if (r < 0 && errno == EINTR) continue;
-            if (r < 0) {
-                err = errno;
-                why = "cannot read";
-                break;
-            }
-            if (r == 0) break;
-            got += (size_t)r;
-        }
+    const char *why;
+    int err;
+    int fd = open_stat(path, &st, &why, &err);
+    if (fd < 0) return gerr(L, "limber.gltf: %s: %s '%s': %s", where, why, path, strerror(err));
+    err = fd_path(fd, path, &st, rfile);
+    if (err) {
+        close(fd);
+        return gerr(L, "limber.gltf: %s: cannot resolve '%s': %s", where, path, strerror(err));
     }
+    if (!path_inside(rfile, rdir)) {
+        close(fd);
+        return gerr(L, "limber.gltf: %s: '%s' resolves to '%s', outside the model's folder '%s'",
+                    where, path, rfile, rdir);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return gerr(L, "limber.gltf: %s: '%s' is not a regular file", where, path);
+    }
+    ptrdiff_t got = read_upto(fd, out, n);
+    err = errno;
     close(fd);
-    if (why && err) return gerr(L, "limber.gltf: %s: '%s' %s: %s", where, path, why, strerror(err));
-    if (why) return gerr(L, "limber.gltf: %s: '%s' %s", where, path, why);
-    if (got < n)
+    if (got < 0)
+        return gerr(L, "limber.gltf: %s: '%s' cannot read: %s", where, path, strerror(err));
+    if ((size_t)got < n)
         return gerr(L, "limber.gltf: %s: byteLength is %I but '%s' has only %I bytes", where,
                     (lua_Integer)n, path, (lua_Integer)got);
     luaL_pushresultsize(&b, n);
@@ -403,6 +470,83 @@ static int l_read_file(lua_State *L) {
                 "limber.gltf: %s: external buffer '%s': reading files is not supported on this "
                 "platform (use a .glb or data: URIs)",
                 where, path);
+#endif
+}
+
+#ifdef LMB_HAVE_POSIX_FILES
+/* An uninitialised block of n bytes (argument 1) as a full userdata. */
+static int new_block(lua_State *L) {
+    size_t n = (size_t)lua_tointeger(L, 1);
+    lua_newuserdatauv(L, n > 0 ? n : 1, 0);
+    return 1;
+}
+#endif
+
+/** core.gltf_read_model(fname, path, limit): the bytes of the model file
+ * `path`, at most `limit` of them. The path is the caller's own choice, so
+ * symlinks are followed (no folder check), but only a regular file is
+ * read: it is opened without blocking and checked on the descriptor
+ * (open_stat), so a FIFO, a directory, /dev/zero or a socket fails at
+ * once. A file larger than `limit` is refused before anything is read.
+ * Errors read "<fname>: cannot open '<path>': <why>" and
+ * "<fname>: '<path>' is not a regular file". */
+static int l_read_model(lua_State *L) {
+    const char *fname = luaL_checkstring(L, 1);
+    const char *path = luaL_checkstring(L, 2);
+    lua_Integer limit = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, limit >= 0, 3, "byte limit must be >= 0");
+#ifdef LMB_HAVE_POSIX_FILES
+    luaL_checkstack(L, 4, "glTF model file");
+    struct stat st;
+    const char *why;
+    int err;
+    int fd = open_stat(path, &st, &why, &err);
+    if (fd < 0) return gerr(L, "%s: %s '%s': %s", fname, why, path, strerror(err));
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return gerr(L, "%s: '%s' is not a regular file", fname, path);
+    }
+    if (st.st_size < 0 || (uintmax_t)st.st_size > (uintmax_t)limit ||
+        (uintmax_t)st.st_size > (uintmax_t)(SIZE_MAX / 2)) {
+        close(fd);
+        return gerr(L, "%s: '%s' is %I bytes, over the limit of %I bytes (opts.max_bytes)", fname,
+                    path, (lua_Integer)st.st_size, limit);
+    }
+    /* the buffer is allocated in protected mode: a memory error closes the
+     * descriptor before it propagates */
+    size_t n = (size_t)st.st_size;
+    lua_pushcfunction(L, new_block);
+    lua_pushinteger(L, (lua_Integer)n);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        close(fd);
+        return lua_error(L);
+    }
+    char *out = (char *)lua_touserdata(L, -1);
+    ptrdiff_t got = read_upto(fd, out, n);
+    err = errno;
+    close(fd);
+    if (got < 0) return gerr(L, "%s: '%s' cannot read: %s", fname, path, strerror(err));
+    lua_pushlstring(L, out, (size_t)got); /* a file that shrank meanwhile: what is there */
+    return 1;
+#else
+    FILE *f = fopen(path, "rb");
+    if (!f) return gerr(L, "%s: cannot open '%s': %s", fname, path, strerror(errno));
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    size_t total = 0;
+    char chunk[4096];
+    size_t r;
+    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        total += r;
+        if ((lua_Unsigned)total > (lua_Unsigned)limit) break;
+        luaL_addlstring(&b, chunk, r);
+    }
+    fclose(f);
+    if ((lua_Unsigned)total > (lua_Unsigned)limit)
+        return gerr(L, "%s: '%s' is over the limit of %I bytes (opts.max_bytes)", fname, path,
+                    limit);
+    luaL_pushresult(&b);
+    return 1;
 #endif
 }
 
@@ -538,6 +682,7 @@ void lcore_open_gltf(lua_State *L) {
                                      {"gltf_influences", l_influences},
                                      {"gltf_stats", l_stats},
                                      {"gltf_read_file", l_read_file},
+                                     {"gltf_read_model", l_read_model},
                                      {"gltf_worlds", l_worlds},
                                      {"gltf_mark_empty", l_mark_empty},
                                      {NULL, NULL}};

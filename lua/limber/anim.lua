@@ -40,7 +40,7 @@ end
 -- Raises "bad argument #n to 'limber.anim.fname' (expected expected, got
 -- <type>)" at the caller of the function that called arg_error.
 local function arg_error(n, fname, expected, v, level)
-  check.arg_error(n, qualified(fname), expected, v, (level or 3) + 1)
+  check.arg_error(n, qualified(fname), expected, v, level or 3)
 end
 
 local function finite(v)

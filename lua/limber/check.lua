@@ -31,41 +31,88 @@ function M.snapshot(t)
   return c
 end
 
---- Raises `bad argument #n to 'fname' (expected expected, got <type>)` at
--- `level` (default 3: the caller of the public function that calls this).
--- @tparam integer n argument position
--- @tparam string fname the public name, e.g. "limber.skinning.run"
--- @tparam string expected what the argument should be
--- @param got the value passed
--- @tparam[opt=3] integer level
-function M.arg_error(n, fname, expected, got, level)
-  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, expected, M.typename(got)),
-    level or 3)
+--- Raises an argument error, blamed on the caller of a public function:
+-- `bad argument #n to 'fname' (problem)`.
+-- @tparam integer n the argument's position, as the user counts it
+-- @tparam string fname the function as the user called it ("limber.gltf.palette")
+-- @tparam string problem what is wrong, in a few words
+-- @tparam[opt=2] integer level as for `error`, counted from the function
+--   that calls `arg_fail`: 2 (the default) blames that function's caller
+function M.arg_fail(n, fname, problem, level)
+  error(("bad argument #%d to '%s' (%s)"):format(n, fname, problem), (level or 2) + 1)
 end
 
---- Raises `fname: msg` at `level` (default 3).
--- @tparam string fname the public name
+--- Raises the argument error of a value of the wrong type:
+-- `bad argument #n to 'fname' (expected expected, got <typename of got>)`.
+-- @tparam integer n the argument's position
+-- @tparam string fname the function as the user called it
+-- @tparam string expected what was expected ("integer", "limber.Pose", "options table")
+-- @param got the value given (its `__name` or type is reported)
+-- @tparam[opt=2] integer level as for `arg_fail`
+function M.arg_error(n, fname, expected, got, level)
+  M.arg_fail(n, fname, ("%s expected, got %s"):format(expected, M.typename(got)), (level or 2) + 1)
+end
+
+--- Raises an error that is not about one argument: `fname: msg`.
+-- @tparam string fname the function as the user called it
 -- @tparam string msg the problem
--- @tparam[opt=3] integer level
+-- @tparam[opt=2] integer level as for `arg_fail` (0: no position added)
 function M.fail(fname, msg, level)
-  error(fname .. ": " .. msg, level or 3)
+  level = level or 2
+  error(fname .. ": " .. msg, level > 0 and level + 1 or 0)
+end
+
+-- the type test of one `options` spec entry
+local function is_type(v, want)
+  if want == "integer" then return math.type(v) == "integer" end
+  return type(v) == want
+end
+
+--- Checks an optional options table argument and returns a raw copy of it.
+-- `spec` maps each known option to its type ("integer", "string",
+-- "boolean", "table", "number"...). A non-table (a positional value where
+-- the options belong), an unknown option or an option of the wrong type is
+-- an argument error: `bad argument #n to 'fname' (unknown option 'x')`,
+-- `(option 'layout' must be a string, got number)`.
+-- @tparam integer n the argument's position
+-- @tparam string fname the function as the user called it
+-- @param opts nil or the options table
+-- @tparam table spec option name -> type name
+-- @tparam[opt=2] integer level as for `arg_fail`
+-- @treturn table a copy (empty when `opts` is nil)
+function M.options(n, fname, opts, spec, level)
+  level = (level or 2) + 1
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then M.arg_error(n, fname, "options table", opts, level) end
+  local c = M.snapshot(opts)
+  for k, v in next, c do
+    local want = type(k) == "string" and spec[k]
+    if not want then M.arg_fail(n, fname, ("unknown option '%s'"):format(tostring(k)), level) end
+    if not is_type(v, want) then
+      M.arg_fail(n, fname, ("option '%s' must be %s %s, got %s"):format(k,
+        want:find("^[aeiou]") and "an" or "a", want, M.typename(v)), level)
+    end
+  end
+  return c
 end
 
 --- Re-raises an error of the core function `cname` under the public name
--- `fname`, at `level` (default 3): "bad argument #k to 'cname'" becomes
--- "bad argument #k to 'fname'", and a message naming no function is
--- prefixed with `fname: `.
--- @param err the error value
--- @tparam string fname
--- @tparam string cname
--- @tparam[opt=3] integer level
+-- `fname`: "bad argument #k to 'cname'" becomes "bad argument #k to
+-- 'fname'", and a message that names no function is prefixed `fname: `.
+-- @param err the error value (non-strings pass unchanged)
+-- @tparam string fname the function as the user called it
+-- @tparam string cname the core function's name
+-- @tparam[opt=2] integer level as for `arg_fail`
 function M.rethrow(err, fname, cname, level)
   if type(err) == "string" then
     local n
-    err, n = err:gsub("^bad argument (#%d+) to '[%w_.:]*" .. cname .. "'", "bad argument %1 to '" .. fname .. "'")
-    if n == 0 and not err:find("^limber") and not err:find("^bad argument") then err = fname .. ": " .. err end
+    err, n = err:gsub("^bad argument (#%d+) to '[%w_.:]*" .. cname .. "'",
+      "bad argument %1 to '" .. fname .. "'")
+    if n == 0 and not err:find("^limber") and not err:find("^bad argument") then
+      err = fname .. ": " .. err
+    end
   end
-  error(err, level or 3)
+  error(err, (level or 2) + 1)
 end
 
 return M

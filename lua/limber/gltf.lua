@@ -1,11 +1,12 @@
 --- limber.gltf: glTF 2.0 import (.gltf with external or data: buffers, .glb).
 --
 -- The JSON is parsed with lua-cjson (Debian package `lua-cjson`); every byte
--- of binary data is decoded in C (`limber.core`) with bounds checks. The
--- loaded asset is a plain Lua table (see docs/gltf.md): nodes,
--- scenes, limber skeletons and skins, mesh primitives as limber Buffers in
--- the form `limber.skinning.mesh` takes, and animations as raw channels
--- plus limber clips when `limber.anim` is available.
+-- of binary data, the model file's and external buffers' included, is read
+-- and decoded in C (`limber.core`) with bounds checks. The loaded asset is a
+-- plain Lua table (see docs/gltf.md): nodes, scenes, limber skeletons
+-- and skins, mesh primitives as limber Buffers in the form
+-- `limber.skinning.mesh` takes, and animations as raw channels plus limber
+-- clips (`limber.anim`).
 --
 -- Indices in the asset are 1-based: glTF node n is `asset.nodes[n + 1]`,
 -- and every node reference (parent, children, joints, channel targets) is
@@ -13,12 +14,19 @@
 --
 -- Malformed input raises `limber.gltf: <where>: <what>` (for example
 -- `limber.gltf: accessors[12]: bufferView 9 does not exist`) and returns
--- nothing half-built.
+-- nothing half-built. Wrong arguments raise
+-- `bad argument #k to 'limber.gltf.load' (...)`.
+--
+-- This file is the loader. The functions that use a loaded asset (`info`,
+-- `describe`, `pose`, `palette`, `update_worlds`) are in
+-- `limber.gltf.asset` and re-exported here.
 -- @module limber.gltf
 local core = require "limber.core"
 local check = require "limber.check"
 local lmath = require "limber.math"
 local limber = require "limber"
+local anim_mod = require "limber.anim"
+local asset_fns = require "limber.gltf.asset"
 local cjson = require "cjson"
 
 local M = {}
@@ -33,6 +41,10 @@ json.decode_max_depth(64)
 -- `opts.max_bytes`. (The decoded JSON itself, about 40 bytes per byte of
 -- a file of empty objects, is not counted.)
 M.DEFAULT_BASE_BYTES = 64 * 1024 * 1024
+
+--- Largest model file `load` reads when `opts.max_bytes` is not given
+-- (1 GiB); with `opts.max_bytes`, the file may not be larger than that.
+M.MAX_FILE_BYTES = 1024 * 1024 * 1024
 
 --- Memory counted against `max_bytes` for each structure the loader
 -- derives from the file, besides decoded bytes (estimates of what the Lua
@@ -59,30 +71,13 @@ M.SUPPORTED_EXTENSIONS = {
   KHR_materials_emissive_strength = true,
 }
 
+-- the identity matrix (column-major), for skins without inverse binds
+local IDENTITY <const> = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
+
+-- A content error: "limber.gltf: <where>: <what>", no source position (the
+-- position that matters is the JSON path).
 local function fail(where, fmt, ...)
   error("limber.gltf: " .. where .. ": " .. fmt:format(...), 0)
-end
-
--- "bad argument #n to 'name' (what expected, got type)", blamed on the caller
--- level: of the public function's caller, seen from bad_arg (3 when a
--- public function calls bad_arg itself, 4 through check_type)
-local function bad_arg(n, name, what, v, level)
-  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, name, what, check.typename(v)), level or 3)
-end
-
-local function check_type(n, name, v, want, optional)
-  if v == nil and optional then return end
-  if type(v) ~= want then bad_arg(n, name, want, v, 4) end
-end
-
--- an asset returned by load / load_bytes
-local function check_asset(n, name, v)
-  if type(v) ~= "table" then bad_arg(n, name, "glTF asset", v) end
-  for _, k in ipairs { "nodes", "roots", "scenes", "skins", "skeletons", "meshes", "animations", "warnings" } do
-    if type(rawget(v, k)) ~= "table" then
-      error(("bad argument #%d to '%s' (glTF asset expected, got a table without '%s')"):format(n, name, k), 3)
-    end
-  end
 end
 
 local function at(where, key, i)
@@ -196,7 +191,8 @@ end
 
 -- The first `len` bytes of an external buffer file (core.gltf_read_file:
 -- a regular file whose resolved path, symlinks followed, is inside
--- base_dir; never more than len bytes are read; a shorter file fails).
+-- base_dir, checked on the open descriptor; never more than len bytes are
+-- read; a shorter file fails).
 local function read_file(base_dir, path, where, len)
   return core.gltf_read_file(where, base_dir, path, len)
 end
@@ -577,12 +573,14 @@ function Loader:skins()
   self.asset.skins = skins
 end
 
---- Groups skins that share joints and builds one limber skeleton per group:
--- every node on the paths from the joints up to their lowest common
--- ancestor (included), parent-before-child.
+-- ---- skeletons: one per group of skins that share joints --------------------
+
+--- Groups the skins that share joints (union-find over joint nodes).
+-- @tparam table skins asset.skins
+-- @treturn table the groups in order of their first skin, each a list of
+--   skin indices in increasing order
 -- @local
-function Loader:skeletons()
-  local asset, nodes, skins = self.asset, self.asset.nodes, self.asset.skins
+local function group_skins(skins)
   local group = {}
   for s = 1, #skins do group[s] = s end
   local function find(s)
@@ -598,108 +596,135 @@ function Loader:skeletons()
       if owner[n] then group[find(s)] = find(owner[n]) else owner[n] = s end
     end
   end
-  asset.skeletons = {}
   local groups, order = {}, {}
   for s = 1, #skins do
     local g = find(s)
     if not groups[g] then
       groups[g] = {}
-      order[#order + 1] = g
+      order[#order + 1] = groups[g]
     end
     table.insert(groups[g], s)
   end
-  for _, g in ipairs(order) do
-    local members, joints = groups[g], {}
-    local s = members[1]
-    for _, t in ipairs(members) do
-      for _, n in ipairs(skins[t].joints) do joints[n] = true end
-    end
-    -- every node on the joints' paths to their tree roots (each node visited once)
-    local set, steps = {}, 0
-    local budget = (self.max_bytes - self.used) // M.COSTS.path_step
-    for n in pairs(joints) do
-      local x = n
-      while x and not set[x] do
-        set[x] = true
-        x = nodes[x].parent
-        steps = steps + 1
-        if steps > budget then self:take(("skins[%d]"):format(s - 1), steps * M.COSTS.path_step) end
-      end
-    end
-    self:take(("skins[%d]"):format(s - 1), steps * M.COSTS.path_step)
-    local tops = {}
-    for n in pairs(set) do
-      if not nodes[n].parent then tops[#tops + 1] = n end
-    end
-    -- one tree: descend from its root to the lowest common ancestor, i.e.
-    -- while the node is not a joint and exactly one child is on a path
-    local lca
-    if #tops == 1 then
-      lca = tops[1]
-      while not joints[lca] do
-        local next_node, on_path = nil, 0
-        for _, c in ipairs(nodes[lca].children) do
-          if set[c] then on_path, next_node = on_path + 1, c end
-        end
-        if on_path ~= 1 then break end
-        set[lca] = nil
-        lca = next_node
-      end
-    end
-    local list_nodes = {}
-    for n in pairs(set) do list_nodes[#list_nodes + 1] = n end
-    self:take(("skins[%d]"):format(s - 1), #list_nodes * M.COSTS.skeleton_joint)
-    table.sort(list_nodes)
-    local desc, pos, names = {}, {}, {}
-    for k, n in ipairs(list_nodes) do pos[n] = k end
-    for k, n in ipairs(list_nodes) do
-      local node = nodes[n]
-      local name = node.name
-      if name and names[name] then name = nil end
-      if name then names[name] = true end
-      desc[k] = { name = name, parent = node.parent and pos[node.parent] or nil,
-                  translation = node.translation, rotation = node.rotation, scale = node.scale }
-    end
-    local ok, sorted, remap = pcall(limber.sort_joints, desc)
-    local skel
-    if ok then ok, skel = pcall(limber.skeleton, sorted) end
-    if not ok then fail(("skins[%d]"):format(s - 1), "%s", skel or sorted) end
-    local entry = { skeleton = skel, nodes = {}, joint_of = {}, skins = members,
-                    root_parent = lca and nodes[lca].parent or nil }
-    for k, n in ipairs(list_nodes) do
-      entry.nodes[remap[k]] = n
-      entry.joint_of[n] = remap[k]
-    end
-    local si = #asset.skeletons + 1
-    asset.skeletons[si] = entry
-    for _, t in ipairs(members) do
-      local skin = skins[t]
-      skin.skeleton = si
-      local idx = {}
-      for k, n in ipairs(skin.joints) do idx[k] = entry.joint_of[n] end
-      local ibm
-      if skin.inverse_binds then
-        ibm = {}
-        for k = 1, #skin.joints do table.move(skin.inverse_binds[k], 1, 16, (k - 1) * 16 + 1, ibm) end
-      else
-        ibm = {}
-        for k = 1, #skin.joints do
-          table.move({ 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }, 1, 16, (k - 1) * 16 + 1, ibm)
-        end
-      end
-      local ok2, lskin = pcall(limber.skin, skel, idx, ibm)
-      if not ok2 then fail(("skins[%d]"):format(t - 1), "%s", lskin) end
-      skin.skin = lskin
-      skin.skin_joints = idx
+  return order
+end
+
+--- The nodes of the skeleton of a group of skins: every node on the paths
+-- from their joints up to the joints' lowest common ancestor (included)
+-- when they all hang from one tree, else up to each tree's root. The
+-- steps walked are counted against max_bytes.
+-- @tparam table members skin indices (a group of `group_skins`)
+-- @tparam string where the group's first skin, for errors
+-- @treturn table set of nodes (node -> true)
+-- @treturn ?integer the lowest common ancestor (nil for several trees)
+-- @local
+function Loader:skeleton_nodes(members, where)
+  local nodes, skins = self.asset.nodes, self.asset.skins
+  local joints = {}
+  for _, t in ipairs(members) do
+    for _, n in ipairs(skins[t].joints) do joints[n] = true end
+  end
+  -- every node on the joints' paths to their tree roots (each node visited once)
+  local set, steps = {}, 0
+  local budget = (self.max_bytes - self.used) // M.COSTS.path_step
+  for n in pairs(joints) do
+    local x = n
+    while x and not set[x] do
+      set[x] = true
+      x = nodes[x].parent
+      steps = steps + 1
+      if steps > budget then self:take(where, steps * M.COSTS.path_step) end
     end
   end
-  -- skinned nodes: the mesh's joint indices must fit the skin
+  self:take(where, steps * M.COSTS.path_step)
+  local tops = {}
+  for n in pairs(set) do
+    if not nodes[n].parent then tops[#tops + 1] = n end
+  end
+  if #tops ~= 1 then return set, nil end
+  -- one tree: descend from its root to the lowest common ancestor, i.e.
+  -- while the node is not a joint and exactly one child is on a path
+  local lca = tops[1]
+  while not joints[lca] do
+    local next_node, on_path = nil, 0
+    for _, c in ipairs(nodes[lca].children) do
+      if set[c] then on_path, next_node = on_path + 1, c end
+    end
+    if on_path ~= 1 then break end
+    set[lca] = nil
+    lca = next_node
+  end
+  return set, lca
+end
+
+--- Builds the limber skeleton of a node set: one joint per node, with the
+-- node's name unless an earlier node (by index) has the same name, and
+-- the node's rest TRS.
+-- @tparam table set node -> true (from `skeleton_nodes`)
+-- @tparam string where for errors
+-- @treturn limber.Skeleton
+-- @treturn table joint index of each node: node -> joint
+-- @treturn table node of each joint: joint -> node
+-- @local
+function Loader:build_skeleton(set, where)
+  local nodes = self.asset.nodes
+  local list_nodes = {}
+  for n in pairs(set) do list_nodes[#list_nodes + 1] = n end
+  self:take(where, #list_nodes * M.COSTS.skeleton_joint)
+  table.sort(list_nodes)
+  local desc, pos, names = {}, {}, {}
+  for k, n in ipairs(list_nodes) do pos[n] = k end
+  for k, n in ipairs(list_nodes) do
+    local node = nodes[n]
+    local name = node.name
+    if name and names[name] then name = nil end
+    if name then names[name] = true end
+    desc[k] = { name = name, parent = node.parent and pos[node.parent] or nil,
+                translation = node.translation, rotation = node.rotation, scale = node.scale }
+  end
+  -- glTF lists children anywhere: order the joints parents first
+  local ok, sorted, remap = pcall(limber.sort_joints, desc)
+  local skel
+  if ok then ok, skel = pcall(limber.skeleton, sorted) end
+  if not ok then fail(where, "%s", skel or sorted) end
+  local joint_of, node_of = {}, {}
+  for k, n in ipairs(list_nodes) do
+    node_of[remap[k]] = n
+    joint_of[n] = remap[k]
+  end
+  return skel, joint_of, node_of
+end
+
+--- Builds the limber Skin of skin t over skeleton si of the asset (the
+-- glTF inverse bind matrices, or identity ones when the file has none).
+-- @tparam integer t skin index
+-- @tparam integer si skeleton index
+-- @local
+function Loader:bind_skin(t, si)
+  local skin, entry = self.asset.skins[t], self.asset.skeletons[si]
+  skin.skeleton = si
+  local idx, ibm = {}, {}
+  for k, n in ipairs(skin.joints) do
+    idx[k] = entry.joint_of[n]
+    table.move(skin.inverse_binds and skin.inverse_binds[k] or IDENTITY, 1, 16, (k - 1) * 16 + 1, ibm)
+  end
+  local ok, lskin = pcall(limber.skin, entry.skeleton, idx, ibm)
+  if not ok then fail(("skins[%d]"):format(t - 1), "%s", lskin) end
+  skin.skin = lskin
+  skin.skin_joints = idx
+end
+
+--- Checks every skinned node against its skin (a mesh with POSITION and
+-- JOINTS_0/WEIGHTS_0 whose joint indices fit the skin) into
+-- asset.skinned_nodes.
+-- @local
+function Loader:check_skinned_nodes()
+  local asset = self.asset
   asset.skinned_nodes = {}
-  for i, node in ipairs(nodes) do
+  for i, node in ipairs(asset.nodes) do
     if node.skin then
       local where = ("nodes[%d]"):format(i - 1)
       if not node.mesh then fail(where, "has a skin but no mesh") end
-      local skin = skins[node.skin]
+      local skin = asset.skins[node.skin]
       for p, prim in ipairs(asset.meshes[node.mesh].primitives) do
         if not prim.positions then
           fail(where, "skinned, but meshes[%d].primitives[%d] has no POSITION", node.mesh - 1, p - 1)
@@ -715,6 +740,26 @@ function Loader:skeletons()
       asset.skinned_nodes[#asset.skinned_nodes + 1] = { node = i, skin = node.skin, mesh = node.mesh }
     end
   end
+end
+
+--- Builds one limber skeleton per group of skins that share joints (every
+-- node on the paths from the joints up to their lowest common ancestor,
+-- parent-before-child) and a limber Skin per skin, into asset.skeletons
+-- and skin.skin; then checks the skinned nodes.
+-- @local
+function Loader:skeletons()
+  local asset = self.asset
+  asset.skeletons = {}
+  for _, members in ipairs(group_skins(asset.skins)) do
+    local where = ("skins[%d]"):format(members[1] - 1)
+    local set, lca = self:skeleton_nodes(members, where)
+    local skel, joint_of, node_of = self:build_skeleton(set, where)
+    local si = #asset.skeletons + 1
+    asset.skeletons[si] = { skeleton = skel, nodes = node_of, joint_of = joint_of, skins = members,
+                            root_parent = lca and asset.nodes[lca].parent or nil }
+    for _, t in ipairs(members) do self:bind_skin(t, si) end
+  end
+  self:check_skinned_nodes()
 end
 
 --- Checks every animation (samplers, channels) into asset.animations.
@@ -805,23 +850,24 @@ function Loader:animations()
   asset.animations = anims
 end
 
--- Builds limber clips for every animation when limber.anim is available:
--- animation.clip has every channel as a node track (node = 1-based node);
--- animation.clips[s] is bound to asset.skeletons[s]: channels on its
--- joints are joint tracks, the others node tracks.
-local function build_clips(self)
+-- ---- clips --------------------------------------------------------------------
+
+--- Builds limber clips for every animation: animation.clip has every
+-- channel as a node track (node = 1-based node); animation.clips[s] is
+-- bound to asset.skeletons[s]: channels on its joints are joint tracks,
+-- the others node tracks.
+-- @local
+function Loader:clips()
   local asset = self.asset
-  local ok, anim_mod = pcall(require, "limber.anim")
-  if not ok or type(anim_mod) ~= "table" or not anim_mod.clip then return false end
-  for a, anim in ipairs(asset.animations) do
+  for a, an in ipairs(asset.animations) do
     local where = ("animations[%d]"):format(a - 1)
     -- an animation of only weights channels still gets (empty) clips of its
     -- duration, so a player or gltf_dump plays the rest pose for that long
-    if #anim.channels > 0 or anim.duration > 0 then
+    if #an.channels > 0 or an.duration > 0 then
       -- 1 + #skeletons clips, each with a track per channel and a copy of
       -- the animation's distinct keys (at most 4 floats per value)
       local keys, seen = 0, {}
-      for _, ch in ipairs(anim.channels) do
+      for _, ch in ipairs(an.channels) do
         if not seen[ch.times] then
           seen[ch.times] = true
           keys = keys + #ch.times * 4
@@ -831,30 +877,31 @@ local function build_clips(self)
           keys = keys + #ch.values * 16
         end
       end
-      self:take(where, (1 + #asset.skeletons) * (#anim.channels * M.COSTS.track + keys))
+      self:take(where, (1 + #asset.skeletons) * (#an.channels * M.COSTS.track + keys))
       local function tracks(skel)
         local t = {}
-        for k, ch in ipairs(anim.channels) do
+        for k, ch in ipairs(an.channels) do
           local j = skel and skel.joint_of[ch.node]
           t[k] = { joint = j, node = not j and ch.node or nil, path = ch.path,
                    interpolation = ch.interpolation, times = ch.times, values = ch.values }
         end
         return t
       end
-      local okc, clip = pcall(anim_mod.clip, { name = anim.name, tracks = tracks(nil), duration = anim.duration })
+      local okc, clip = pcall(anim_mod.clip, { name = an.name, tracks = tracks(nil), duration = an.duration })
       if not okc then fail(where, "%s", clip) end
-      anim.clip = clip
-      anim.clips = {}
+      an.clip = clip
+      an.clips = {}
       for s, skel in ipairs(asset.skeletons) do
-        local okk, c = pcall(anim_mod.clip, { name = anim.name, tracks = tracks(skel), duration = anim.duration },
+        local okk, c = pcall(anim_mod.clip, { name = an.name, tracks = tracks(skel), duration = an.duration },
           skel.skeleton)
         if not okk then fail(where, "%s", c) end
-        anim.clips[s] = c
+        an.clips[s] = c
       end
     end
   end
-  return true
 end
+
+-- ---- load --------------------------------------------------------------------
 
 -- GLB when it says so, or when the header looks binary (so a damaged
 -- magic is reported as such rather than as a JSON error).
@@ -862,24 +909,20 @@ local function is_glb(bytes)
   return bytes:sub(1, 4) == "glTF" or bytes:sub(1, 12):find("%z") ~= nil
 end
 
---- Loads a glTF 2.0 asset from bytes in memory (.gltf JSON or .glb).
--- @tparam string bytes the file content
--- @tparam[opt] table opts `base_dir` (directory of external buffers, with
---   a trailing slash; without it only data: URIs and GLB chunks work),
---   `name` (reported as asset.name), `max_bytes` (decode budget),
---   `clips` (false: do not build limber clips)
--- @treturn table the asset
-function M.load_bytes(bytes, opts)
-  if type(bytes) ~= "string" then error("limber.gltf: load_bytes: bytes must be a string", 2) end
-  check_type(2, "load_bytes", opts, "table", true)
-  opts = opts or {}
-  if opts.max_bytes ~= nil and (math.type(opts.max_bytes) ~= "integer" and
-      (type(opts.max_bytes) ~= "number" or opts.max_bytes ~= opts.max_bytes) or opts.max_bytes < 0) then
-    error("limber.gltf: load_bytes: opts.max_bytes must be a non-negative number", 2)
+local LOAD_OPTIONS <const> = { base_dir = "string", name = "string", max_bytes = "number", clips = "boolean" }
+
+-- the options of load / load_bytes (argument #2 of fname), checked and copied
+local function load_options(fname, opts)
+  opts = check.options(2, fname, opts, LOAD_OPTIONS, 3)
+  local mb = opts.max_bytes
+  if mb ~= nil and (mb ~= mb or mb < 0) then
+    check.arg_fail(2, fname, "option 'max_bytes' must be a non-negative number", 3)
   end
-  if opts.base_dir ~= nil and type(opts.base_dir) ~= "string" then
-    error("limber.gltf: load_bytes: opts.base_dir must be a string", 2)
-  end
+  return opts
+end
+
+-- load_bytes after its arguments are checked
+local function load_bytes(bytes, opts)
   local self = setmetatable({
     base_dir = opts.base_dir, used = 0,
     max_bytes = opts.max_bytes or (M.DEFAULT_BASE_BYTES + 16 * #bytes),
@@ -920,148 +963,52 @@ function M.load_bytes(bytes, opts)
   self:skins()
   self:skeletons()
   self:animations()
-  if opts.clips ~= false then self.asset.has_clips = build_clips(self) end
+  self.asset.has_clips = opts.clips ~= false
+  if self.asset.has_clips then self:clips() end
   return self.asset
 end
 
---- Loads a .gltf or .glb file. External buffers are read from the file's
--- directory only: regular files whose resolved path (symlinks followed)
--- is inside that directory, and only their first byteLength bytes.
+--- Loads a glTF 2.0 asset from bytes in memory (.gltf JSON or .glb).
+-- @tparam string bytes the file content
+-- @tparam[opt] table opts `base_dir` (directory of external buffers, with
+--   a trailing slash; without it only data: URIs and GLB chunks work),
+--   `name` (reported as asset.name), `max_bytes` (decode budget),
+--   `clips` (false: do not build limber clips). Unknown options and
+--   options of the wrong type are errors.
+-- @treturn table the asset
+function M.load_bytes(bytes, opts)
+  if type(bytes) ~= "string" then check.arg_error(1, "limber.gltf.load_bytes", "string", bytes) end
+  return load_bytes(bytes, load_options("limber.gltf.load_bytes", opts))
+end
+
+--- Loads a .gltf or .glb file.
+--
+-- The model file is opened as given (a symlink is followed: the caller
+-- chose the path) and must be a regular file: a FIFO, a directory, a
+-- device or a socket is refused at once, without reading or waiting. At
+-- most `opts.max_bytes` (default `M.MAX_FILE_BYTES`) bytes are read.
+-- External buffers are read from the file's directory only: regular files
+-- whose resolved path (symlinks followed) is inside that directory,
+-- checked on the open file, and only their first byteLength bytes.
 -- @tparam string path
 -- @tparam[opt] table opts as for load_bytes (base_dir defaults to the file's directory)
 -- @treturn table the asset
 function M.load(path, opts)
-  if type(path) ~= "string" then error("limber.gltf: load: path must be a string", 2) end
-  check_type(2, "load", opts, "table", true)
-  local o = {}
-  for k, v in pairs(opts or {}) do o[k] = v end
+  if type(path) ~= "string" then check.arg_error(1, "limber.gltf.load", "string", path) end
+  local o = load_options("limber.gltf.load", opts)
   o.base_dir = o.base_dir or (path:match("^(.*[/\\])") or "./")
   o.name = o.name or path:match("([^/\\]+)%.[^.]*$") or path
-  local f, err = io.open(path, "rb")
-  if not f then error("limber.gltf: cannot open '" .. path .. "': " .. tostring(err), 2) end
-  local bytes = f:read("a")
-  f:close()
-  return M.load_bytes(bytes, o)
+  local limit = math.floor(math.min(o.max_bytes or M.MAX_FILE_BYTES, 2 ^ 53))
+  local bytes = core.gltf_read_model("limber.gltf.load", path, limit)
+  return load_bytes(bytes, o)
 end
 
--- Runs f(...) for the public function `name` whose argument #n is an asset:
--- an asset table damaged by its caller (a field removed or replaced) makes
--- f fail on a plain Lua error; that comes out as a bad argument naming the
--- function, not as "attempt to index a nil value" from inside this file.
-local function asset_call(n, name, f, ...)
-  local res = table.pack(pcall(f, ...))
-  if res[1] then return table.unpack(res, 2, res.n) end
-  local err = res[2]
-  if type(err) == "string" then err = err:gsub("^[^:]*%.lua:%d+: ", "") end
-  if type(err) == "string" and not err:find("^limber") and not err:find("^bad argument #%d+ to '" .. name .. "'")
-    and not err:find("not enough memory", 1, true) then
-    error(("bad argument #%d to '%s' (malformed glTF asset: %s)"):format(n, name, err), 3)
-  end
-  error(err, 3)
-end
+-- ---- using a loaded asset (limber.gltf.asset) ----------------------------------
 
-local function update_worlds_impl(asset, locals)
-  check_asset(1, "update_worlds", asset)
-  check_type(2, "update_worlds", locals, "table", true)
-  -- in C, one pass; everything is checked before any node changes
-  core.gltf_worlds("update_worlds", asset.nodes, locals)
-end
-
---- Recomputes `node.world` for every node of an asset from each node's
--- `local_matrix` (parents first; trees outside any scene from their root).
--- @tparam table asset
--- @tparam[opt] table locals node -> local matrix overriding node.local_matrix
-function M.update_worlds(asset, locals) return (asset_call(1, "update_worlds", update_worlds_impl, asset, locals)) end
-
-local function info_impl(asset)
-  check_asset(1, "info", asset)
-  local out = { nodes = #asset.nodes, scenes = #asset.scenes, skeletons = #asset.skeletons,
-                skins = {}, meshes = {}, animations = {}, warnings = asset.warnings }
-  for k, s in ipairs(asset.skins) do out.skins[k] = { name = s.name, joints = #s.joints } end
-  for k, m in ipairs(asset.meshes) do
-    local v = 0
-    for _, p in ipairs(m.primitives) do v = v + p.vertex_count end
-    out.meshes[k] = { name = m.name, primitives = #m.primitives, vertices = v }
-  end
-  for k, a in ipairs(asset.animations) do
-    out.animations[k] = { name = a.name, duration = a.duration, channels = #a.channels }
-  end
-  return out
-end
-
---- What is in an asset: counts and names.
--- @tparam table asset
--- @treturn table { nodes, scenes, skeletons, skins = {{name, joints}},
---   meshes = {{name, primitives, vertices}}, animations = {{name, duration, channels}} }
-function M.info(asset) return (asset_call(1, "info", info_impl, asset)) end
-
-local function pose_impl(asset, s, instances)
-  check_asset(1, "pose", asset)
-  if s ~= nil and math.type(s) ~= "integer" then bad_arg(2, "pose", "integer", s) end
-  if instances ~= nil and math.type(instances) ~= "integer" then bad_arg(3, "pose", "integer", instances) end
-  local entry = asset.skeletons[s or 1]
-  if not entry then error(("limber.gltf: pose: skeleton %s does not exist (the asset has %d)"):format(
-    tostring(s), #asset.skeletons), 2) end
-  local pose = limber.pose(entry.skeleton, instances or 1)
-  local root = entry.root_parent and asset.nodes[entry.root_parent].world
-  if root then
-    for i = 1, pose:instance_count() do pose:set_root(i, root) end
-  end
-  return pose
-end
-
---- A pose batch for skeleton `s` of an asset (default 1), every instance
--- at the rest pose with its root matrix set to the world matrix of the
--- skeleton root's parent node (identity when it has none).
--- @tparam table asset
--- @tparam[opt=1] integer s skeleton index
--- @tparam[opt=1] integer instances
--- @treturn limber.Pose
-function M.pose(asset, s, instances) return (asset_call(1, "pose", pose_impl, asset, s, instances)) end
-
-local function palette_impl(asset, k, pose, layout)
-  check_asset(1, "palette", asset)
-  if math.type(k) ~= "integer" then bad_arg(2, "palette", "integer", k) end
-  if not check.is_a(pose, "limber.Pose") then bad_arg(3, "palette", "limber.Pose", pose) end
-  check_type(4, "palette", layout, "string", true)
-  local skin = asset.skins[k]
-  if not skin then error(("limber.gltf: palette: skin %s does not exist (the asset has %d)"):format(
-    tostring(k), #asset.skins), 2) end
-  return limber.palette(pose, { skin = skin.skin, layout = layout })
-end
-
---- A palette for skin `k` of an asset over a pose of that skin's skeleton
--- (made with gltf.pose): entry k of each instance is world(joint) * IBM,
--- ready for the mesh primitives whose JOINTS_0 name the skin's slots.
--- @tparam table asset
--- @tparam integer k skin index
--- @tparam limber.Pose pose
--- @tparam[opt="mat4"] string layout "mat4" or "mat3x4"
--- @treturn limber.Palette
-function M.palette(asset, k, pose, layout) return (asset_call(1, "palette", palette_impl, asset, k, pose, layout)) end
-
-local function describe_impl(asset)
-  check_asset(1, "describe", asset)
-  local info = M.info(asset)
-  local out = { ("%s: %d nodes, %d scenes, %d skeletons"):format(asset.name or "glTF asset", info.nodes,
-    info.scenes, info.skeletons) }
-  for k, s in ipairs(info.skins) do
-    out[#out + 1] = ("  skin %d %q: %d joints"):format(k - 1, s.name or "", s.joints)
-  end
-  for k, m in ipairs(info.meshes) do
-    out[#out + 1] = ("  mesh %d %q: %d primitives, %d vertices"):format(k - 1, m.name or "", m.primitives,
-      m.vertices)
-  end
-  for k, a in ipairs(info.animations) do
-    out[#out + 1] = ("  animation %d %q: %.4f s, %d channels"):format(k - 1, a.name or "", a.duration, a.channels)
-  end
-  for _, w in ipairs(info.warnings) do out[#out + 1] = "  warning: " .. w end
-  return table.concat(out, "\n")
-end
-
---- A short human-readable summary of an asset (one line per item).
--- @tparam table asset
--- @treturn string
-function M.describe(asset) return (asset_call(1, "describe", describe_impl, asset)) end
+M.info = asset_fns.info
+M.describe = asset_fns.describe
+M.pose = asset_fns.pose
+M.palette = asset_fns.palette
+M.update_worlds = asset_fns.update_worlds
 
 return M

@@ -28,7 +28,7 @@ end
 -- Raises "bad argument #n to 'limber.<name>' (expected, got type)" at the
 -- caller of the public function.
 local function argcheck(ok, n, name, expected, v)
-  if not ok then check.arg_error(n, "limber." .. name, expected, v, 4) end
+  if not ok then check.arg_error(n, "limber." .. name, expected, v, 3) end
 end
 
 
@@ -49,7 +49,7 @@ end
 -- and checked: a table, with a unique string name or none. Returns the
 -- copies and name -> input index.
 local function read_joints(desc, fname)
-  if type(desc) ~= "table" then check.arg_error(1, fname, "table of joints", desc, 4) end
+  if type(desc) ~= "table" then check.arg_error(1, fname, "table of joints", desc, 3) end
   local joints = rawget(desc, "joints") or desc
   if type(joints) ~= "table" then fail(fname, "joints must be a table of joints", 3) end
   local n = rawlen(joints)

@@ -19,7 +19,7 @@ local M = {}
 -- Argument checks: errors in the standard form, blamed on the caller of the
 -- public function (level 3 from here).
 local function expect(v, n, fname, want)
-  if type(v) ~= want then check.arg_error(n, fname, want, v, 4) end
+  if type(v) ~= want then check.arg_error(n, fname, want, v, 3) end
 end
 
 local rethrow = check.rethrow
