@@ -550,7 +550,6 @@ LIMBER_EXPORT int luaopen_limber_core(lua_State *L) {
     lua_newtable(L);
     lcore_open_buffer(L);
     lcore_open_pose(L);
-    lcore_open_image(L);
     lcore_open_gltf(L);
     lcore_open_clip(L);
     lcore_open_skinning(L);
