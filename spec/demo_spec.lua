@@ -198,6 +198,23 @@ describe("examples/demo.lua", function()
     assert.is_nil(io.open(out_dir .. "/contact-sheet.png"))
   end)
 
+  it("fails, naming the command, when rsvg-convert fails", function()
+    local bin = tmp() .. "/broken"
+    assert(os.execute(("mkdir -p %s && printf '#!/bin/sh\\nexit 3\\n' > %s/rsvg-convert && "
+      .. "chmod +x %s/rsvg-convert"):format(q(bin), q(bin), q(bin))))
+    local out_dir = tmp() .. "/broken-out"
+    local cmd = ("PATH=%s:\"$PATH\" LUA_PATH_5_4=%s LUA_CPATH_5_4=%s lua5.4 %s --frames 5 "
+      .. "--characters 4 --out %s 2>&1"):format(q(bin), q(package.path), q(package.cpath),
+      q(H.root .. "examples/demo.lua"), q(out_dir))
+    local p = io.popen(cmd)
+    local text = p:read("a")
+    local ok, _, code = p:close()
+    assert.is_falsy(ok)
+    assert.equal(1, code)
+    assert.truthy(text:find("demo: rsvg-convert failed: LD_PRELOAD= rsvg-convert --width 1440 "
+      .. "--height 380", 1, true), text)
+  end)
+
   it("writes no pictures with --no-pictures", function()
     local out_dir = tmp() .. "/none"
     local cmd = ("LUA_PATH_5_4=%s LUA_CPATH_5_4=%s lua5.4 %s --frames 5 --characters 4 "
