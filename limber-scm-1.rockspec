@@ -29,6 +29,9 @@ build = {
     LUA_INCDIR = "$(LUA_INCDIR)",
     CGLM_INCDIR = "$(CGLM_INCDIR)",
     LIBDIR = "$(LIBDIR)",
+    -- test and benchmark programs stay out of the user's tree (see CMakeLists.txt)
+    LIMBER_BASELINES = "OFF",
+    LIMBER_FUZZ_REPLAY = "OFF",
   },
   install = {
     lua = {

@@ -1,6 +1,7 @@
 -- Shared by the examples and benchmarks: finds limber (the LuaRocks tree
 -- ./lua_modules first, then the sources + CMake build when LIMBER_DEV=1 or
--- nothing is installed), timing statistics and a humanoid test skeleton.
+-- nothing is installed) and the benchmarks' C baselines (build-bench/, last),
+-- timing statistics and a humanoid test skeleton.
 local here = (arg and arg[0] or ""):match("^(.*)/examples/[^/]*$") or "."
 local dev = os.getenv("LIMBER_DEV") == "1"
 local installed = io.open(here .. "/lua_modules/lib/lua/5.4/limber/core.so", "rb")
@@ -19,6 +20,20 @@ elseif dev or not installed then
 else
   package.path = tree_path .. dev_path .. package.path
   package.cpath = tree_cpath .. dev_cpath .. package.cpath
+end
+
+-- The benchmarks' C baselines (limber.baseline_*) are not part of the rock:
+-- scripts/build.sh builds them into build-bench/ (a CMake build has them in
+-- build/ too). That folder is searched after everything above, and only for
+-- those modules.
+local bench_cpath = here .. "/build-bench/?.so"
+package.searchers[#package.searchers + 1] = function(name)
+  if not name:match("^limber%.baseline_[%w_]+$") then return nil end
+  local path, err = package.searchpath(name, bench_cpath)
+  if not path then return err .. " (bash scripts/build.sh builds the baselines)" end
+  local open, why = package.loadlib(path, "luaopen_" .. name:gsub("%.", "_"))
+  if not open then error(("error loading module '%s' from file '%s':\n\t%s"):format(name, path, why)) end
+  return open, path
 end
 
 local C = {}

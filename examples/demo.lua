@@ -10,7 +10,9 @@
 -- foxes, hangs a hat on the head joint of every tenth character, moves some
 -- groups every frame, and runs: advance players, sample + blend, local to
 -- model, scene update, palettes, CPU skinning. Prints per-stage times and
--- writes pictures drawn from the run's own skinned vertices and joints.
+-- writes pictures drawn from the run's own skinned vertices and joints: SVG
+-- written by the small writer below, rendered to PNG with rsvg-convert
+-- (Debian: librsvg2-bin) when it is installed.
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
 package.path = here .. "/?.lua;" .. package.path
 local C = require "common"
@@ -75,7 +77,7 @@ for _, k in ipairs(kinds) do
   -- triangles in the skinned (influence-sorted) vertex order; a primitive
   -- without indices draws consecutive file vertices, which the inverse
   -- permutation maps to sorted ones
-  k.indices = k.mesh:indices() or k.mesh:inverse_permutation()
+  k.indices = k.mesh:gpu_index_buffer() or k.mesh:gpu_inverse_permutation_buffer()
   k.vertices = prim.vertex_count
   k.out = sk.target({ mesh = k.mesh, instances = k.count, positions = true,
                       normals = prim.normals ~= nil })
@@ -98,13 +100,13 @@ for _, k in ipairs(kinds) do
     k.head = k.skel:find(k.head)
   else
     local best, y = 1, -math.huge
-    for j = 1, k.skel:count() do
+    for j = 1, k.skel:joint_count() do
       local m = k.pose:model(1, j)
       if m[14] > y then best, y = j, m[14] end
     end
     k.head = best
   end
-  joints_total = joints_total + k.count * k.skel:count()
+  joints_total = joints_total + k.count * k.skel:joint_count()
   verts_total = verts_total + k.count * k.vertices
 end
 
@@ -160,10 +162,10 @@ local sheet = { {}, {} }    -- captured frames of instance 1 of each kind
 local switch_every = 45
 
 local function capture(k, slot, t)
-  local pos = { string.unpack("<" .. ("f"):rep(3 * k.vertices), k.out:positions():bytes(1, k.vertices)) }
+  local pos = { string.unpack("<" .. ("f"):rep(3 * k.vertices), k.out:position_buffer():bytes(1, k.vertices)) }
   pos[#pos] = nil
   local joints = {}
-  for j = 1, k.skel:count() do joints[j] = k.pose:model(1, j) end
+  for j = 1, k.skel:joint_count() do joints[j] = k.pose:model(1, j) end
   slot[#slot + 1] = { t = t, positions = pos, joints = joints }
 end
 
@@ -249,23 +251,69 @@ print(("skinning: %.1f M vertices/s; whole pipeline: %.1f frames/s (%.2f s wall,
 if opt.no_pictures then return end
 
 -- ---- pictures --------------------------------------------------------------
+-- Both pictures are SVG written here (a few lines of text per figure), then
+-- rendered to PNG by rsvg-convert (librsvg, Debian package librsvg2-bin) when
+-- it is installed.
 
-os.execute(("mkdir -p '%s'"):format(opt.out:gsub("'", "")))
+local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+assert(os.execute("mkdir -p " .. shell_quote(opt.out)), "demo: cannot create " .. opt.out)
+
+-- A small SVG writer: figures are collected as lines of text and saved in
+-- one piece. Coordinates are pixels (y down), written to a tenth of a pixel.
+local function svg_writer(width, height, background)
+  local out = {
+    ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
+      .. 'font-family="sans-serif" font-size="12">'):format(width, height, width, height),
+    ('<rect width="%d" height="%d" fill="%s"/>'):format(width, height, background),
+  }
+  local w = { width = width, height = height, figures = 0 }
+  local function add(line)
+    out[#out + 1] = line
+    w.figures = w.figures + 1
+  end
+  -- a closed polyline, filled: pts = { x1, y1, x2, y2, ... }
+  function w.polygon(pts, fill, stroke)
+    local xy = {}
+    for k = 1, #pts, 2 do xy[#xy + 1] = ("%.1f,%.1f"):format(pts[k], pts[k + 1]) end
+    add(('<polygon points="%s" fill="%s"%s/>'):format(table.concat(xy, " "), fill,
+      stroke and (' stroke="%s" stroke-width="0.8"'):format(stroke) or ""))
+  end
+  function w.line(x1, y1, x2, y2, stroke, width_px)
+    add(('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%.1f"/>')
+      :format(x1, y1, x2, y2, stroke, width_px))
+  end
+  function w.circle(cx, cy, r, fill, stroke)
+    add(('<circle cx="%.1f" cy="%.1f" r="%.1f" fill="%s"%s/>'):format(cx, cy, r, fill,
+      stroke and (' stroke="%s" stroke-width="0.8"'):format(stroke) or ""))
+  end
+  function w.text(x, y, s)
+    local escaped = s:gsub("[&<>]", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;" })
+    add(('<text x="%.1f" y="%.1f">%s</text>'):format(x, y, escaped))
+  end
+  function w.save(path)
+    local fh = assert(io.open(path, "w"))
+    fh:write(table.concat(out, "\n"), "\n</svg>\n")
+    fh:close()
+  end
+  return w
+end
+
+local function hex(color, f)
+  f = f or 1
+  return ("#%02x%02x%02x"):format(math.floor(color[1] * f), math.floor(color[2] * f),
+    math.floor(color[3] * f))
+end
 
 local function shade(color, nx, ny, nz)
   local l = math.abs(nx * 0.3 + ny * 0.8 + nz * 0.5) / math.sqrt(0.98)
-  local f = 0.35 + 0.65 * l
-  return ("#%02x%02x%02x"):format(math.floor(color[1] * f), math.floor(color[2] * f),
-    math.floor(color[3] * f))
+  return hex(color, 0.35 + 0.65 * l)
 end
 
 -- (1) contact sheet: one Fox and one CesiumMan at 8 times, seen from the side
 -- (orthographic: horizontal = the model axis the character walks along,
 -- vertical = model y), triangles painted back to front, skeleton lines on top.
 local CELL <const>, PAD <const> = 180, 18
-local svg = { ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
-  .. 'font-family="sans-serif" font-size="12">'):format(8 * CELL, 2 * CELL + 20),
-  '<rect width="100%" height="100%" fill="#f4f1ea"/>' }
+local svg = svg_writer(8 * CELL, 2 * CELL + 20, "#f4f1ea")
 for n, k in ipairs(kinds) do
   local frames = sheet[n]
   local H, D = k.side, 4 - k.side   -- horizontal and depth axes (1 = x, 3 = z)
@@ -286,8 +334,7 @@ for n, k in ipairs(kinds) do
     local ox, oy = (c - 1) * CELL, (n - 1) * CELL + 20
     local function px(h) return ox + PAD + (h - lo_h) * scale end
     local function py(v) return oy + CELL - PAD - (v - lo_v) * scale end
-    local function proj(q, o) return px(q[o + H]), py(q[o + 2]) end
-    svg[#svg + 1] = ('<text x="%d" y="%d">%s t=%.2fs</text>'):format(ox + 4, oy + 12, k.name, fr.t)
+    svg.text(ox + 4, oy + 12, ("%s t=%.2fs"):format(k.name, fr.t))
     local p = fr.positions
     local count = 0
     for t = 1, #k.indices, 3 do
@@ -299,73 +346,131 @@ for n, k in ipairs(kinds) do
       local len = math.sqrt(nx * nx + ny * ny + nz * nz)
       if len > 0 then
         count = count + 1
-        local x1, y1 = proj(p, a)
-        local x2, y2 = proj(p, b)
-        local x3, y3 = proj(p, d)
         tris[count] = { depth = p[a + D] + p[b + D] + p[d + D],
-          ("%.1f,%.1f %.1f,%.1f %.1f,%.1f"):format(x1, y1, x2, y2, x3, y3),
+          { px(p[a + H]), py(p[a + 2]), px(p[b + H]), py(p[b + 2]), px(p[d + H]), py(p[d + 2]) },
           shade(k.color, nx / len, ny / len, nz / len) }
       end
     end
     for t = count + 1, #tris do tris[t] = nil end
     table.sort(tris, function(x, y) return x.depth < y.depth end)
-    for _, tri in ipairs(tris) do
-      svg[#svg + 1] = ('<polygon points="%s" fill="%s"/>'):format(tri[1], tri[2])
-    end
-    for j = 1, k.skel:count() do
+    for _, tri in ipairs(tris) do svg.polygon(tri[1], tri[2]) end
+    for j = 1, k.skel:joint_count() do
       local pj = k.skel:parent(j)
       local m = fr.joints[j]
       if pj then
         local q = fr.joints[pj]
-        svg[#svg + 1] = ('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#202020" '
-          .. 'stroke-width="1.5"/>'):format(px(q[12 + H]), py(q[14]), px(m[12 + H]), py(m[14]))
+        svg.line(px(q[12 + H]), py(q[14]), px(m[12 + H]), py(m[14]), "#202020", 1.5)
       end
-      svg[#svg + 1] = ('<circle cx="%.1f" cy="%.1f" r="2" fill="#c00000"/>'):format(px(m[12 + H]), py(m[14]))
+      svg.circle(px(m[12 + H]), py(m[14]), 2, "#c00000")
     end
   end
 end
-svg[#svg + 1] = "</svg>"
-local sheet_path = opt.out .. "/contact-sheet.svg"
-local fh = assert(io.open(sheet_path, "w"))
-fh:write(table.concat(svg, "\n"))
-fh:close()
+local sheet_svg = opt.out .. "/contact-sheet.svg"
+svg.save(sheet_svg)
 
--- (2) the crowd from above at the last frame: every character's skinned
--- triangles placed by its scene node, and the hats at their scene worlds.
-local W <const> = 1024
-local img = core.image(W, W)
-img:clear({ 70, 92, 60 })
-local extent = (side + 1) * SPACING
-local pxs = (W - 20) / extent
--- top view: x right, z down, depth = -y (higher is closer)
-local top = { pxs, 0, 0, 0, 0, 0, -1, 0, 0, pxs, 0, 0, 10 + pxs * SPACING / 2, 10 + pxs * SPACING / 2, 0, 1 }
-local function mul(a, b)
-  local o = {}
-  for c = 0, 3 do
-    for r = 0, 3 do
-      o[c * 4 + r + 1] = a[r + 1] * b[c * 4 + 1] + a[4 + r + 1] * b[c * 4 + 2] +
-          a[8 + r + 1] * b[c * 4 + 3] + a[12 + r + 1] * b[c * 4 + 4]
+-- (2) the crowd from above at the last frame (x right, z down), fitted to
+-- the picture. Each character is its outline, its bones and, for every
+-- tenth one, its hat, all placed by its scene node: the outline joins the
+-- farthest skinned vertex in each of OUTLINE directions around the centre
+-- of its vertices.
+local W <const>, MARGIN <const>, OUTLINE <const> = 1024, 10, 48
+local m = {}
+local function world_xz(x, y, z)  -- a model-space point of the node whose world is m
+  return m[1] * x + m[5] * y + m[9] * z + m[13], m[3] * x + m[7] * y + m[11] * z + m[15]
+end
+local function outline(p, count)
+  local xs, zs, cx, cz = {}, {}, 0, 0
+  for v = 1, count do
+    local x, z = world_xz(p[3 * v - 2], p[3 * v - 1], p[3 * v])
+    xs[v], zs[v], cx, cz = x, z, cx + x, cz + z
+  end
+  cx, cz = cx / count, cz / count
+  local far, best = {}, {}
+  for v = 1, count do
+    local dx, dz = xs[v] - cx, zs[v] - cz
+    local b = math.floor((math.atan(dz, dx) / (2 * math.pi) + 0.5) * OUTLINE) % OUTLINE + 1
+    local d = dx * dx + dz * dz
+    if d > (far[b] or -1) then far[b], best[b] = d, v end
+  end
+  local pts = {}
+  for b = 1, OUTLINE do
+    local v = best[b]
+    if v then
+      pts[#pts + 1] = xs[v]
+      pts[#pts + 1] = zs[v]
     end
   end
-  return o
+  return pts
 end
-local light = { 0.3, 0.9, 0.3 }
-local m = {}
+-- world x, z of every figure first, then one scale for all
+local shapes, bones, tips = {}, {}, {}
 for _, k in ipairs(kinds) do
-  local positions = k.out:positions()
+  local positions = k.out:position_buffer()
+  local fmt = "<" .. ("f"):rep(3 * k.vertices)
+  local fill, stroke = hex(k.color), hex(k.color, 0.45)
   for i = 1, k.count do
     sc:world(k.nodes[i], m)
-    img:triangles(positions, k.indices, mul(top, m), k.color, light, (i - 1) * k.vertices)
+    shapes[#shapes + 1] = { fill = fill, stroke = stroke,
+      outline({ string.unpack(fmt, positions:bytes((i - 1) * k.vertices + 1, k.vertices)) }, k.vertices) }
+    for j = 1, k.skel:joint_count() do
+      local pj = k.skel:parent(j)
+      if pj then
+        local a, b = k.pose:model(i, pj), k.pose:model(i, j)
+        local ax, az = world_xz(a[13], a[14], a[15])
+        local bx, bz = world_xz(b[13], b[14], b[15])
+        bones[#bones + 1] = { stroke, ax, az, bx, bz }
+      end
+    end
   end
 end
-local hat = core.buffer("f32", 3, { -0.15, 0, -0.15, 0.15, 0, -0.15, 0.15, 0, 0.15, -0.15, 0, 0.15, 0, 0.35, 0 })
-local hat_idx = core.buffer("u32", 1, { 0, 1, 4, 1, 2, 4, 2, 3, 4, 3, 0, 4, 0, 2, 1, 0, 3, 2 })
-for _, id in ipairs(hats) do
+for h, id in ipairs(hats) do
   sc:world(id, m)
-  img:triangles(hat, hat_idx, mul(top, m), { 240, 230, 60 }, light)
+  tips[h] = { m[13], m[15] }
 end
-local png_path = opt.out .. "/crowd-top.png"
-fh = assert(io.open(png_path, "wb"))
-fh:write(img:png())
-fh:close()
-print(("pictures: %s (%d + %d frames), %s"):format(sheet_path, #sheet[1], #sheet[2], png_path))
+local lo_x, hi_x, lo_z, hi_z = math.huge, -math.huge, math.huge, -math.huge
+for _, shape in ipairs(shapes) do
+  local pts = shape[1]
+  for k = 1, #pts, 2 do
+    lo_x, hi_x = math.min(lo_x, pts[k]), math.max(hi_x, pts[k])
+    lo_z, hi_z = math.min(lo_z, pts[k + 1]), math.max(hi_z, pts[k + 1])
+  end
+end
+local pxs = (W - 2 * MARGIN) / math.max(hi_x - lo_x, hi_z - lo_z)
+local ox = MARGIN + ((W - 2 * MARGIN) - (hi_x - lo_x) * pxs) / 2
+local oz = MARGIN + ((W - 2 * MARGIN) - (hi_z - lo_z) * pxs) / 2
+local function tx(x) return ox + (x - lo_x) * pxs end
+local function tz(z) return oz + (z - lo_z) * pxs end
+local top = svg_writer(W, W, hex({ 70, 92, 60 }))
+for _, shape in ipairs(shapes) do
+  local pts = shape[1]
+  for k = 1, #pts, 2 do pts[k], pts[k + 1] = tx(pts[k]), tz(pts[k + 1]) end
+  top.polygon(pts, shape.fill, shape.stroke)
+end
+for _, bone in ipairs(bones) do
+  top.line(tx(bone[2]), tz(bone[3]), tx(bone[4]), tz(bone[5]), bone[1], 0.8)
+end
+for _, tip in ipairs(tips) do top.circle(tx(tip[1]), tz(tip[2]), 3, "#f0e63c", "#3c3a10") end
+local crowd_svg = opt.out .. "/crowd-top.svg"
+top.save(crowd_svg)
+print(("pictures: %s (%d + %d frames), %s (%d characters, %d bones, %d hats)"):format(sheet_svg,
+  #sheet[1], #sheet[2], crowd_svg, N, #bones, #hats))
+
+-- PNGs of both, at the SVGs' sizes. rsvg-convert is not ours: it runs
+-- without the sanitizer runtime that the test command preloads into lua5.4.
+if not os.execute("command -v rsvg-convert >/dev/null 2>&1") then
+  print("no PNGs: rsvg-convert is not installed (Debian: apt-get install librsvg2-bin, "
+    .. "or bash scripts/deps.sh); the SVG files open in any web browser")
+  return
+end
+local pngs = {}
+for _, pic in ipairs({ { sheet_svg, svg }, { crowd_svg, top } }) do
+  local png = pic[1]:gsub("%.svg$", ".png")
+  local cmd = ("LD_PRELOAD= rsvg-convert --width %d --height %d --output %s %s"):format(pic[2].width,
+    pic[2].height, shell_quote(png), shell_quote(pic[1]))
+  if not os.execute(cmd) then
+    io.stderr:write("demo: rsvg-convert failed: ", cmd, "\n")
+    os.exit(1, true)
+  end
+  pngs[#pngs + 1] = png
+end
+print(("PNG (rsvg-convert): %s"):format(table.concat(pngs, ", ")))

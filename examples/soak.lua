@@ -132,7 +132,7 @@ local function create_free()
   local slot
   local prec = world.shadow[parent]
   if prec and prec.pose and math.random() < 0.5 then
-    slot = math.random(prec.pose:skeleton():count())
+    slot = math.random(prec.pose:skeleton():joint_count())
     rec.joint = slot
   end
   local id = sc:create({ parent = parent, slot = slot, translation = rec.t, rotation = rec.r, scale = rec.s })
@@ -207,7 +207,7 @@ local function random_op()
     for _, g in ipairs(gone) do shadow[g], world.free[g] = nil, nil end
   elseif r < 0.43 then
     local kind = world.kinds[math.random(#world.kinds)]
-    local p = kind.crowd:player(math.random(kind.pose:instances()))
+    local p = kind.crowd:player(math.random(kind.pose:instance_count()))
     p:play(math.random(#kind.clips), { fade = 0.25, rate = 0.5 + math.random() })
   elseif r < 0.431 then
     sk.threads(math.random(2))

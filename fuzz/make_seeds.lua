@@ -167,19 +167,6 @@ for _, model in ipairs(MODELS) do
   end
 
   for m, mesh in ipairs(doc.meshes or {}) do
-    local pa = mesh.primitives[1].attributes.POSITION
-    if pa then -- image: raw points, a view scaling them into a 32 x 32 image
-      local v = { string.char(2, 31, 31, 0) }
-      for k = 1, 16 do
-        v[#v + 1] = string.char(({ [1] = 160, [6] = 160, [11] = 132, [13] = 192, [14] = 192,
-          [16] = 132 })[k] or 128)
-      end
-      v[#v + 1] = string.char(140, 150, 160)
-      for _, e in ipairs(values(doc, bufs, doc.accessors[pa + 1], 300)) do
-        v[#v + 1] = string.pack("<fff", e[1], e[2], e[3])
-      end
-      write("image", ("%s-%d"):format(tag, m), table.concat(v))
-    end
     for p, prim in ipairs(mesh.primitives) do
       local ja, wa = prim.attributes.JOINTS_0, prim.attributes.WEIGHTS_0
       if ja and wa then

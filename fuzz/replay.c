@@ -24,8 +24,7 @@ static const struct {
                  {"accessor", lmb_fuzz_accessor},
                  {"sparse", lmb_fuzz_sparse},
                  {"influences", lmb_fuzz_influences},
-                 {"skeleton", lmb_fuzz_skeleton},
-                 {"image", lmb_fuzz_image}};
+                 {"skeleton", lmb_fuzz_skeleton}};
 #define NHARNESS (sizeof harnesses / sizeof harnesses[0])
 
 static harness_fn find(const char *name) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs examples/smoke.lua (core, every bundled glTF model, palettes, images,
-# error paths) and then the demo (small) under valgrind memcheck: any memory
+# Runs examples/smoke.lua (core, every bundled glTF model, palettes, error
+# paths) and then the demo (small) under valgrind memcheck: any memory
 # error or definitely lost byte fails the run (exit 1). Builds limber without
 # sanitizers in build-valgrind. Extra arguments go to smoke.lua (rounds, default 2).
 #   bash scripts/valgrind.sh [rounds]
@@ -20,7 +20,8 @@ LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="build-valgrind/?.so;;" \
 }
 grep -E "ERROR SUMMARY|definitely lost|in use at exit" "$log"
 
-# The demo once, small: the whole pipeline with threads, scene and pictures.
+# The demo once, small: the whole pipeline with threads, scene and pictures
+# (rsvg-convert, which renders them, is not ours and not run under valgrind).
 log="build-valgrind/valgrind-demo.log"
 out="$(mktemp -d)"
 LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="build-valgrind/?.so;;" \

@@ -202,7 +202,6 @@ local function build_pool()
     end
     add(asset.animations and asset.animations[1] and asset.animations[1].clip)
   end
-  try(core.image, 8, 8)
 end
 
 -- ---------------------------------------------------------------------------

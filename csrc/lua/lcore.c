@@ -482,13 +482,8 @@ static void wrap_table(lua_State *L, int t, int state, int depth) {
  * whose methods start to run pose, palette, clip or skinning kernels must
  * leave this list. */
 static int plain_class(const char *name) {
-    static const char *const plain[] = {"limber.Hierarchy",
-                                        "limber.Slots",
-                                        "limber.Buffer",
-                                        "limber.Skeleton",
-                                        "limber.Skin",
-                                        "limber.Image",
-                                        NULL};
+    static const char *const plain[] = {"limber.Hierarchy", "limber.Slots", "limber.Buffer",
+                                        "limber.Skeleton",  "limber.Skin",  NULL};
     for (int k = 0; plain[k]; k++)
         if (strcmp(name, plain[k]) == 0) return 1;
     return 0;
@@ -555,7 +550,6 @@ LIMBER_EXPORT int luaopen_limber_core(lua_State *L) {
     lua_newtable(L);
     lcore_open_buffer(L);
     lcore_open_pose(L);
-    lcore_open_image(L);
     lcore_open_gltf(L);
     lcore_open_clip(L);
     lcore_open_skinning(L);

@@ -104,7 +104,6 @@ struct lmb_skin *lcore_check_skin(lua_State *L, int arg);
 /* ---- areas ------------------------------------------------------------ */
 void lcore_open_buffer(lua_State *L);
 void lcore_open_pose(lua_State *L);
-void lcore_open_image(lua_State *L);
 void lcore_open_gltf(lua_State *L);
 void lcore_open_clip(lua_State *L);
 void lcore_open_skinning(lua_State *L);
