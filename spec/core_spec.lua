@@ -473,19 +473,19 @@ describe("buffer ranges over the whole integer range", function()
       assert.equal(first >= 1 and first <= 4 and first or nil, b[first])
     end
     assert.error_matches(function() b:bytes(math.mininteger) end,
-      "bad argument #1 to 'bytes' (first element " .. math.mininteger .. " out of range [1, 5])", 1, true)
+      "bad argument #1 to 'limber.Buffer:bytes' (first element " .. math.mininteger .. " out of range [1, 5])", 1, true)
     assert.error_matches(function() b:bytes(2, math.maxinteger) end,
-      "bad argument #2 to 'bytes' (count " .. math.maxinteger .. " out of range [0, 3])", 1, true)
+      "bad argument #2 to 'limber.Buffer:bytes' (count " .. math.maxinteger .. " out of range [0, 3])", 1, true)
     assert.equal(ref, b:bytes())
   end)
 
   it("names the function when a float table is wrong", function()
     assert.error_matches(function() core.follow_filter({ 1, 2, "x" }, "full") end,
-      "bad argument #1 to 'follow_filter' (matrix[3] must be a number (got string))", 1, true)
+      "bad argument #1 to 'limber.core.follow_filter' (matrix[3] must be a number (got string))", 1, true)
     local m = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
     m[7] = 0 / 0
     assert.error_matches(function() core.follow_filter(m, "full") end,
-      "bad argument #1 to 'follow_filter' (matrix[7] is not a finite float", 1, true)
+      "bad argument #1 to 'limber.core.follow_filter' (matrix[7] is not a finite float", 1, true)
     -- read raw: an __index answer does not count
     local proxy = setmetatable({}, { __index = function() return 1 end, __len = function() return 16 end })
     assert.error_matches(function() core.follow_filter(proxy, "full") end,

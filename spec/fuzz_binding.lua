@@ -489,7 +489,9 @@ local function raw_error(msg)
   local fname = msg:match("bad argument #%d+ to '([%w_.:]+)'")
   if fname then
     local last = fname:match("([%w_]+)$")
-    if std_names[last] then return "a standard-library error leaked from inside limber" end
+    if std_names[last] and not fname:find("^limber%.") then
+      return "a standard-library error leaked from inside limber"
+    end
   end
   if msg:find("C stack overflow") or msg:find("stack overflow") then return "a stack overflow" end
   return nil

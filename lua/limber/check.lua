@@ -97,17 +97,25 @@ function M.options(n, fname, opts, spec, level)
 end
 
 --- Re-raises an error of the core function `cname` under the public name
--- `fname`: "bad argument #k to 'cname'" becomes "bad argument #k to
--- 'fname'", and a message that names no function is prefixed `fname: `.
+-- `fname`: "bad argument #k to 'limber.core.cname'" becomes "bad argument
+-- #k to 'fname'", "limber.core.cname: problem" becomes "fname: problem", a
+-- message that names no function is prefixed `fname: `, and the position
+-- is the caller's.
 -- @param err the error value (non-strings pass unchanged)
 -- @tparam string fname the function as the user called it
 -- @tparam string cname the core function's name
 -- @tparam[opt=2] integer level as for `arg_fail`
 function M.rethrow(err, fname, cname, level)
   if type(err) == "string" then
+    -- limber.core names the core function and the facade's line: the
+    -- user called fname, on their own line (added by error below)
+    err = err:gsub("^[^\n:]*:%d+: ", "", 1)
     local n
     err, n = err:gsub("^bad argument (#%d+) to '[%w_.:]*" .. cname .. "'",
       "bad argument %1 to '" .. fname .. "'")
+    if n == 0 then
+      err, n = err:gsub("^limber%.core%." .. cname .. ": ", fname .. ": ", 1)
+    end
     if n == 0 and not err:find("^limber") and not err:find("^bad argument") then
       err = fname .. ": " .. err
     end
