@@ -46,7 +46,8 @@ local function core_session()
                   translation = { rnd(-1, 1), rnd(-1, 1), rnd(-1, 1) }, rotation = quat(),
                   scale = { rnd(0.5, 1.5), rnd(-1.5, -0.5), 1 } }
   end
-  -- reversed order: exercises the depth-first reordering (scratch memory)
+  -- reversed order: exercises the reordering (limber.sort_joints puts parents
+  -- first; limber.skeleton no longer reorders)
   local rev = {}
   for i = 60, 1, -1 do
     local j = joints[i]
@@ -54,7 +55,7 @@ local function core_session()
                       parent = joints[j.parent or 0] and joints[j.parent].name or nil,
                       translation = j.translation, rotation = j.rotation, scale = j.scale }
   end
-  for _, desc in ipairs { joints, rev } do
+  for _, desc in ipairs { joints, (limber.sort_joints(rev)) } do
     local skel = limber.skeleton(desc)
     local pose = limber.pose(skel, 37)
     for i = 1, 37, 3 do
