@@ -24,7 +24,8 @@ end
 local results = { loads = {} }
 print("glTF load (parse JSON, decode every accessor, build skeletons and skins)")
 for _, f in ipairs({ "CesiumMan/CesiumMan.gltf", "Fox/Fox.glb", "RiggedFigure/RiggedFigure.glb",
-                     "RiggedSimple/RiggedSimple.gltf", "asset-generator/Animation_Skin/Animation_Skin_08.gltf" }) do
+                     "RiggedSimple/RiggedSimple.gltf",
+                     "asset-generator/Animation_Skin/Animation_Skin_08.gltf" }) do
   local fh = assert(io.open(assets .. f, "rb"))
   local bytes = fh:read("a")
   fh:close()
@@ -54,14 +55,17 @@ local tl = time(function()
 end)
 results.accessor_c_ms, results.accessor_lua_ms, results.ratio = tc * 1e3, tl * 1e3, tl / tc
 print(("accessor decode, %d VEC3 floats, stride %d:"):format(count, stride))
-print(("  C kernel (checked, into a limber Buffer) %8.3f ms  (%.0f M elements/s)"):format(tc * 1e3, count / tc / 1e6))
-print(("  plain Lua string.unpack into a table     %8.3f ms  (%.0f M elements/s)"):format(tl * 1e3, count / tl / 1e6))
+print(("  C kernel (checked, into a limber Buffer) %8.3f ms  (%.0f M elements/s)")
+  :format(tc * 1e3, count / tc / 1e6))
+print(("  plain Lua string.unpack into a table     %8.3f ms  (%.0f M elements/s)")
+  :format(tl * 1e3, count / tl / 1e6))
 print(("  ratio Lua / C: %.1fx"):format(tl / tc))
 
 if json_out then
   local items = {}
   for k, v in pairs(results.loads) do items[#items + 1] = ('"%s":%.4f'):format(k, v) end
   table.sort(items)
-  print(('{"bench":"gltf","load_ms":{%s},"accessor_c_ms":%.4f,"accessor_lua_ms":%.4f,"ratio":%.2f}'):format(
-    table.concat(items, ","), results.accessor_c_ms, results.accessor_lua_ms, results.ratio))
+  print(('{"bench":"gltf","load_ms":{%s},"accessor_c_ms":%.4f,"accessor_lua_ms":%.4f,'
+    .. '"ratio":%.2f}'):format(table.concat(items, ","), results.accessor_c_ms,
+    results.accessor_lua_ms, results.ratio))
 end

@@ -54,7 +54,9 @@ local function humanoid()
     local hand = add(side .. "_hand", a, { x * 2.5, 0, 0 })
     for f = 1, 5 do
       local q = hand
-      for s = 1, 3 do q = add(("%s_finger%d_%d"):format(side, f, s), q, { x * 0.3, 0, (f - 3) * 0.02 }) end
+      for s = 1, 3 do
+        q = add(("%s_finger%d_%d"):format(side, f, s), q, { x * 0.3, 0, (f - 3) * 0.02 })
+      end
     end
     local l = add(side .. "_thigh", "hips", { x, -0.1, 0 })
     add(side .. "_thigh_twist", l, { 0, -0.2, 0 })
@@ -93,7 +95,8 @@ local function synthetic_clip(skel, seconds, rate, cursor_only)
     local ph = j * 0.37
     for k = 1, nk do
       local t = times[k]
-      T[#T + 1], T[#T + 2], T[#T + 3] = t0[1] + 0.02 * math.sin(t * 3 + ph), t0[2], t0[3] + 0.01 * math.cos(t * 2 + ph)
+      T[#T + 1], T[#T + 2], T[#T + 3] = t0[1] + 0.02 * math.sin(t * 3 + ph), t0[2],
+        t0[3] + 0.01 * math.cos(t * 2 + ph)
       local a = 0.5 * math.sin(t * 4 + ph)
       local ax, ay, az = math.sin(ph), math.cos(ph), 0.3
       local n = math.sqrt(ax * ax + ay * ay + az * az)
@@ -102,7 +105,8 @@ local function synthetic_clip(skel, seconds, rate, cursor_only)
       local s = 1 + 0.05 * math.sin(t * 5 + ph)
       S[#S + 1], S[#S + 2], S[#S + 3] = s, s, s
     end
-    local tbuf, rbuf, sbuf = limber.buffer("f32", 3, T), limber.buffer("f32", 4, R), limber.buffer("f32", 3, S)
+    local tbuf, rbuf, sbuf = limber.buffer("f32", 3, T), limber.buffer("f32", 4, R),
+      limber.buffer("f32", 3, S)
     tracks[#tracks + 1] = { joint = j, path = "translation", times = tb, values = tbuf }
     tracks[#tracks + 1] = { joint = j, path = "rotation", times = tb, values = rbuf }
     tracks[#tracks + 1] = { joint = j, path = "scale", times = tb, values = sbuf }
@@ -264,21 +268,25 @@ r.ns_per_joint = ns(r.sample_ms)
 r.ns_per_joint_long = ns(r.sample_long_ms)
 r.ns_per_joint_seek = ns(r.sample_seek_ms)
 
-print(("limber clip sampling: %d instances x %d joints (T, R, S tracks), %d frames, medians (min); AVX2: %s")
-  :format(N, J, FRAMES, tostring(limber.core.simd())))
+print(("limber clip sampling: %d instances x %d joints (T, R, S tracks), %d frames, medians (min);"
+  .. " AVX2: %s"):format(N, J, FRAMES, tostring(limber.core.simd())))
 local function line(label, med, mn, note)
   print(("  %-44s %8.3f ms (%7.3f)  %6.2f ns/joint%s"):format(label, med, mn, ns(med), note or ""))
 end
 line("case 1: 10 s @ 30 Hz, advance + sample", r.sample_ms, r.sample_min)
 line("case 2: 60 s @ 120 Hz, advance + sample", r.sample_long_ms, r.sample_long_min)
-line("case 3: case 2 + random seek every frame", r.sample_seek_ms, r.sample_seek_min, "  (sample call only)")
+line("case 3: case 2 + random seek every frame", r.sample_seek_ms, r.sample_seek_min,
+  "  (sample call only)")
 line("portable kernel (no AVX2), case 1", r.portable_ms, r.portable_min)
 line("portable kernel (no AVX2), case 2", r.portable_long_ms, r.portable_long_min)
-line("portable kernel (no AVX2), case 3", r.portable_seek_ms, r.portable_seek_min, "  (sample call only)")
+line("portable kernel (no AVX2), case 3", r.portable_seek_ms, r.portable_seek_min,
+  "  (sample call only)")
 line("cursor path (dense form off), case 1", r.cursor_ms, r.cursor_min)
 line("cursor path (dense form off), case 2", r.cursor_long_ms, r.cursor_long_min)
-line("cursor path (dense form off), case 3", r.cursor_seek_ms, r.cursor_seek_min, "  (sample call only)")
-line("naive linear search, case 1 (per 1000)", r.naive_ms, r.naive_min, ("  (ran %d instances)"):format(NAIVE_N))
+line("cursor path (dense form off), case 3", r.cursor_seek_ms, r.cursor_seek_min,
+  "  (sample call only)")
+line("naive linear search, case 1 (per 1000)", r.naive_ms, r.naive_min,
+  ("  (ran %d instances)"):format(NAIVE_N))
 line("naive linear search, case 2 (per 1000)", r.naive_long_ms, r.naive_long_min,
   ("  (ran %d instances)"):format(NAIVE_N))
 line("binary search, case 1", r.bsearch_ms, r.bsearch_min)
@@ -288,11 +296,12 @@ line("fixed-rate table (Hands-on), case 1", r.table_ms, r.table_min)
 line("fixed-rate table (Hands-on), case 2", r.table_long_ms, r.table_long_min)
 line("fixed-rate table (Hands-on), case 3", r.table_seek_ms, r.table_seek_min)
 line("two-layer blend", r.blend2_ms, r.blend2_min)
-print(("ratios: case 2 vs naive %.0fx, vs binary search %.2fx; case 1 vs naive %.1fx, vs binary search %.2fx")
-  :format(r.naive_long_ms / r.sample_long_ms, r.bsearch_long_ms / r.sample_long_ms,
-    r.naive_ms / r.sample_ms, r.bsearch_ms / r.sample_ms))
-print(("targets: case 1 <= 6 ns/joint: %s; case 2 <= 15: %s; case 3 <= 40: %s; case 2 >= 50x naive: %s")
-  :format(r.ns_per_joint <= 6 and "met" or "MISSED", r.ns_per_joint_long <= 15 and "met" or "MISSED",
+print(("ratios: case 2 vs naive %.0fx, vs binary search %.2fx; case 1 vs naive %.1fx,"
+  .. " vs binary search %.2fx"):format(r.naive_long_ms / r.sample_long_ms,
+    r.bsearch_long_ms / r.sample_long_ms, r.naive_ms / r.sample_ms, r.bsearch_ms / r.sample_ms))
+print(("targets: case 1 <= 6 ns/joint: %s; case 2 <= 15: %s; case 3 <= 40: %s;"
+  .. " case 2 >= 50x naive: %s"):format(r.ns_per_joint <= 6 and "met" or "MISSED",
+    r.ns_per_joint_long <= 15 and "met" or "MISSED",
     r.ns_per_joint_seek <= 40 and "met" or "MISSED",
     r.naive_long_ms / r.sample_long_ms >= 50 and "met" or "MISSED"))
 

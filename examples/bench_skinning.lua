@@ -45,7 +45,8 @@ local N <const> = 100
 math.randomseed(1234)
 
 local function rquat()
-  local x, y, z, w = math.random() * 2 - 1, math.random() * 2 - 1, math.random() * 2 - 1, math.random() * 2 - 1
+  local x, y, z, w = math.random() * 2 - 1, math.random() * 2 - 1, math.random() * 2 - 1,
+    math.random() * 2 - 1
   local n = math.sqrt(x * x + y * y + z * z + w * w)
   return { x / n, y / n, z / n, w / n }
 end
@@ -132,7 +133,9 @@ local function cesium_mesh()
     local vals = {}
     for e = 0, a.count - 1 do
       local o = start + e * stride + 1
-      for c = 0, comps - 1 do vals[#vals + 1] = string.unpack("<" .. fmt, bin, o + c * string.packsize(fmt)) end
+      for c = 0, comps - 1 do
+        vals[#vals + 1] = string.unpack("<" .. fmt, bin, o + c * string.packsize(fmt))
+      end
     end
     return vals
   end
@@ -218,7 +221,8 @@ local function run_case(name, desc, joints, with_naive)
   -- into cache after the other variants' (the naive version writes 9.4 MB of
   -- its own per frame) and start its threads, as in a game that skins the
   -- same crowd every frame.
-  local block, warm = tonumber(os.getenv("BENCH_BLOCK") or 20), tonumber(os.getenv("BENCH_WARM") or 3)
+  local block, warm = tonumber(os.getenv("BENCH_BLOCK") or 20),
+    tonumber(os.getenv("BENCH_WARM") or 3)
   for _ = 1, math.max(1, frames // block) do
     for _, v in ipairs(variants) do
       sk.threads(v.threads)
@@ -269,11 +273,16 @@ local function report(r)
     local t = r[key]
     if t then
       local label = key == "naive" and "naive scalar C" or key == "1t" and "limber 1 thread"
-        or key == "1t_avx2" and "  AVX2 kernel" or key == "mt" and ("limber %d threads"):format(all_threads)
+        or key == "1t_avx2" and "  AVX2 kernel"
+        or key == "mt" and ("limber %d threads"):format(all_threads)
         or ("  pinned to CPU %s"):format(key:sub(4))
       local extra = ""
-      if r.naive and key ~= "naive" then extra = ("  x%.2f vs naive"):format(r.naive.median / t.median) end
-      if key == "mt" then extra = extra .. ("  x%.2f vs 1 thread"):format(r["1t"].median / t.median) end
+      if r.naive and key ~= "naive" then
+        extra = ("  x%.2f vs naive"):format(r.naive.median / t.median)
+      end
+      if key == "mt" then
+        extra = extra .. ("  x%.2f vs 1 thread"):format(r["1t"].median / t.median)
+      end
       if key == "1t_avx2" then extra = extra .. ("  (%s kernel x%.2f)"):format(best_level,
         t.median / r["1t"].median) end
       print(("  %-18s median %7.3f ms  min %7.3f ms  %6.2f ns/vertex%s"):format(
@@ -293,9 +302,11 @@ end
 
 print(("limber %s, kernel %s, %d cores, %d frames per variant"):format(
   limber._VERSION, best_level, cores, frames))
-local m1 = run_case("mesh 1 (mix 25/20/25/30)", synth_mesh(4000, 6700, { 0.25, 0.20, 0.25, 0.30 }, 64), 64, true)
+local m1 = run_case("mesh 1 (mix 25/20/25/30)",
+  synth_mesh(4000, 6700, { 0.25, 0.20, 0.25, 0.30 }, 64), 64, true)
 report(m1)
-local m2 = run_case("mesh 2 (mix 36/40/18/6)", synth_mesh(3934, 6600, { 0.36, 0.40, 0.18, 0.06 }, 64), 64, true)
+local m2 = run_case("mesh 2 (mix 36/40/18/6)",
+  synth_mesh(3934, 6600, { 0.36, 0.40, 0.18, 0.06 }, 64), 64, true)
 report(m2)
 local cdesc, cjoints = cesium_mesh()
 local m3
@@ -308,14 +319,17 @@ end
 
 -- Targets of the skinning issue (measured here, judged by reading them).
 do
-  local function line(name, ok) print(("target %-52s %s"):format(name, ok and "met" or "MISSED")) end
+  local function line(name, ok)
+    print(("target %-52s %s"):format(name, ok and "met" or "MISSED"))
+  end
   line(("mix 2, 1 thread <= 1.8 ns/vertex (%.2f)"):format(m2["1t"].ns), m2["1t"].ns <= 1.8)
-  line(("mesh 1, 1 thread >= 4x the naive version (%.1fx)"):format(m1.naive.median / m1["1t"].median),
-    m1.naive.median / m1["1t"].median >= 4)
+  line(("mesh 1, 1 thread >= 4x the naive version (%.1fx)")
+    :format(m1.naive.median / m1["1t"].median), m1.naive.median / m1["1t"].median >= 4)
   if m1.mt then
     local worst = math.huge
     for _, r in ipairs(cases) do worst = math.min(worst, r["1t"].median / r.mt.median) end
-    line(("%d threads >= 1.8x 1 thread on every mesh (worst %.3fx)"):format(all_threads, worst), worst >= 1.8)
+    line(("%d threads >= 1.8x 1 thread on every mesh (worst %.3fx)"):format(all_threads, worst),
+      worst >= 1.8)
     if m1.host then
       -- The same judgements against the fastest CPU alone: when the
       -- unpinned thread lands on a slow CPU, one thread looks slow and the
@@ -325,8 +339,8 @@ do
         ceil = math.min(ceil, r.host.ceiling)
         worst_fast = math.min(worst_fast, r.host.fastest / r.mt.median)
       end
-      print(("       against the fastest CPU alone: mix 2 %.2f ns/vertex, %d threads x%.2f (worst mesh);"
-        .. " this host's CPUs allow at most x%.2f"):format(
+      print(("       against the fastest CPU alone: mix 2 %.2f ns/vertex, %d threads x%.2f"
+        .. " (worst mesh); this host's CPUs allow at most x%.2f"):format(
         m2.host.fastest * 1e6 / (N * m2.V), all_threads, worst_fast, ceil))
     end
   end
@@ -346,8 +360,10 @@ if json_out then
     ('"real_ns_per_vertex_1t": %s'):format(m3 and ("%.4f"):format(m3["1t"].ns) or "null"),
     ('"kernel": "%s"'):format(best_level),
     ('"host_mt_ceiling": %s'):format(m1.host and ("%.3f"):format(m1.host.ceiling) or "null"),
-    ('"mt_vs_fastest_cpu": %s'):format(m1.host and m1.mt and ("%.3f"):format(m1.host.fastest / m1.mt.median) or "null"),
-    ('"mix2_ns_per_vertex_1t_avx2": %s'):format(m2["1t_avx2"] and ("%.4f"):format(m2["1t_avx2"].ns) or "null"),
+    ('"mt_vs_fastest_cpu": %s'):format(m1.host and m1.mt
+      and ("%.3f"):format(m1.host.fastest / m1.mt.median) or "null"),
+    ('"mix2_ns_per_vertex_1t_avx2": %s'):format(m2["1t_avx2"]
+      and ("%.4f"):format(m2["1t_avx2"].ns) or "null"),
   }
   print("{" .. table.concat(fields, ", ") .. "}")
 end

@@ -6,7 +6,8 @@ local here = (arg and arg[0] or ""):match("^(.*)/examples/[^/]*$") or "."
 local dev = os.getenv("LIMBER_DEV") == "1"
 local installed = io.open(here .. "/lua_modules/lib/lua/5.4/limber/core.so", "rb")
 if installed then installed:close() end
-local tree_path = here .. "/lua_modules/share/lua/5.4/?.lua;" .. here .. "/lua_modules/share/lua/5.4/?/init.lua;"
+local tree_path = here .. "/lua_modules/share/lua/5.4/?.lua;"
+  .. here .. "/lua_modules/share/lua/5.4/?/init.lua;"
 local tree_cpath = here .. "/lua_modules/lib/lua/5.4/?.so;"
 local dev_path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;"
 local dev_cpath = here .. "/build/?.so;"
@@ -32,7 +33,9 @@ package.searchers[#package.searchers + 1] = function(name)
   local path, err = package.searchpath(name, bench_cpath)
   if not path then return err .. " (bash scripts/build.sh builds the baselines)" end
   local open, why = package.loadlib(path, "luaopen_" .. name:gsub("%.", "_"))
-  if not open then error(("error loading module '%s' from file '%s':\n\t%s"):format(name, path, why)) end
+  if not open then
+    error(("error loading module '%s' from file '%s':\n\t%s"):format(name, path, why))
+  end
   return open, path
 end
 
@@ -77,7 +80,8 @@ function C.options(argv, defaults)
       i = i + 1
       local v = argv[i]
       if v == nil then error("option --" .. key .. " needs a value", 0) end
-      o[key] = type(defaults[key]) == "number" and assert(tonumber(v), "--" .. key .. " needs a number") or v
+      o[key] = type(defaults[key]) == "number"
+        and assert(tonumber(v), "--" .. key .. " needs a number") or v
     end
     i = i + 1
   end
@@ -119,7 +123,8 @@ function C.humanoid()
     for k = 1, 5 do add("toe" .. k .. "_" .. side, l, 0.02) end
   end
   for _, a in ipairs({ "weapon_r", "weapon_l", "shield", "back", "hip_holster", "ik_hand_l",
-                       "ik_hand_r", "ik_foot_l", "ik_foot_r", "camera", "look_at", "cape", "quiver" }) do
+                       "ik_hand_r", "ik_foot_l", "ik_foot_r", "camera", "look_at", "cape",
+                       "quiver" }) do
     add(a, a:match("^ik") and "root" or chest)
   end
   assert(#joints == 96, #joints)

@@ -127,7 +127,8 @@ local rows_per_group = math.ceil(side / GROUPS)
 local groups = {}
 local half, group_depth = (side - 1) * SPACING / 2, rows_per_group * SPACING
 for g = 1, GROUPS do
-  groups[g] = sc:create({ parent = world_root, translation = { half, 0, ((g - 1) + 0.5) * group_depth } })
+  groups[g] = sc:create({ parent = world_root,
+                          translation = { half, 0, ((g - 1) + 0.5) * group_depth } })
 end
 local function yaw(a) return { 0, math.sin(a / 2), 0, math.cos(a / 2) } end
 local placed, hats = 0, {}
@@ -141,7 +142,8 @@ for _, k in ipairs(kinds) do
     local s = k.scale
     k.nodes[i] = sc:create({ parent = groups[g], pose = k.pose, instance = i,
                              translation = { col * SPACING - half, 0,
-                                             (row - (g - 1) * rows_per_group + 0.5) * SPACING - group_depth / 2 },
+                                             (row - (g - 1) * rows_per_group + 0.5) * SPACING
+                                               - group_depth / 2 },
                              rotation = yaw(math.random() * 2 * math.pi), scale = { s, s, s } })
     if i % 10 == 1 then
       hats[#hats + 1] = sc:create({ parent = k.nodes[i], slot = k.head, follow = "rigid",
@@ -162,7 +164,8 @@ local sheet = { {}, {} }    -- captured frames of instance 1 of each kind
 local switch_every = 45
 
 local function capture(k, slot, t)
-  local pos = { string.unpack("<" .. ("f"):rep(3 * k.vertices), k.out:position_buffer():bytes(1, k.vertices)) }
+  local pos = { string.unpack("<" .. ("f"):rep(3 * k.vertices),
+    k.out:position_buffer():bytes(1, k.vertices)) }
   pos[#pos] = nil
   local joints = {}
   for j = 1, k.skel:joint_count() do joints[j] = k.pose:model(1, j) end
@@ -172,7 +175,8 @@ end
 local function bar(f)
   local width = 40
   local done = math.floor(width * f / FRAMES)
-  io.stderr:write(("\r[%s%s] frame %d/%d"):format(("#"):rep(done), ("."):rep(width - done), f, FRAMES))
+  io.stderr:write(("\r[%s%s] frame %d/%d"):format(("#"):rep(done), ("."):rep(width - done), f,
+    FRAMES))
   if f == FRAMES then io.stderr:write("\n") end
 end
 
@@ -232,8 +236,8 @@ local wall = clock() - t_start
 
 -- ---- report ----------------------------------------------------------------
 
-print(("\nlimber demo: %d characters (%d Fox, %d CesiumMan), %d joints, %d skinned vertices per frame")
-  :format(N, kinds[1].count, kinds[2].count, joints_total, verts_total))
+print(("\nlimber demo: %d characters (%d Fox, %d CesiumMan), %d joints, %d skinned vertices"
+  .. " per frame"):format(N, kinds[1].count, kinds[2].count, joints_total, verts_total))
 print(("%d frames, %d thread(s) for skinning, SIMD kernels: %s"):format(FRAMES, used_threads,
   select(3, core.simd())))
 print(("%-18s %12s %12s"):format("stage", "median ms", "min ms"))
@@ -411,7 +415,8 @@ for _, k in ipairs(kinds) do
   for i = 1, k.count do
     sc:world(k.nodes[i], m)
     shapes[#shapes + 1] = { fill = fill, stroke = stroke,
-      outline({ string.unpack(fmt, positions:bytes((i - 1) * k.vertices + 1, k.vertices)) }, k.vertices) }
+      outline({ string.unpack(fmt, positions:bytes((i - 1) * k.vertices + 1, k.vertices)) },
+        k.vertices) }
     for j = 1, k.skel:joint_count() do
       local pj = k.skel:parent(j)
       if pj then
@@ -465,8 +470,8 @@ end
 local pngs = {}
 for _, pic in ipairs({ { sheet_svg, svg }, { crowd_svg, top } }) do
   local png = pic[1]:gsub("%.svg$", ".png")
-  local cmd = ("LD_PRELOAD= rsvg-convert --width %d --height %d --output %s %s"):format(pic[2].width,
-    pic[2].height, shell_quote(png), shell_quote(pic[1]))
+  local cmd = ("LD_PRELOAD= rsvg-convert --width %d --height %d --output %s %s")
+    :format(pic[2].width, pic[2].height, shell_quote(png), shell_quote(pic[1]))
   if not os.execute(cmd) then
     io.stderr:write("demo: rsvg-convert failed: ", cmd, "\n")
     os.exit(1, true)

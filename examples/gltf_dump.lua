@@ -170,11 +170,13 @@ function D.limber_skin(prim, palette, mesh_world)
   end
   sk.run(prim.limber_mesh, palette, prim.limber_target)
   local n = prim.vertex_count
-  local pos = { string.unpack("<" .. ("f"):rep(3 * n), prim.limber_target:position_buffer():bytes()) }
+  local pos = { string.unpack("<" .. ("f"):rep(3 * n),
+    prim.limber_target:position_buffer():bytes()) }
   pos[#pos] = nil
   local nor
   if prim.normals then
-    local raw = { string.unpack("<" .. ("f"):rep(3 * n), prim.limber_target:normal_buffer():bytes()) }
+    local raw = { string.unpack("<" .. ("f"):rep(3 * n),
+      prim.limber_target:normal_buffer():bytes()) }
     local winv, wit = normal_mats(mesh_world)
     nor = {}
     for v = 0, n - 1 do
@@ -233,7 +235,8 @@ function D.dump(asset, opts)
 
   local out = {
     model = asset.name or D.NULL, mode = anim and "animation" or "rest",
-    animation = anim and { index = anim.gltf_index, name = anim.name or D.NULL, duration = d, loop = loop }
+    animation = anim
+        and { index = anim.gltf_index, name = anim.name or D.NULL, duration = d, loop = loop }
         or D.NULL,
     skins = array(), skinnedNodes = array(), frames = array(),
   }
@@ -250,7 +253,8 @@ function D.dump(asset, opts)
   for k, sn in ipairs(asset.skinned_nodes) do
     local prims = array()
     for p, prim in ipairs(asset.meshes[sn.mesh].primitives) do
-      prims[p] = { primitive = p - 1, vertexCount = prim.vertex_count, hasNormals = prim.normals ~= nil }
+      prims[p] = { primitive = p - 1, vertexCount = prim.vertex_count,
+                   hasNormals = prim.normals ~= nil }
     end
     out.skinnedNodes[k] = { node = sn.node - 1, name = nodes[sn.node].name or D.NULL,
                             skin = sn.skin - 1, mesh = sn.mesh - 1, primitives = prims }
@@ -265,7 +269,9 @@ function D.dump(asset, opts)
       samplers[s] = anim_mod.sampler(poses[s], { anim.clips[s] })
     end
   end
-  for s, skin in ipairs(asset.skins) do palettes[s] = gltf.palette(asset, poses[skin.skeleton], { skin = s }) end
+  for s, skin in ipairs(asset.skins) do
+    palettes[s] = gltf.palette(asset, poses[skin.skeleton], { skin = s })
+  end
 
   for f, t in ipairs(times) do
     local clip_time = 0
@@ -283,8 +289,8 @@ function D.dump(asset, opts)
       locals = {}
       for n, v in pairs(sampler(anim, clip_time)) do
         local e = trs[n]
-        trs[n] = { translation = v.translation or e.translation, rotation = v.rotation or e.rotation,
-                   scale = v.scale or e.scale }
+        trs[n] = { translation = v.translation or e.translation,
+                   rotation = v.rotation or e.rotation, scale = v.scale or e.scale }
         locals[n] = lmath.trs_matrix(trs[n].translation, trs[n].rotation, trs[n].scale)
       end
     end
@@ -297,7 +303,9 @@ function D.dump(asset, opts)
         samplers[s]:run()
       elseif anim then
         for j, n in ipairs(skel.nodes) do
-          if locals[n] then pose:set_trs(1, j, trs[n].translation, trs[n].rotation, trs[n].scale) end
+          if locals[n] then
+            pose:set_trs(1, j, trs[n].translation, trs[n].rotation, trs[n].scale)
+          end
         end
       end
       pose:set_root(1, skel.root_parent and nodes[skel.root_parent].world or nil)
@@ -328,8 +336,8 @@ function D.dump(asset, opts)
           else
             pos, nor = D.limber_skin(prim, palettes[sn.skin], nodes[sn.node].world)
           end
-          prims[p] = { primitive = p - 1, vertexCount = prim.vertex_count, positionsWorld = array(pos),
-                       normalsWorld = nor and array(nor) or D.NULL }
+          prims[p] = { primitive = p - 1, vertexCount = prim.vertex_count,
+                       positionsWorld = array(pos), normalsWorld = nor and array(nor) or D.NULL }
         end
         frame.skinnedNodes[k] = { node = sn.node - 1, skin = sn.skin - 1,
                                   nodeWorld = copy(nodes[sn.node].world), primitives = prims }
@@ -338,7 +346,8 @@ function D.dump(asset, opts)
     if opts.nodes then
       frame.nodes = array()
       for i, node in ipairs(nodes) do
-        frame.nodes[i] = { node = i - 1, name = node.name or D.NULL, translation = copy(trs[i].translation),
+        frame.nodes[i] = { node = i - 1, name = node.name or D.NULL,
+                           translation = copy(trs[i].translation),
                            rotation = copy(trs[i].rotation), scale = copy(trs[i].scale),
                            world = copy(node.world) }
       end
@@ -364,7 +373,9 @@ function D.main(args)
     if a == "--anim" then
       k = k + 1
       opts.animation = tonumber(args[k])
-      if not opts.animation or opts.animation < 0 then usage("--anim needs an animation index (0-based)") end
+      if not opts.animation or opts.animation < 0 then
+        usage("--anim needs an animation index (0-based)")
+      end
       opts.animation = math.tointeger(opts.animation) + 1
     elseif a == "--rest" then
       opts.animation = nil
@@ -379,7 +390,9 @@ function D.main(args)
     elseif a == "--loop" then
       k = k + 1
       opts.loop = args[k]
-      if opts.loop ~= "clamp" and opts.loop ~= "repeat" then usage("--loop must be clamp or repeat") end
+      if opts.loop ~= "clamp" and opts.loop ~= "repeat" then
+        usage("--loop must be clamp or repeat")
+      end
     elseif a == "--skinned" then
       opts.skinned = true
     elseif a == "--nodes" then

@@ -16,9 +16,12 @@ local MODELS <const> = {
   "SimpleSkin/SimpleSkin.gltf", "RiggedSimple/RiggedSimple.gltf", "CesiumMan/CesiumMan.gltf",
   "Fox/Fox.glb", "RiggedFigure/RiggedFigure.glb",
 }
-for k = 0, 9 do MODELS[#MODELS + 1] = ("asset-generator/Animation_Skin/Animation_Skin_%02d.gltf"):format(k) end
+for k = 0, 9 do
+  MODELS[#MODELS + 1] = ("asset-generator/Animation_Skin/Animation_Skin_%02d.gltf"):format(k)
+end
 for k = 0, 3 do
-  MODELS[#MODELS + 1] = ("asset-generator/Animation_SkinType/Animation_SkinType_%02d.gltf"):format(k)
+  MODELS[#MODELS + 1] =
+    ("asset-generator/Animation_SkinType/Animation_SkinType_%02d.gltf"):format(k)
 end
 
 math.randomseed(42)
@@ -43,14 +46,16 @@ local function core_session()
                   translation = { rnd(-1, 1), rnd(-1, 1), rnd(-1, 1) }, rotation = quat(),
                   scale = { rnd(0.5, 1.5), rnd(-1.5, -0.5), 1 } }
   end
-  -- reversed order: exercises the depth-first reordering (scratch memory)
+  -- reversed order: exercises the reordering (limber.sort_joints puts parents
+  -- first; limber.skeleton no longer reorders)
   local rev = {}
   for i = 60, 1, -1 do
     local j = joints[i]
-    rev[#rev + 1] = { name = j.name, parent = joints[j.parent or 0] and joints[j.parent].name or nil,
+    rev[#rev + 1] = { name = j.name,
+                      parent = joints[j.parent or 0] and joints[j.parent].name or nil,
                       translation = j.translation, rotation = j.rotation, scale = j.scale }
   end
-  for _, desc in ipairs { joints, rev } do
+  for _, desc in ipairs { joints, (limber.sort_joints(rev)) } do
     local skel = limber.skeleton(desc)
     local pose = limber.pose(skel, 37)
     for i = 1, 37, 3 do
@@ -79,7 +84,8 @@ local function core_session()
   expect_error(limber.skeleton, many)
   many[65536] = nil
   many[65535].parent = nil
-  checksum = checksum + limber.skeleton((limber.sort_joints(many))):joint_count() -- 65,535-deep, children first
+  -- 65,535-deep, children first
+  checksum = checksum + limber.skeleton((limber.sort_joints(many))):joint_count()
   local pose = limber.pose(limber.skeleton { {}, { parent = 1 } }, 2)
   expect_error(pose.set_local, pose, 1, 2, { math.huge, 0, 0 })
   expect_error(pose.set_root, pose, 1, { 1, 2, 3 })
@@ -115,12 +121,13 @@ local function gltf_session()
   local fox = assert(io.open(ASSETS .. "Fox/Fox.glb", "rb")):read("a")
   for k = 1, 30 do
     local at = math.random(1, #fox)
-    local bad = k % 3 == 0 and fox:sub(1, at) or fox:sub(1, at - 1) .. string.char(math.random(0, 255)) ..
-      fox:sub(at + 1)
+    local bad = k % 3 == 0 and fox:sub(1, at)
+      or fox:sub(1, at - 1) .. string.char(math.random(0, 255)) .. fox:sub(at + 1)
     if pcall(gltf.load_bytes, bad) then checksum = checksum + 1 else errors = errors + 1 end
   end
   expect_error(gltf.load_bytes, '{"asset":{"version":"2.0"},"nodes":[{"children":[0]}]}')
-  expect_error(gltf.load_bytes, '{"asset":{"version":"2.0"},"buffers":[{"byteLength":4,"uri":"data:;base64,@@@@"}]}')
+  expect_error(gltf.load_bytes, '{"asset":{"version":"2.0"},'
+    .. '"buffers":[{"byteLength":4,"uri":"data:;base64,@@@@"}]}')
   expect_error(core.gltf_glb, "glTF\2\0\0\0\20\0\0\0\255\255\255\255JSON")
 end
 
@@ -129,5 +136,5 @@ for _ = 1, rounds do
   gltf_session()
   collectgarbage()
 end
-print(("smoke: %d rounds, %d models, %d errors raised as expected, checksum %.6g"):format(rounds, #MODELS,
-  errors, checksum))
+print(("smoke: %d rounds, %d models, %d errors raised as expected, checksum %.6g"):format(rounds,
+  #MODELS, errors, checksum))

@@ -30,8 +30,8 @@ local MAX_WEIGHT <const> = 1e6
 
 
 -- The public name of a function of this module or a method of its classes.
-local METHOD_OF <const> = { play = "Player", seek = "Player", set_rate = "Player", set_weight = "Player",
-                            advance = "Crowd" }
+local METHOD_OF <const> = { play = "Player", seek = "Player", set_rate = "Player",
+                            set_weight = "Player", advance = "Crowd" }
 local function qualified(fname)
   local class = METHOD_OF[fname]
   return class and ("limber.anim.%s:%s"):format(class, fname) or "limber.anim." .. fname
@@ -102,7 +102,9 @@ function M.clip(desc, skeleton)
   -- with one answer and be used with another)
   desc = snapshot(desc)
   if type(desc.tracks) ~= "table" then fail("clip: desc.tracks must be an array of tracks", 2) end
-  if desc.name ~= nil and type(desc.name) ~= "string" then fail("clip: desc.name must be a string", 2) end
+  if desc.name ~= nil and type(desc.name) ~= "string" then
+    fail("clip: desc.name must be a string", 2)
+  end
   local tracks, missing = {}, {}
   local J = skeleton and skeleton:joint_count()
   local given = desc.tracks
@@ -127,10 +129,13 @@ function M.clip(desc, skeleton)
     end
   end
   if #missing > 0 and not desc.ignore_missing then
-    fail(("clip: the skeleton has no joint named %s"):format("'" .. table.concat(missing, "', '") .. "'"), 2)
+    fail(("clip: the skeleton has no joint named %s")
+      :format("'" .. table.concat(missing, "', '") .. "'"), 2)
   end
   local events = desc.events
-  if events ~= nil and type(events) ~= "table" then fail("clip: desc.events must be an array", 2) end
+  if events ~= nil and type(events) ~= "table" then
+    fail("clip: desc.events must be an array", 2)
+  end
   if events then
     local ev = {}
     for k = 1, rawlen(events) do
@@ -140,7 +145,8 @@ function M.clip(desc, skeleton)
     events = ev
   end
   local duration = desc.duration
-  if duration ~= nil and not (type(duration) == "number" and duration >= 0 and duration <= MAX_FLOAT) then
+  if duration ~= nil
+      and not (type(duration) == "number" and duration >= 0 and duration <= MAX_FLOAT) then
     fail("clip: desc.duration must be a finite number >= 0", 2)
   end
   local ok, clip = pcall(core.clip, tracks, desc.name, desc.dense ~= false, duration)
@@ -269,7 +275,9 @@ end
 -- @tparam[opt=0] number time
 -- @treturn limber.Pose
 function M.reference_pose(skeleton, clip, time)
-  if not is_a(skeleton, "limber.Skeleton") then arg_error(1, "reference_pose", "limber.Skeleton", skeleton) end
+  if not is_a(skeleton, "limber.Skeleton") then
+    arg_error(1, "reference_pose", "limber.Skeleton", skeleton)
+  end
   if not is_a(clip, "limber.Clip") then arg_error(2, "reference_pose", "limber.Clip", clip) end
   if time ~= nil then check_finite(time, 3, "reference_pose", "time") end
   local pose = core.pose(skeleton, 1)
@@ -308,8 +316,8 @@ Crowd.__name = "limber.anim.Crowd"
 -- The player or crowd `self` of method `name`, else a bad-self error.
 local function check_self(self, class, name)
   if getmetatable(self) ~= class or type(self) ~= "table" then
-    error(("calling '%s:%s' on bad self (%s expected, got %s)"):format(class.__name, name, class.__name,
-      typename(self)), 3)
+    error(("calling '%s:%s' on bad self (%s expected, got %s)"):format(class.__name, name,
+      class.__name, typename(self)), 3)
   end
 end
 
@@ -588,7 +596,9 @@ function Crowd:player(i, layer)
   local ps = self.players[l]
   if not ps then fail("Crowd:player: no layer " .. tostring(layer), 2) end
   local p = ps[i]
-  if not p then fail(("Crowd:player: instance %s out of range [1, %d]"):format(tostring(i), self.n), 2) end
+  if not p then
+    fail(("Crowd:player: instance %s out of range [1, %d]"):format(tostring(i), self.n), 2)
+  end
   return p
 end
 

@@ -115,7 +115,9 @@ local EMPTY_MARK <const> = "\0"
 local function list(v, where, what)
   if v == nil then return {} end
   -- a JSON object decodes to a table too: its keys are names, not 1..n
-  if type(v) ~= "table" or type(next(v)) == "string" then fail(where, "%s must be an array", what) end
+  if type(v) ~= "table" or type(next(v)) == "string" then
+    fail(where, "%s must be an array", what)
+  end
   return v
 end
 
@@ -137,7 +139,9 @@ local function ref(v, arr, where, what)
 end
 
 local function numbers(v, n, where, what)
-  if type(v) ~= "table" or #v ~= n then fail(where, "%s must be an array of %d numbers", what, n) end
+  if type(v) ~= "table" or #v ~= n then
+    fail(where, "%s must be an array of %d numbers", what, n)
+  end
   local out = {}
   for k = 1, n do
     local x = v[k]
@@ -184,7 +188,8 @@ local function resolve_uri(uri, base_dir, where)
     if seg == ".." then fail(where, "uri '%s': '..' segments are not allowed", uri) end
   end
   if not base_dir then
-    fail(where, "uri '%s' names an external file but no base directory is known (opts.base_dir)", uri)
+    fail(where, "uri '%s' names an external file but no base directory is known"
+      .. " (opts.base_dir)", uri)
   end
   return base_dir .. path
 end
@@ -242,7 +247,9 @@ function Loader:buffers()
     else
       data = read_file(self.base_dir, resolve_uri(b.uri, self.base_dir, where), where, len)
     end
-    if #data < len then fail(where, "byteLength is %d but only %d bytes are available", len, #data) end
+    if #data < len then
+      fail(where, "byteLength is %d but only %d bytes are available", len, #data)
+    end
     self.buf[i] = { data = data, len = len }
   end
   self.views = {}
@@ -289,7 +296,9 @@ function Loader:accessors()
     if not COMPONENT[ct] then fail(where, "componentType %d is not a glTF component type", ct) end
     local width = TYPES[a.type]
     if not width then fail(where, "type '%s' is not a glTF accessor type", tostring(a.type)) end
-    if a.normalized ~= nil and type(a.normalized) ~= "boolean" then fail(where, "normalized must be a boolean") end
+    if a.normalized ~= nil and type(a.normalized) ~= "boolean" then
+      fail(where, "normalized must be a boolean")
+    end
     local desc = {
       component_type = ct, components = width, is_matrix = a.type:sub(1, 3) == "MAT",
       normalized = a.normalized == true, count = int(a.count, where, "count", 1),
@@ -306,7 +315,8 @@ function Loader:accessors()
       local si, sv = object(a.sparse.indices, sw, "indices"), object(a.sparse.values, sw, "values")
       desc.sparse = {
         count = int(a.sparse.count, sw, "count", 1),
-        indices = self:place({ component_type = int(si.componentType, sw .. ".indices", "componentType") },
+        indices = self:place(
+          { component_type = int(si.componentType, sw .. ".indices", "componentType") },
           ref(si.bufferView, self.views, sw .. ".indices", "bufferView"),
           opt_int(si.byteOffset, sw .. ".indices", "byteOffset", 0)),
         values = self:place({}, ref(sv.bufferView, self.views, sw .. ".values", "bufferView"),
@@ -325,7 +335,8 @@ function Loader:decode(i, kind, where, what, types, float_only)
   local ok_type = false
   for _, t in ipairs(types) do ok_type = ok_type or t == a.type end
   if not ok_type then
-    fail(where, "%s: accessor %d has type %s, expected %s", what, i - 1, a.type, table.concat(types, " or "))
+    fail(where, "%s: accessor %d has type %s, expected %s", what, i - 1, a.type,
+      table.concat(types, " or "))
   end
   if float_only and a.desc.component_type ~= 5126 then
     fail(where, "%s: accessor %d must have float components (componentType 5126)", what, i - 1)
@@ -361,8 +372,12 @@ function Loader:nodes()
       nodes[ci].parent = i
       node.children[#node.children + 1] = ci
     end
-    if n.mesh ~= nil then node.mesh = ref(n.mesh, list(self.doc.meshes, "meshes", "meshes"), where, "mesh") end
-    if n.skin ~= nil then node.skin = ref(n.skin, list(self.doc.skins, "skins", "skins"), where, "skin") end
+    if n.mesh ~= nil then
+      node.mesh = ref(n.mesh, list(self.doc.meshes, "meshes", "meshes"), where, "mesh")
+    end
+    if n.skin ~= nil then
+      node.skin = ref(n.skin, list(self.doc.skins, "skins", "skins"), where, "skin")
+    end
     if n.matrix ~= nil then
       if n.translation or n.rotation or n.scale then fail(where, "has both matrix and TRS") end
       node.matrix = numbers(n.matrix, 16, where, "matrix")
@@ -374,8 +389,10 @@ function Loader:nodes()
       m[4], m[8], m[12], m[16] = 0, 0, 0, 1
       node.translation, node.rotation, node.scale = decompose(node.matrix, where)
     else
-      node.translation = n.translation and numbers(n.translation, 3, where, "translation") or { 0, 0, 0 }
-      node.rotation = n.rotation and normalize4(numbers(n.rotation, 4, where, "rotation"), where, "rotation")
+      node.translation = n.translation and numbers(n.translation, 3, where, "translation")
+          or { 0, 0, 0 }
+      node.rotation = n.rotation
+          and normalize4(numbers(n.rotation, 4, where, "rotation"), where, "rotation")
           or { 0, 0, 0, 1 }
       node.scale = n.scale and numbers(n.scale, 3, where, "scale") or { 1, 1, 1 }
     end
@@ -409,14 +426,18 @@ function Loader:nodes()
     self:take(where, #sn * M.COSTS.scene_node)
     for k, n in ipairs(sn) do
       local ni = ref(n, nodes, at(where, "nodes", k - 1), "node")
-      if nodes[ni].parent then fail(at(where, "nodes", k - 1), "node %d is not a root node", ni - 1) end
+      if nodes[ni].parent then
+        fail(at(where, "nodes", k - 1), "node %d is not a root node", ni - 1)
+      end
       if listed[ni] then
-        fail(at(where, "nodes", k - 1), "node %d is listed twice (nodes[%d])", ni - 1, listed[ni] - 1)
+        fail(at(where, "nodes", k - 1), "node %d is listed twice (nodes[%d])", ni - 1,
+          listed[ni] - 1)
       end
       listed[ni] = k
       roots[#roots + 1] = ni
     end
-    scenes[s] = { name = type(sc.name) == "string" and sc.name or nil, nodes = roots, gltf_index = s - 1 }
+    scenes[s] = { name = type(sc.name) == "string" and sc.name or nil, nodes = roots,
+                  gltf_index = s - 1 }
   end
   self.asset.scenes = scenes
   if self.doc.scene ~= nil then self.asset.scene = ref(self.doc.scene, scenes, "scene", "scene") end
@@ -440,7 +461,8 @@ function Loader:meshes()
     for p, prim in ipairs(raw) do
       local where = at(mw, "primitives", p - 1)
       object(prim, where, "primitive")
-      local out = { gltf_index = p - 1, attributes = {}, texcoords = {}, mode = opt_int(prim.mode, where, "mode", 4) }
+      local out = { gltf_index = p - 1, attributes = {}, texcoords = {},
+                    mode = opt_int(prim.mode, where, "mode", 4) }
       if out.mode > 6 then fail(where, "mode %d is not a glTF primitive mode", out.mode) end
       local count
       local attrs = object(prim.attributes, where, "attributes")
@@ -453,9 +475,11 @@ function Loader:meshes()
         if name:find("^JOINTS_%d+$") then
           buf = self:decode(ai, "u32", where, name, { "VEC4" })
         elseif name:find("^WEIGHTS_%d+$") or name:find("^TEXCOORD_%d+$") then
-          buf = self:decode(ai, "f32", where, name, name:sub(1, 1) == "W" and { "VEC4" } or { "VEC2" })
+          buf = self:decode(ai, "f32", where, name,
+            name:sub(1, 1) == "W" and { "VEC4" } or { "VEC2" })
         else
-          buf = self:decode(ai, "f32", where, name, ATTR_TYPES[name] or { "SCALAR", "VEC2", "VEC3", "VEC4" })
+          buf = self:decode(ai, "f32", where, name,
+            ATTR_TYPES[name] or { "SCALAR", "VEC2", "VEC3", "VEC4" })
         end
         if count and #buf ~= count then
           fail(where, "attribute %s has %d elements, others have %d", name, #buf, count)
@@ -474,22 +498,31 @@ function Loader:meshes()
         local ai = ref(prim.indices, self.acc, where, "indices accessor")
         out.indices = self:decode(ai, "u32", where, "indices", { "SCALAR" })
         local _, hi = core.gltf_stats(out.indices)
-        if hi >= count then fail(where, "index %d out of range (vertex count %d)", math.floor(hi), count) end
+        if hi >= count then
+          fail(where, "index %d out of range (vertex count %d)", math.floor(hi), count)
+        end
       end
       local a = out.attributes
       if a.JOINTS_0 or a.WEIGHTS_0 then
-        if not (a.JOINTS_0 and a.WEIGHTS_0) then fail(where, "JOINTS_0 and WEIGHTS_0 must come together") end
+        if not (a.JOINTS_0 and a.WEIGHTS_0) then
+          fail(where, "JOINTS_0 and WEIGHTS_0 must come together")
+        end
         local j1, w1 = a.JOINTS_1, a.WEIGHTS_1
-        if (j1 == nil) ~= (w1 == nil) then fail(where, "JOINTS_1 and WEIGHTS_1 must come together") end
-        out.joints, out.weights, out.max_joint = core.gltf_influences(where, a.JOINTS_0, a.WEIGHTS_0, j1, w1)
+        if (j1 == nil) ~= (w1 == nil) then
+          fail(where, "JOINTS_1 and WEIGHTS_1 must come together")
+        end
+        out.joints, out.weights, out.max_joint =
+          core.gltf_influences(where, a.JOINTS_0, a.WEIGHTS_0, j1, w1)
         self:take(where, count * 24)
       end
       if prim.targets ~= nil then
-        self.asset.warnings[#self.asset.warnings + 1] = where .. ": morph targets are not supported (ignored)"
+        self.asset.warnings[#self.asset.warnings + 1] = where
+          .. ": morph targets are not supported (ignored)"
       end
       prims[p] = out
     end
-    meshes[m] = { name = type(mesh.name) == "string" and mesh.name or nil, primitives = prims, gltf_index = m - 1 }
+    meshes[m] = { name = type(mesh.name) == "string" and mesh.name or nil, primitives = prims,
+                  gltf_index = m - 1 }
   end
   self.asset.meshes = meshes
 end
@@ -537,7 +570,9 @@ function Loader:skins()
     local joints, seen = {}, {}
     local raw = list(sk.joints, where, "joints")
     if #raw == 0 then fail(where, "skin has no joints") end
-    if #raw > limber.MAX_JOINTS then fail(where, "%d joints, more than %d", #raw, limber.MAX_JOINTS) end
+    if #raw > limber.MAX_JOINTS then
+      fail(where, "%d joints, more than %d", #raw, limber.MAX_JOINTS)
+    end
     self:take(where, #raw * M.COSTS.skin_joint)
     for k, j in ipairs(raw) do
       local n = ref(j, nodes, at(where, "joints", k - 1), "node")
@@ -545,7 +580,8 @@ function Loader:skins()
       seen[n] = true
       joints[k] = n
     end
-    local skin = { name = type(sk.name) == "string" and sk.name or nil, joints = joints, gltf_index = s - 1 }
+    local skin = { name = type(sk.name) == "string" and sk.name or nil, joints = joints,
+                   gltf_index = s - 1 }
     if sk.skeleton ~= nil then
       local sn = ref(sk.skeleton, nodes, where, "skeleton node")
       -- the skeleton node must be an ancestor of (or one of) every joint:
@@ -555,7 +591,8 @@ function Loader:skins()
       local tin, tout = self.tin, self.tout
       for k, n in ipairs(joints) do
         if not (tin[sn] <= tin[n] and tout[n] <= tout[sn]) then
-          fail(where, "skeleton node %d is not an ancestor of joint %d (joints[%d])", sn - 1, n - 1, k - 1)
+          fail(where, "skeleton node %d is not an ancestor of joint %d (joints[%d])", sn - 1,
+            n - 1, k - 1)
         end
       end
       skin.skeleton_node = sn
@@ -705,7 +742,8 @@ function Loader:bind_skin(t, si)
   local idx, ibm = {}, {}
   for k, n in ipairs(skin.joints) do
     idx[k] = entry.joint_of[n]
-    table.move(skin.inverse_binds and skin.inverse_binds[k] or IDENTITY, 1, 16, (k - 1) * 16 + 1, ibm)
+    table.move(skin.inverse_binds and skin.inverse_binds[k] or IDENTITY, 1, 16,
+      (k - 1) * 16 + 1, ibm)
   end
   local ok, lskin = pcall(limber.skin, entry.skeleton, idx, ibm)
   if not ok then fail(("skins[%d]"):format(t - 1), "%s", lskin) end
@@ -727,17 +765,20 @@ function Loader:check_skinned_nodes()
       local skin = asset.skins[node.skin]
       for p, prim in ipairs(asset.meshes[node.mesh].primitives) do
         if not prim.positions then
-          fail(where, "skinned, but meshes[%d].primitives[%d] has no POSITION", node.mesh - 1, p - 1)
+          fail(where, "skinned, but meshes[%d].primitives[%d] has no POSITION", node.mesh - 1,
+            p - 1)
         end
         if not prim.joints then
-          fail(where, "skinned, but meshes[%d].primitives[%d] has no JOINTS_0/WEIGHTS_0", node.mesh - 1, p - 1)
+          fail(where, "skinned, but meshes[%d].primitives[%d] has no JOINTS_0/WEIGHTS_0",
+            node.mesh - 1, p - 1)
         end
         if prim.max_joint >= #skin.joints then
           fail(where, "meshes[%d].primitives[%d] names joint %d but skin %d has %d joints",
             node.mesh - 1, p - 1, prim.max_joint, node.skin - 1, #skin.joints)
         end
       end
-      asset.skinned_nodes[#asset.skinned_nodes + 1] = { node = i, skin = node.skin, mesh = node.mesh }
+      asset.skinned_nodes[#asset.skinned_nodes + 1] =
+        { node = i, skin = node.skin, mesh = node.mesh }
     end
   end
 end
@@ -791,7 +832,8 @@ function Loader:animations()
       local values = self:decode(oi, "f32", where, "output", { vtype }, path ~= "rotation")
       local need = #times * (interp == "CUBICSPLINE" and 3 or 1)
       if #values ~= need then
-        fail(where, "input has %d keys but output has %d values (%s needs %d)", #times, #values, interp, need)
+        fail(where, "input has %d keys but output has %d values (%s needs %d)", #times, #values,
+          interp, need)
       end
       decoded[key] = { interpolation = interp, times = times, values = values, duration = hi }
       return decoded[key]
@@ -811,8 +853,8 @@ function Loader:animations()
       decoded[key] = hi
       return hi
     end
-    local anim = { name = type(an.name) == "string" and an.name or nil, channels = {}, unsupported = {},
-                   duration = 0, gltf_index = a - 1 }
+    local anim = { name = type(an.name) == "string" and an.name or nil, channels = {},
+                   unsupported = {}, duration = 0, gltf_index = a - 1 }
     local chans = list(an.channels, aw, "channels")
     self:take(aw, #chans * M.COSTS.channel)
     for c, ch in ipairs(chans) do
@@ -824,23 +866,26 @@ function Loader:animations()
       local ext = type(target.extensions) == "table" and target.extensions or {}
       if path == "pointer" or ext.KHR_animation_pointer ~= nil then
         -- optional KHR_animation_pointer (a required one was refused with extensionsRequired)
-        anim.unsupported[#anim.unsupported + 1] = where .. ": KHR_animation_pointer channels are not supported"
-          .. " (skipped)"
+        anim.unsupported[#anim.unsupported + 1] = where
+          .. ": KHR_animation_pointer channels are not supported (skipped)"
       elseif PATHS[path] == nil then
         fail(where, "target.path '%s' is not a glTF path", tostring(path))
       elseif target.node == nil then
-        anim.unsupported[#anim.unsupported + 1] = where .. ": channel without a target node (ignored)"
+        anim.unsupported[#anim.unsupported + 1] = where
+          .. ": channel without a target node (ignored)"
       elseif path == "weights" then
         ref(target.node, nodes, where, "target node")
         local d = input_duration(si)
         if d > anim.duration then anim.duration = d end
-        anim.unsupported[#anim.unsupported + 1] = where .. ": 'weights' (morph target) channels are not supported"
+        anim.unsupported[#anim.unsupported + 1] = where
+          .. ": 'weights' (morph target) channels are not supported"
           .. " (skipped; their keys count toward the animation's duration)"
       else
         local node = ref(target.node, nodes, where, "target node")
         local s = sampler(si, path)
-        anim.channels[#anim.channels + 1] = { node = node, path = path, interpolation = s.interpolation,
-                                              times = s.times, values = s.values, gltf_channel = c - 1 }
+        anim.channels[#anim.channels + 1] = {
+          node = node, path = path, interpolation = s.interpolation,
+          times = s.times, values = s.values, gltf_channel = c - 1 }
         if s.duration > anim.duration then anim.duration = s.duration end
       end
     end
@@ -887,13 +932,14 @@ function Loader:clips()
         end
         return t
       end
-      local okc, clip = pcall(anim_mod.clip, { name = an.name, tracks = tracks(nil), duration = an.duration })
+      local okc, clip = pcall(anim_mod.clip,
+        { name = an.name, tracks = tracks(nil), duration = an.duration })
       if not okc then fail(where, "%s", clip) end
       an.clip = clip
       an.clips = {}
       for s, skel in ipairs(asset.skeletons) do
-        local okk, c = pcall(anim_mod.clip, { name = an.name, tracks = tracks(skel), duration = an.duration },
-          skel.skeleton)
+        local okk, c = pcall(anim_mod.clip,
+          { name = an.name, tracks = tracks(skel), duration = an.duration }, skel.skeleton)
         if not okk then fail(where, "%s", c) end
         an.clips[s] = c
       end
@@ -909,7 +955,8 @@ local function is_glb(bytes)
   return bytes:sub(1, 4) == "glTF" or bytes:sub(1, 12):find("%z") ~= nil
 end
 
-local LOAD_OPTIONS <const> = { base_dir = "string", name = "string", max_bytes = "number", clips = "boolean" }
+local LOAD_OPTIONS <const> = { base_dir = "string", name = "string", max_bytes = "number",
+                               clips = "boolean" }
 
 -- the options of load / load_bytes (argument #2 of fname), checked and copied
 local function load_options(fname, opts)

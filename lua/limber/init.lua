@@ -62,7 +62,9 @@ local function read_joints(desc, fname)
     j = snapshot(j)
     copies[i] = j
     if j.name ~= nil then
-      if type(j.name) ~= "string" then fail(fname, ("joint %d: name must be a string"):format(i), 3) end
+      if type(j.name) ~= "string" then
+        fail(fname, ("joint %d: name must be a string"):format(i), 3)
+      end
       if by_name[j.name] then
         fail(fname, ("joints %d and %d share the name '%s'"):format(by_name[j.name], i, j.name), 3)
       end
@@ -84,7 +86,9 @@ local function parent_index(j, i, n, by_name, fname)
   if math.type(p) ~= "integer" then
     fail(fname, ("joint %d: parent must be a name or an integer index"):format(i), 3)
   end
-  if p < 1 or p > n then fail(fname, ("joint %d: parent %d out of range [1, %d]"):format(i, p, n), 3) end
+  if p < 1 or p > n then
+    fail(fname, ("joint %d: parent %d out of range [1, %d]"):format(i, p, n), 3)
+  end
   if p == i then fail(fname, ("joint %d is its own parent"):format(i), 3) end
   return p
 end
@@ -116,7 +120,8 @@ function M.skeleton(desc)
     local p = parent_index(j, i, n, by_name, fname)
     if p > i then
       fail(fname, ("joint %s comes before its parent %s: list parents first, or order the "
-        .. "joints with limber.sort_joints"):format(joint_label(j, i), joint_label(joints[p], p)), 2)
+        .. "joints with limber.sort_joints")
+        :format(joint_label(j, i), joint_label(joints[p], p)), 2)
     end
     parents[i] = p
     names[i] = j.name or false
@@ -138,9 +143,10 @@ end
 --- Orders a list of joints parents first, for `limber.skeleton`.
 -- Joints keep their input order, except that a joint listed before its
 -- parent comes after it (with the parent's ancestors): a list already in
--- order is returned in the same order. The copies' `parent` fields are rewritten as indices into the
--- new list (names stay names). Use the remap for every other index that
--- referred to the old order (clip tracks, skin joints, mesh joint slots).
+-- order is returned in the same order. The copies' `parent` fields are
+-- rewritten as indices into the new list (names stay names). Use the remap
+-- for every other index that referred to the old order (clip tracks, skin
+-- joints, mesh joint slots).
 -- @tparam table joints as for `limber.skeleton`
 -- @treturn table the joints (shallow copies), parents first
 -- @treturn table remap: remap[old index] = new index
@@ -211,7 +217,9 @@ function M.skin(skeleton, joints, inverse_binds)
     for k, j in ipairs(joints) do
       if type(j) == "string" then
         local found = skeleton:find(j)
-        if not found then fail("limber.skin", ("joints[%d]: no joint named '%s'"):format(k, j), 2) end
+        if not found then
+          fail("limber.skin", ("joints[%d]: no joint named '%s'"):format(k, j), 2)
+        end
         idx[k] = found
       else
         idx[k] = j
@@ -220,7 +228,9 @@ function M.skin(skeleton, joints, inverse_binds)
   end
   local flat
   if inverse_binds ~= nil then
-    if type(inverse_binds) ~= "table" then argcheck(false, 3, "skin", "table or nil", inverse_binds) end
+    if type(inverse_binds) ~= "table" then
+      argcheck(false, 3, "skin", "table or nil", inverse_binds)
+    end
     if type(inverse_binds[1]) == "table" then
       flat = {}
       for k, m in ipairs(inverse_binds) do

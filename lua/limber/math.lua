@@ -161,7 +161,9 @@ function M.decompose_raw(m)
     w, x, y, z = (r21 - r12) / s, (r13 + r31) / s, (r23 + r32) / s, 0.25 * s
   end
   local n = sqrt(x * x + y * y + z * z + w * w)
-  if n ~= n or n <= 1e-12 or n == math.huge then return nil, "the matrix has no finite scale and rotation" end
+  if n ~= n or n <= 1e-12 or n == math.huge then
+    return nil, "the matrix has no finite scale and rotation"
+  end
   return t, { x / n, y / n, z / n, w / n }, scale
 end
 

@@ -94,7 +94,8 @@ end
 function M.threads(n)
   if n ~= nil and math.type(n) ~= "integer" then
     local got = math.type(n) == "float" and "number (not an integer)" or type(n)
-    error(("bad argument #1 to 'limber.skinning.threads' (integer expected, got %s)"):format(got), 2)
+    error(("bad argument #1 to 'limber.skinning.threads' (integer expected, got %s)")
+      :format(got), 2)
   end
   local ok, threads, cores, has = pcall(core.threads, n)
   if not ok then rethrow(threads, "limber.skinning.threads", "threads") end

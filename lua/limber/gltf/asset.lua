@@ -19,7 +19,8 @@ local M = {}
 
 local arg_error, arg_fail = check.arg_error, check.arg_fail
 
-local FIELDS <const> = { "nodes", "roots", "scenes", "skins", "skeletons", "meshes", "animations", "warnings" }
+local FIELDS <const> = { "nodes", "roots", "scenes", "skins", "skeletons", "meshes", "animations",
+                         "warnings" }
 
 -- argument #n of fname must be an asset returned by load / load_bytes
 -- (level: as for check.arg_fail, counted from check_asset's caller)
@@ -52,7 +53,9 @@ end
 
 local function update_worlds(asset, locals)
   check_asset(1, "limber.gltf.update_worlds", asset)
-  if locals ~= nil and type(locals) ~= "table" then arg_error(2, "limber.gltf.update_worlds", "table", locals) end
+  if locals ~= nil and type(locals) ~= "table" then
+    arg_error(2, "limber.gltf.update_worlds", "table", locals)
+  end
   -- in C, one pass; everything is checked before any node changes
   core.gltf_worlds("limber.gltf.update_worlds", asset.nodes, locals)
 end
@@ -90,17 +93,18 @@ function M.info(asset) return (asset_call(1, "limber.gltf.info", info, asset)) e
 local function describe(asset)
   check_asset(1, "limber.gltf.describe", asset)
   local t = info(asset)
-  local out = { ("%s: %d nodes, %d scenes, %d skeletons"):format(asset.name or "glTF asset", t.nodes,
-    t.scenes, t.skeletons) }
+  local out = { ("%s: %d nodes, %d scenes, %d skeletons"):format(asset.name or "glTF asset",
+    t.nodes, t.scenes, t.skeletons) }
   for k, s in ipairs(t.skins) do
     out[#out + 1] = ("  skin %d %q: %d joints"):format(k - 1, s.name or "", s.joints)
   end
   for k, m in ipairs(t.meshes) do
-    out[#out + 1] = ("  mesh %d %q: %d primitives, %d vertices"):format(k - 1, m.name or "", m.primitives,
-      m.vertices)
+    out[#out + 1] = ("  mesh %d %q: %d primitives, %d vertices"):format(k - 1, m.name or "",
+      m.primitives, m.vertices)
   end
   for k, a in ipairs(t.animations) do
-    out[#out + 1] = ("  animation %d %q: %.4f s, %d channels"):format(k - 1, a.name or "", a.duration, a.channels)
+    out[#out + 1] = ("  animation %d %q: %.4f s, %d channels"):format(k - 1, a.name or "",
+      a.duration, a.channels)
   end
   for _, w in ipairs(t.warnings) do out[#out + 1] = "  warning: " .. w end
   return table.concat(out, "\n")
@@ -114,7 +118,9 @@ function M.describe(asset) return (asset_call(1, "limber.gltf.describe", describ
 local function pose(asset, s, instances)
   local fname = "limber.gltf.pose"
   check_asset(1, fname, asset)
-  if s ~= nil and math.type(s) ~= "integer" then arg_error(2, fname, "skeleton index (integer)", s) end
+  if s ~= nil and math.type(s) ~= "integer" then
+    arg_error(2, fname, "skeleton index (integer)", s)
+  end
   if instances ~= nil and math.type(instances) ~= "integer" then
     arg_error(3, fname, "instance count (integer)", instances)
   end
@@ -123,7 +129,8 @@ local function pose(asset, s, instances)
   end
   local entry = asset.skeletons[s or 1]
   if not entry then
-    check.fail(fname, ("skeleton %s does not exist (the asset has %d)"):format(tostring(s or 1), #asset.skeletons))
+    check.fail(fname, ("skeleton %s does not exist (the asset has %d)")
+      :format(tostring(s or 1), #asset.skeletons))
   end
   local ok, p = pcall(limber.pose, entry.skeleton, instances or 1)
   if not ok then
@@ -146,7 +153,9 @@ end
 -- @tparam[opt=1] integer s skeleton index
 -- @tparam[opt=1] integer instances
 -- @treturn limber.Pose
-function M.pose(asset, s, instances) return (asset_call(1, "limber.gltf.pose", pose, asset, s, instances)) end
+function M.pose(asset, s, instances)
+  return (asset_call(1, "limber.gltf.pose", pose, asset, s, instances))
+end
 
 local PALETTE_OPTIONS <const> = { skin = "integer", layout = "string" }
 local LAYOUTS <const> = { mat4 = true, mat3x4 = true }
@@ -157,7 +166,8 @@ local function palette(asset, p, opts)
   if not check.is_a(p, "limber.Pose") then arg_error(2, fname, "limber.Pose", p) end
   opts = check.options(3, fname, opts, PALETTE_OPTIONS)
   if opts.layout ~= nil and not LAYOUTS[opts.layout] then
-    arg_fail(3, fname, ("option 'layout' must be \"mat4\" or \"mat3x4\", got %q"):format(opts.layout))
+    arg_fail(3, fname,
+      ("option 'layout' must be \"mat4\" or \"mat3x4\", got %q"):format(opts.layout))
   end
   local k = opts.skin or 1
   local skin = asset.skins[k]
@@ -166,8 +176,8 @@ local function palette(asset, p, opts)
   end
   local entry = asset.skeletons[skin.skeleton]
   if not rawequal(p:skeleton(), entry.skeleton) then
-    arg_fail(2, fname, ("the pose is not of skin %d's skeleton (make it with limber.gltf.pose(asset, %d))"):format(
-      k, skin.skeleton))
+    arg_fail(2, fname, ("the pose is not of skin %d's skeleton"
+      .. " (make it with limber.gltf.pose(asset, %d))"):format(k, skin.skeleton))
   end
   return limber.palette(p, { skin = skin.skin, layout = opts.layout })
 end
@@ -182,6 +192,8 @@ end
 --   `asset.skins`) and `layout` ("mat4", the default, or "mat3x4"), as for
 --   `limber.palette`
 -- @treturn limber.Palette
-function M.palette(asset, pose_, opts) return (asset_call(1, "limber.gltf.palette", palette, asset, pose_, opts)) end
+function M.palette(asset, pose_, opts)
+  return (asset_call(1, "limber.gltf.palette", palette, asset, pose_, opts))
+end
 
 return M
