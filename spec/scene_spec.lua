@@ -559,6 +559,58 @@ describe("limber.scene", function()
       end)
     end
 
+    for _, order in ipairs({ "local_to_model, then update", "update, then local_to_model" }) do
+      it("reads this frame's pose whatever the frame order (" .. order .. ")", function()
+        local skel = limber.skeleton(H.rand_joints(5, 1))
+        local pose = limber.pose(skel, 3)
+        pose:local_to_model()
+        local sc = scene.new()
+        local char = sc:create({ pose = pose, instance = 2, translation = { 1, 0, 0 } })
+        local still = sc:create({ translation = { 0, 0, 4 } })
+        local sword = sc:create({ parent = char, slot = 5, translation = { 0, 0.5, 0 } })
+        local gem = sc:create({ parent = sword, translation = { 0, 0, 0.1 } })
+        local other = sc:create({ parent = char, slot = 1 }) -- a joint this test never moves
+        local buf = limber.buffer("f32", 16, 2)
+        sc:update()
+        for frame = 1, 6 do
+          local t, r, s = H.rand_trs(true)
+          pose:set_local(2, 5, t, r, s)
+          if order:find("^update") then
+            sc:update()
+            pose:local_to_model()
+          else
+            pose:local_to_model()
+            sc:update()
+          end
+          local cw = sc:world(char)
+          local sref = H.mul(H.mul(cw, pose:model(2, 5)), H.trs({ 0, 0.5, 0 }, { 0, 0, 0, 1 }, { 1, 1, 1 }))
+          local gref = H.mul(sref, H.trs({ 0, 0, 0.1 }, { 0, 0, 0, 1 }, { 1, 1, 1 }))
+          -- every read sees the current pose: changed first (it must catch up too)
+          local list, n = sc:changed()
+          local got = { table.unpack(list, 1, n) }
+          table.sort(got)
+          -- the pose moved: its followers and their descendants (other follows
+          -- the same pose, which is one generation for all its joints)
+          local want = { sword, gem, other }
+          table.sort(want)
+          assert.same(want, got, "frame " .. frame)
+          assert.is_true(sc:has_changed(gem))
+          assert.is_false(sc:has_changed(still))
+          assert.is_false(sc:has_changed(char))
+          sc:gather({ gem, sword }, 2, buf)
+          assert.is_true(close(gref, buf:get(1)), "gather, frame " .. frame)
+          assert.is_true(close(sref, buf:get(2)))
+          assert.is_true(close(gref, sc:world(gem)), "world, frame " .. frame)
+          assert.is_true(close(sref, sc:world(sword)))
+        end
+        -- a frame where the pose does not move changes nothing
+        sc:update()
+        pose:local_to_model()
+        assert.equal(0, select(2, sc:changed()))
+        assert.is_false(sc:has_changed(sword))
+      end)
+    end
+
     it("names unnamed joints by index, checking the range", function()
       local skel = limber.skeleton({ {}, { parent = 1, translation = { 0, 1, 0 } } })
       local pose = limber.pose(skel, 2)
