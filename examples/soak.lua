@@ -135,7 +135,8 @@ local function create_free()
     slot = math.random(#prec.pose:skeleton())
     rec.joint = slot
   end
-  local id = sc:create({ parent = parent ~= 0 and parent or nil, slot = slot, translation = rec.t, rotation = rec.r, scale = rec.s })
+  local id = sc:create({ parent = parent ~= 0 and parent or nil, slot = slot, translation = rec.t,
+                         rotation = rec.r, scale = rec.s })
   world.shadow[id], world.free[id] = rec, true
 end
 
