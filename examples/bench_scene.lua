@@ -17,6 +17,9 @@ package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.pat
 require "common" -- finds limber: the LuaRocks tree ./lua_modules, or the CMake build (LIMBER_DEV=1)
 local scene = require "limber.scene"
 local core = require "limber.core"
+-- the raw world-matrix calls of the naive baselines (not limber's API)
+local baseline = require "limber.baseline_hierarchy"
+local compute, raw_pass = baseline.compute, baseline.pass
 
 local args = { json = false, nodes = 100000, seed = 12345 }
 do
@@ -87,7 +90,7 @@ local slots = scene.slots({
 local sc = scene.new({ capacity = N })
 local t0 = clock()
 for i = 1, N do
-  local id = sc:create({ parent = parent[i], slot = slot_of[i], translation = srt[i],
+  local id = sc:create({ parent = parent[i] ~= 0 and parent[i] or nil, slot = slot_of[i], translation = srt[i],
                          slots = has_slots[i] and slots or nil })
   assert(id == i)
 end
@@ -203,13 +206,12 @@ local function bench_per_node(k, frames)
 end
 
 -- ---- naive full recomputation --------------------------------------------------
--- (a) Lua loop over every node calling the same C math (Hierarchy:compute:
+-- (a) Lua loop over every node calling the same C math (baseline.compute:
 --     base = parent world x slot, world = base x T*R*S); ids are in parent-first
 --     order here; the changed leaves read with the same gather call (or one by
 --     one, to compare with limber's per-node reads). (b) the same in plain Lua
 --     tables. (c) one C call over all ids.
 
-local store = sc.store
 local all_ids = {}
 for i = 1, N do all_ids[i] = i end
 
@@ -219,15 +221,15 @@ local function bench_full_lua_c(frames, per_node)
     local sets, lists = random_sets(1000, 1)
     local set, l = sets[1], lists[1]
     local s = clock()
-    for j = 1, #set do store:set_t(set[j], f * 1e-3, 0.5, -0.5) end
+    for j = 1, #set do sc:set_translation(set[j], f * 1e-3, 0.5, -0.5) end
     local pass = (per_node and 1000000 or 3000000) + f
     local a = clock()
-    for id = 1, N do store:compute(id, pass) end
+    for id = 1, N do compute(sc, id, pass) end
     local b = clock()
     if per_node then
-      for j = 1, #l do store:world(l[j], out) end
+      for j = 1, #l do sc:world(l[j], out) end
     else
-      store:gather(l, #l, gather_buf)
+      sc:gather(l, #l, gather_buf)
     end
     times[#times + 1] = (clock() - s) * 1e3
     loop[#loop + 1] = (b - a) * 1e3
@@ -239,7 +241,7 @@ local function bench_full_one_c_call(frames)
   local times = {}
   for f = 1, frames do
     local s = clock()
-    store:pass(all_ids, N, 2000000 + f)
+    raw_pass(sc, all_ids, N, 2000000 + f)
     times[#times + 1] = (clock() - s) * 1e3
   end
   return median(times)
@@ -284,20 +286,15 @@ end
 -- dirty; each frame a recursive walk from the roots recomputes a node when it
 -- or an ancestor is dirty. Same C math per recomputed node (its own storage).
 
-local df_store = core.hierarchy(N)
+local df_store = scene.new({ capacity = N })
 local children, roots = {}, {}
 for i = 1, N do children[i] = {} end
 for i = 1, N do
   local p = parent[i]
   if p == 0 then roots[#roots + 1] = i else local c = children[p] c[#c + 1] = i end
-  local sl = slot_of[i]
-  df_store:create(i)
-  if sl then
-    df_store:link(i, p, "full", slots, slots:find(sl))
-  else
-    df_store:link(i, p, "full")
-  end
-  df_store:set_t(i, srt[i][1], srt[i][2], srt[i][3])
+  local id = df_store:create({ parent = p ~= 0 and p or nil, slot = slot_of[i], translation = srt[i],
+                               slots = has_slots[i] and slots or nil })
+  assert(id == i)
 end
 local df_dirty = {}
 for i = 1, N do df_dirty[i] = true end
@@ -306,7 +303,7 @@ local df_pass = 0
 local function df_render(id, dirty)
   dirty = dirty or df_dirty[id]
   if dirty then
-    df_store:compute(id, df_pass)
+    compute(df_store, id, df_pass)
     df_dirty[id] = false
   end
   local c = children[id]
@@ -316,7 +313,7 @@ end
 local function df_frame(set, list, f)
   for j = 1, #set do
     local id = set[j]
-    df_store:set_t(id, f * 1e-3, 0.5, -0.5)
+    df_store:set_translation(id, f * 1e-3, 0.5, -0.5)
     df_dirty[id] = true
   end
   df_pass = df_pass + 1

@@ -132,10 +132,11 @@ local function create_free()
   local slot
   local prec = world.shadow[parent]
   if prec and prec.pose and math.random() < 0.5 then
-    slot = math.random(prec.pose:skeleton():joint_count())
+    slot = math.random(#prec.pose:skeleton())
     rec.joint = slot
   end
-  local id = sc:create({ parent = parent, slot = slot, translation = rec.t, rotation = rec.r, scale = rec.s })
+  local id = sc:create({ parent = parent ~= 0 and parent or nil, slot = slot, translation = rec.t,
+                         rotation = rec.r, scale = rec.s })
   world.shadow[id], world.free[id] = rec, true
 end
 
@@ -184,7 +185,7 @@ local function random_op()
     local rec = shadow[id]
     rec.t = { math.random() - 0.5, math.random(), math.random() - 0.5 }
     rec.r = rand_quat()
-    sc:set_srt(id, rec.t, rec.r, nil)
+    sc:set_trs(id, rec.t, rec.r, nil)
   elseif r < 0.40 then
     -- re-parent below another free node, a character or the root; a cycle must be refused
     local id = ids[math.random(#ids)]
@@ -197,7 +198,7 @@ local function random_op()
       if ok then error("soak: a cycle was accepted") end
       refused_cycles = refused_cycles + 1
     else
-      sc:set_parent(id, p)
+      sc:set_parent(id, p ~= 0 and p or nil)
       shadow[id].parent, shadow[id].joint = p, nil
     end
   elseif r < 0.42 then

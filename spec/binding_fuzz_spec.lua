@@ -54,7 +54,7 @@ describe("the binding fuzzer", function()
       assert.truthy(n, out)
       assert.is_true(tonumber(total) >= 150, out)
       assert.is_true(tonumber(n) >= 0.9 * tonumber(total), out)
-      assert.is_true(tonumber(classes) >= 16, out)   -- 17 until limber.Image left the core
+      assert.is_true(tonumber(classes) >= 15, out) -- Image left the core; Hierarchy became Scene
     end)
   end
 

@@ -408,7 +408,7 @@ describe("API reference", function()
       local no_clock = text:gsub("%-%- @function clock\n", "")
       assert.same({ "clock" }, missing_from((luadoc_entries(no_clock)), names))
       -- a method documented in the wrong @type section is a problem
-      local moved = text:gsub("%-%- @function Slots:count\n", "-- @function Skin:count_x\n")
+      local moved = text:gsub("%-%- @function Slots:slot_count\n", "-- @function Skin:count_x\n")
       local _, problems = luadoc_entries(moved)
       assert.equal(1, #problems)
       assert.truthy(problems[1]:find("Skin:count_x is outside its @type section", 1, true))
@@ -455,7 +455,7 @@ describe("the public surface table of docs/api-reference.md", function()
     local names, metas = public_surface()
     local count = 0
     for _ in pairs(names) do count = count + 1 end
-    assert.is_true(count > 200, "the walk found only " .. count .. " functions")
+    assert.is_true(count > 180, "the walk found only " .. count .. " functions")
     -- the walk reaches every kind of public function ...
     for _, n in ipairs { "limber.skeleton", "limber.math.mul", "limber.anim.crowd", "limber.gltf.load",
         "limber.scene.new", "limber.skinning.run", "limber.core.skinning_run", "limber.Pose:set_trs",
@@ -473,7 +473,7 @@ describe("the public surface table of docs/api-reference.md", function()
   it("has arguments, returns and errors on every row", function()
     local rows, _, problems = surface_table(doc)
     assert.same({}, problems)
-    assert.is_true(#rows > 200)
+    assert.is_true(#rows > 180)
     for _, r in ipairs(rows) do
       assert.truthy(r.args:match("^%(.*%)$"), r.name)
       assert.is_true(#r.returns > 0 and #r.errors > 0, r.name)
@@ -504,7 +504,6 @@ describe("the public surface table of docs/api-reference.md", function()
       ["limber.Blender"] = anim.blender(pose, { { pose = limber.pose(skel, 2) } }),
       ["limber.SkinMesh"] = mesh, ["limber.SkinTarget"] = target,
       ["limber.SkinBatch"] = skinning.batch({ { mesh = mesh, palette = pal, target = target } }),
-      ["limber.Hierarchy"] = core.hierarchy(4),
       ["limber.Slots"] = core.slots({ "a" }, { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }),
       ["limber.anim.Player"] = crowd:player(1), ["limber.anim.Crowd"] = crowd, ["limber.Scene"] = scene,
     }

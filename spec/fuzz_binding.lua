@@ -171,16 +171,17 @@ local function build_pool()
     try(sc.world, sc, c)
     try(sc.set_parent, sc, c, a)
   end
-  local h = try(core.hierarchy, 8)
-  if h then
-    try(h.create, h, 1)
-    try(h.create, h, 2)
-    try(h.link, h, 2, 1, "full")
-    try(h.set_srt, h, 1, { 1, 2, 3 })
-    try(h.update, h)
+  local small = try(core.scene, 2)
+  if small then -- a scene that grows, with every kind of edit
+    local r = try(small.create, small, { slots = slots })
+    local k = try(small.create, small, { parent = r, slot = "hat", follow = "translation" })
+    try(small.create, small, { parent = k })
+    try(small.set_trs, small, k, { 1, 2, 3 }, { 0, 0, 0, 1 }, { 1, 1, 1 })
+    try(small.update, small)
     local out = try(core.buffer, "f32", 16, 4)
-    try(h.gather, h, { 1, 2 }, 2, out, 1)
-    try(h.grow, h, 16)
+    try(small.gather, small, { r, k }, 2, out, 1)
+    try(small.world_buffer, small)
+    try(small.destroy, small, k)
   end
   -- a bundled model: meshes, skins, clips, skinning
   local path = root .. "examples/assets/RiggedSimple/RiggedSimple.gltf"
@@ -224,7 +225,7 @@ for _, m in ipairs(MODULES) do
   for _, k in ipairs(keys) do
     local v = t[k]
     if not skip[m .. "." .. k] then add_callable(m .. "." .. k, v) end
-    if type(v) == "table" and k:match("^%u") then -- a class table (Scene)
+    if type(v) == "table" and k:match("^%u") then -- a class table
       local ks = {}
       for kk in pairs(v) do ks[#ks + 1] = tostring(kk) end
       table.sort(ks)
@@ -413,9 +414,9 @@ local function digest(v, depth, seen)
       local ok, pl = pcall(v.player, v, i)
       if ok then parts[#parts + 1] = digest(pl, depth + 1, seen) end
     end
-  elseif c == "limber.Hierarchy" or c == "limber.Scene" then
+  elseif c == "limber.Scene" then
     for id = 1, 16 do
-      parts[#parts + 1] = serialize(table.pack(pcall(v.srt, v, id)), depth, seen)
+      parts[#parts + 1] = serialize(table.pack(pcall(v.trs, v, id)), depth, seen)
       parts[#parts + 1] = serialize(table.pack(pcall(v.parent, v, id)), depth, seen)
       parts[#parts + 1] = serialize(table.pack(pcall(v.world, v, id)), depth, seen)
     end
@@ -609,7 +610,7 @@ for n = 1, opts.calls do
     local cands = {}
     for _, v in ipairs(pool) do
       local cv = classof(v)
-      if cv == c.class or (c.class == "Scene" and cv == "limber.Scene") then cands[#cands + 1] = v end
+      if cv == c.class then cands[#cands + 1] = v end
     end
     if #cands > 0 then
       nargs = math.max(nargs, 1)

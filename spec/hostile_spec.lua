@@ -543,8 +543,7 @@ describe("hostile: clips and scenes", function()
 
   it("updates a 100,000-deep scene chain without exhausting the C stack", function()
     local sc = scene.new({ capacity = 1024 })
-    local id = 0
-    local first
+    local id, first
     for _ = 1, 100000 do
       id = sc:create({ parent = id, translation = { 0, 1, 0 } })
       first = first or id

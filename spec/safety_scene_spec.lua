@@ -8,8 +8,9 @@ local scene = require "limber.scene"
 local core = limber.core
 
 local MAXI, MINI = math.maxinteger, math.mininteger
+local H_IDENTITY = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
 
--- a slot owner that only the hierarchy keeps alive
+-- a slot owner that only the scene keeps alive
 local function one_slot(x)
   return core.slots({ "s" }, { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, x, 0, 0, 1 })
 end
@@ -19,41 +20,11 @@ local function full_gc()
   collectgarbage()
 end
 
-describe("Hierarchy:grow", function()
-  -- Before: old and new hierarchies shared one anchor table, so a destroy
-  -- or an owner-less link on one released the owner the other still read
-  -- (heap-use-after-free under ASan, garbage matrices without it).
-  it("keeps the owners the old hierarchy reads when the new one drops them", function()
-    local h = core.hierarchy(2)
-    h:create(1)
-    h:create(2)
-    h:link(2, 1, "full", one_slot(7), 1)
-    full_gc()
-    local g = h:grow(4)
-    g:destroy(2)             -- the new one releases its anchor of node 2
-    full_gc()                -- the Slots object must survive: h still reads it
-    for _ = 1, 50 do one_slot(-1) end -- new garbage would reuse its memory
-    h:touch(2)
-    h:update()
-    assert.are.same(7, h:world(2)[13])
-  end)
-
-  it("keeps the owners the new hierarchy reads when the old one drops them", function()
-    local h = core.hierarchy(2)
-    h:create(1)
-    h:create(2)
-    h:link(2, 1, "full", one_slot(5), 1)
-    full_gc()
-    local g = h:grow(4)
-    h:link(2, 1, "full")     -- no owner on the old one
-    full_gc()
-    for _ = 1, 50 do one_slot(-1) end
-    g:touch(2)
-    g:update()
-    assert.are.same(5, g:world(2)[13])
-  end)
-
-  it("through limber.scene: nodes on slots keep their matrices across growth", function()
+describe("Scene growth", function()
+  -- The scene the user holds stays the same object; its storage is
+  -- replaced by a larger copy. The slot owners are anchored once, by the
+  -- Scene, so no copy can release what another still reads.
+  it("keeps the object, its nodes and the owners they read", function()
     local sc = scene.new({ capacity = 1 })
     local ids = {}
     for k = 1, 9 do
@@ -61,8 +32,25 @@ describe("Hierarchy:grow", function()
       ids[k] = sc:create({ parent = parent, slot = "s" })
       full_gc()
     end
+    for _ = 1, 50 do one_slot(-1) end -- new garbage would reuse freed memory
     sc:update()
     for k = 1, 9 do assert.are.same(k, sc:world(ids[k])[13]) end
+    assert.equal(18, #sc)
+    assert.equal(32, sc:stats().capacity)
+  end)
+
+  it("leaves a world_buffer view taken before growth readable (the old storage)", function()
+    local sc = scene.new({ capacity = 2 })
+    local a = sc:create({ translation = { 3, 0, 0 } })
+    sc:update()
+    sc:refresh(a) -- a leaf: computed when read
+    local view = sc:world_buffer()
+    for _ = 1, 10 do sc:create() end -- grows twice
+    full_gc()
+    for _ = 1, 50 do one_slot(-1) end
+    assert.are.same(3, view:get(a + 1)[13]) -- what it showed before the growth
+    assert.equal(3, #view)
+    assert.are.same(3, sc:world_buffer():get(a + 1)[13])
   end)
 end)
 
@@ -78,7 +66,7 @@ describe("64-bit integers", function()
     for _, c in ipairs(bad) do
       local ok, err = pcall(function() pal:update(c[1], c[2]) end)
       assert.is_false(ok, ("update(%s, %s) accepted"):format(c[1], c[2]))
-      assert.matches("bad argument #%d to 'update' %(.*out of range", err)
+      assert.matches("bad argument #%d to 'limber.Palette:update' %(.*out of range", err)
     end
     for _, c in ipairs({ { 1, 3 }, { 2, 2 }, { 3, 1 }, { 3, 0 }, { 2, nil }, { nil, nil } }) do
       assert.has_no.errors(function() pal:update(c[1], c[2]) end)
@@ -88,7 +76,7 @@ describe("64-bit integers", function()
   it("palette:update writes exactly the instances asked for", function()
     local p2 = limber.pose(skel, 3)
     local q = limber.palette(p2)
-    for i = 1, 3 do p2:set_local(i, 1, { i, 0, 0 }) end
+    for i = 1, 3 do p2:set_trs(i, 1, { i, 0, 0 }) end
     p2:local_to_model()
     q:update(2, 1)
     assert.are.same(0, q:get(1, 1)[13])
@@ -105,12 +93,12 @@ describe("64-bit integers", function()
     for _, first in ipairs({ MAXI, MAXI - 1, MINI, 0, -1, 3, 2 }) do
       local ok, err = pcall(function() sc:gather({ a, b }, 2, buf, first) end)
       assert.is_false(ok, "first " .. first .. " accepted")
-      assert.matches("bad argument #4 to 'gather' %(.*do not fit", err)
+      assert.matches("bad argument #4 to 'limber.Scene:gather' %(.*do not fit", err)
     end
     for _, count in ipairs({ MAXI, MINI, -1, 5 }) do
       local ok, err = pcall(function() sc:gather({ a, b }, count, buf, 1) end)
       assert.is_false(ok, "count " .. count .. " accepted")
-      assert.matches("bad argument #2 to 'gather'", err)
+      assert.matches("bad argument #2 to 'limber.Scene:gather'", err)
     end
     sc:gather({ b }, 1, buf, 2)
     assert.are.same({ 4, 5, 6 }, { buf:get(2)[13], buf:get(2)[14], buf:get(2)[15] })
@@ -118,36 +106,21 @@ describe("64-bit integers", function()
     assert.are.same(1, buf:get(1)[13])
   end)
 
-  it("Hierarchy:update refuses a follower count outside [0, capacity]", function()
-    local h = core.hierarchy(2)
-    h:create(1)
-    for _, n in ipairs({ MAXI, MINI, -1, 3 }) do
-      local ok, err = pcall(function() h:update({ 1, 1, 1 }, n) end)
-      assert.is_false(ok)
-      assert.matches("bad argument #2 to 'update' %(follower count", err)
-    end
-    assert.are.same(0, h:update({ 1 }, 1))
-  end)
-
   it("integer ids and indices at the extremes raise clean errors", function()
     local sc = scene.new({ capacity = 2 })
     local id = sc:create()
-    local h = core.hierarchy(2)
     for _, v in ipairs({ MAXI, MINI, 0, -1 }) do
       assert.is_false(pcall(sc.world, sc, v))
       assert.is_false(pcall(sc.set_translation, sc, v, 0, 0, 0))
       assert.is_false(pcall(sc.destroy, sc, v))
-      assert.is_false(pcall(sc.create, sc, { parent = v == 0 and -1 or v }))
-      assert.is_false(pcall(h.create, h, v))
-      assert.is_false(pcall(h.compute, h, v, 1))
-      assert.is_false(pcall(h.compute, h, 1, v == 0 and -1 or v))
-      assert.is_false(pcall(h.pass, h, { v }, 1, 1))
-      assert.is_false(pcall(h.pass, h, { 1 }, v == 0 and -1 or v, 1))
+      assert.is_false(pcall(sc.create, sc, { parent = v }))
+      assert.is_false(pcall(sc.set_parent, sc, id, v))
+      assert.is_false(pcall(sc.create, sc, { pose = pose, instance = v }))
       assert.is_false(pcall(pose.model, pose, v, 1))
       assert.is_false(pcall(pal.get, pal, 1, v))
       assert.is_false(pcall(limber.pose, skel, v))
-      assert.is_false(pcall(core.hierarchy, v))
-      assert.is_false(pcall(h.grow, h, v))
+      assert.is_false(pcall(core.scene, v))
+      assert.is_false(pcall(scene.new, { capacity = v }))
     end
     assert.is_true(sc:exists(id))
   end)
@@ -164,30 +137,33 @@ describe("argument errors", function()
 
   it("Scene methods called on something else name the method and the type", function()
     local sc = scene.new()
-    local S = scene.Scene
-    for _, name in ipairs({ "create", "set_parent", "set_slot", "parent", "exists", "size",
-      "destroy", "update", "stats", "slot_world", "worlds" }) do
-      for _, bad in ipairs({ 5, "x", {}, true, core.hierarchy(1) }) do
+    local S = getmetatable(sc).__index
+    for name in pairs(S) do
+      for _, bad in ipairs({ 5, "x", {}, true, core.slots({ "s" }, H_IDENTITY) }) do
         expect(function() S[name](bad, 1) end,
-          "bad argument #1 to '" .. name .. "' %(limber.Scene expected, got ")
+          "bad argument #1 to 'limber.Scene:" .. name .. "' %(limber.Scene expected, got ")
       end
     end
-    expect(function() S.world(5, 1) end, "limber.scene: world: expected a limber.Scene")
-    expect(function() sc.create(nil) end, "bad argument #1 to 'create' %(limber.Scene expected, got nil%)")
-    expect(function() scene.new(5) end, "bad argument #1 to 'new' %(table expected, got number%)")
-    expect(function() scene.slots(5) end, "limber.scene: slots:")
-    expect(function() scene.prefab(5) end, "limber.scene: prefab:")
-    expect(function() sc:create(5) end, "limber.scene: create: opts must be a table")
+    expect(function() sc.create(nil) end,
+      "bad argument #1 to 'limber.Scene:create' %(limber.Scene expected, got nil%)")
+    expect(function() scene.new(5) end, "bad argument #1 to 'limber.scene.new' %(table expected, got number%)")
+    expect(function() scene.new({ capasity = 5 }) end, "unknown option string capasity")
+    expect(function() scene.slots(5) end, "limber.scene.slots:")
+    expect(function() scene.prefab(5) end, "limber.scene.prefab:")
+    expect(function() sc:create(5) end,
+      "bad argument #1 to 'limber.Scene:create' %(opts must be a table or nil %(got number%)%)")
     expect(function() sc:create({ translation = 5 }) end, "translation must be a table")
     expect(function() sc:create({ slots = 5 }) end, "slots must be a limber.Slots")
     expect(function() sc:create({ pose = {} }) end, "pose must be a limber.Pose")
-    expect(function() sc:world(1, 5) end, "out must be a table")
+    sc:create()
+    expect(function() sc:world(1, 5) end, "bad argument #2 to 'limber.Scene:world' %(out must be a table")
     expect(function() sc:slot_world("x") end, "node must be an integer node id")
   end)
 
   it("limber.* facade functions refuse wrong types in the standard form", function()
     local skel = limber.skeleton({ {} })
-    expect(function() limber.skeleton(5) end, "limber.skeleton: expected a table")
+    expect(function() limber.skeleton(5) end,
+      "bad argument #1 to 'limber%.skeleton' %(table of joints expected, got number%)")
     expect(function() limber.skeleton({ joints = 5 }) end, "limber.skeleton: joints must be a table")
     expect(function() limber.skeleton({ 5 }) end, "limber.skeleton: joint 1 is not a table")
     expect(function() limber.pose(5) end, "bad argument #1 to 'pose' %(limber.Skeleton expected, got number%)")
@@ -231,19 +207,19 @@ describe("changes that allocate", function()
         local n = 0
         for _, x in ipairs(ids) do
           local q = x
-          while q ~= 0 and sc:exists(x) do
+          while q and sc:exists(x) do
             if q == id then n = n + 1 break end
             q = (sc:parent(q))
           end
         end
-        local before = sc:size()
+        local before = sc:node_count()
         assert.are.same(n, sc:destroy(id))
-        assert.are.same(before - n, sc:size())
+        assert.are.same(before - n, sc:node_count())
       end
     end
     sc:update()
     -- every destroyed id comes back, first in first out, before new ones
-    local dead = sc.free_tail - sc.free_head + 1
+    local dead = 200 - sc:node_count()
     local seen = {}
     for _ = 1, dead do
       local id = sc:create()
@@ -254,18 +230,37 @@ describe("changes that allocate", function()
   end)
 
   it("followers stay consistent through creates and destroys", function()
-    local skel = limber.skeleton({ { name = "a" }, { name = "b", parent = "a" } })
+    local skel = limber.skeleton({ { name = "a" }, { name = "b", parent = "a", translation = { 0, 1, 0 } } })
     local pose = limber.pose(skel, 2)
     local sc = scene.new({ capacity = 1 })
     local holder = sc:create({ pose = pose, instance = 2 })
     local f = {}
     for k = 1, 20 do f[k] = sc:create({ parent = holder, slot = k % 2 == 0 and "a" or "b" }) end
-    for k = 1, 20, 3 do sc:destroy(f[k]) end
-    local n = 0
-    for k = 1, 20 do if sc:exists(f[k]) then n = n + 1 end end
-    assert.are.same(n, sc.nfollowers)
-    for k = 1, sc.nfollowers do assert.is_true(sc:exists(sc.followers[k])) end
+    for k = 1, 20, 3 do
+      sc:destroy(f[k])
+      f[k] = false
+    end
+    for k = 21, 24 do f[k] = sc:create({ parent = holder, slot = "b" }) end -- recycled ids
     sc:update()
+    pose:set_trs(2, 2, { 0, 3, 0 })
+    pose:local_to_model()
+    sc:update()
+    -- exactly the live followers moved, each with this frame's joint
+    local want, live = {}, 0
+    for k = 1, 24 do
+      if f[k] then
+        live = live + 1
+        want[#want + 1] = f[k]
+        local y = (k <= 20 and k % 2 == 0) and 0 or 3
+        assert.are.same(y, sc:world(f[k])[14])
+      end
+    end
+    local list, n = sc:changed()
+    local got = { table.unpack(list, 1, n) }
+    table.sort(got)
+    table.sort(want)
+    assert.are.same(want, got)
+    assert.equal(live + 1, #sc)
   end)
 end)
 

@@ -11,25 +11,30 @@
 #include "skeleton.h"
 
 #define ALIGN 64
-#define DOOM 0x10000u /* temporary: node being destroyed */
 #define KEPT 0x20000u /* temporary: dirty list compaction */
 
 static const float IDENTITY[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
 static const float IDENTITY_SRT[LMB_TRS_FLOATS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
 
-enum { S_HEAD, S_NODE, S_LINK, S_SLOT, S_MAT, S_DIRTY, S_IDS, S_COUNT };
+enum { S_HEAD, S_NODE, S_LINK, S_PTR, S_MAT, S_DIRTY, S_IDS, S_COUNT };
+
+/* 3 pointer arrays (slot, gen, pose), 8 id arrays (seen, order, cache,
+ * scratch, pending, changed, free, followers) and 2 more (pose_seen,
+ * pose_refs). */
+#define N_PTR 3
+#define N_IDS 10
 
 static size_t sizes(uint32_t cap, size_t s[S_COUNT]) {
     size_t n = (size_t)cap + 1;
     s[S_HEAD] = lmb_align_up(sizeof(lmb_hier), ALIGN);
     s[S_NODE] = lmb_align_up(n * sizeof(lmb_hnode), ALIGN);
     s[S_LINK] = lmb_align_up(n * sizeof(lmb_hlink), ALIGN);
-    s[S_SLOT] = lmb_align_up(n * sizeof(const float *), ALIGN);
+    s[S_PTR] = lmb_align_up(n * sizeof(const float *), ALIGN);
     s[S_MAT] = lmb_align_up(n * 32 * sizeof(float), ALIGN); /* world + base */
     s[S_DIRTY] = lmb_align_up(2 * n * sizeof(uint32_t), ALIGN);
-    s[S_IDS] = lmb_align_up(n * sizeof(uint32_t), ALIGN); /* order, cache, scratch, changed */
-    return s[S_HEAD] + s[S_NODE] + s[S_LINK] + s[S_SLOT] + s[S_MAT] + s[S_DIRTY] + 4 * s[S_IDS] +
-           ALIGN;
+    s[S_IDS] = lmb_align_up(n * sizeof(uint32_t), ALIGN);
+    return s[S_HEAD] + s[S_NODE] + s[S_LINK] + N_PTR * s[S_PTR] + s[S_MAT] + s[S_DIRTY] +
+           N_IDS * s[S_IDS] + ALIGN;
 }
 
 size_t lmb_hier_bytes(uint32_t capacity) {
@@ -42,6 +47,8 @@ static void reset_record(lmb_hier *h, uint32_t id) {
     memset(&h->node[id], 0, sizeof h->node[id]);
     memset(&h->link[id], 0, sizeof h->link[id]);
     h->slot[id] = NULL;
+    h->gen[id] = NULL;
+    h->seen[id] = 0;
     memcpy(h->node[id].srt, IDENTITY_SRT, sizeof IDENTITY_SRT);
     memcpy(lmb_hier_world(h, id), IDENTITY, sizeof IDENTITY);
     memcpy(lmb_hier_base(h, id), IDENTITY, sizeof IDENTITY);
@@ -58,15 +65,18 @@ lmb_hier *lmb_hier_place(void *mem, uint32_t capacity, uint32_t stale_bound) {
     h->stale_bound = stale_bound;
     h->dirty_cap = 2 * (capacity + 1);
     h->cache_structure = UINT32_MAX;
+    h->frame = 1;
     h->node = (lmb_hnode *)(void *)p, p += s[S_NODE];
     h->link = (lmb_hlink *)(void *)p, p += s[S_LINK];
-    h->slot = (const float **)(void *)p, p += s[S_SLOT];
+    h->slot = (const float **)(void *)p, p += s[S_PTR];
+    h->gen = (const uint32_t **)(void *)p, p += s[S_PTR];
+    h->pose = (const uint32_t **)(void *)p, p += s[S_PTR];
     h->mats = (float *)(void *)p, p += s[S_MAT];
     h->dirty = (uint32_t *)(void *)p, p += s[S_DIRTY];
-    h->order = (uint32_t *)(void *)p, p += s[S_IDS];
-    h->cache = (uint32_t *)(void *)p, p += s[S_IDS];
-    h->scratch = (uint32_t *)(void *)p, p += s[S_IDS];
-    h->changed = (uint32_t *)(void *)p;
+    uint32_t **ids[N_IDS] = {&h->seen,    &h->order, &h->cache,     &h->scratch,   &h->pending,
+                             &h->changed, &h->free,  &h->followers, &h->pose_seen, &h->pose_refs};
+    for (int k = 0; k < N_IDS; k++)
+        *ids[k] = (uint32_t *)(void *)p, p += s[S_IDS];
     for (uint32_t i = 0; i <= capacity; i++)
         reset_record(h, i);
     h->link[0].depth = -1; /* the sentinel of the preorder list */
@@ -78,12 +88,23 @@ void lmb_hier_copy(lmb_hier *dst, const lmb_hier *src) {
     memcpy(dst->node, src->node, n * sizeof *src->node);
     memcpy(dst->link, src->link, n * sizeof *src->link);
     memcpy((void *)dst->slot, (const void *)src->slot, n * sizeof *src->slot);
+    memcpy((void *)dst->gen, (const void *)src->gen, n * sizeof *src->gen);
+    memcpy(dst->seen, src->seen, n * sizeof(uint32_t));
     memcpy(dst->mats, src->mats, n * 32 * sizeof(float));
     memcpy(dst->dirty, src->dirty, src->dirty_count * sizeof(uint32_t));
     memcpy(dst->order, src->order, n * sizeof(uint32_t));
     memcpy(dst->cache, src->cache, n * sizeof(uint32_t));
     memcpy(dst->changed, src->changed, n * sizeof(uint32_t));
+    memcpy(dst->followers, src->followers, src->follower_count * sizeof(uint32_t));
+    memcpy((void *)dst->pose, (const void *)src->pose, src->pose_count * sizeof *src->pose);
+    memcpy(dst->pose_seen, src->pose_seen, src->pose_count * sizeof(uint32_t));
+    memcpy(dst->pose_refs, src->pose_refs, src->pose_count * sizeof(uint32_t));
+    for (uint32_t k = 0; k < src->free_count; k++) /* the ring, unrolled */
+        dst->free[k] = src->free[(src->free_head + k) % src->capacity];
+    dst->free_head = 0;
+    dst->free_count = src->free_count;
     dst->pass = src->pass;
+    dst->frame = src->frame;
     dst->structure = src->structure;
     dst->cache_structure = src->cache_structure;
     dst->cache_count = src->cache_count;
@@ -92,6 +113,10 @@ void lmb_hier_copy(lmb_hier *dst, const lmb_hier *src) {
     dst->order_count = src->order_count;
     dst->changed_count = src->changed_count;
     dst->last_cached = src->last_cached;
+    dst->count = src->count;
+    dst->top = src->top;
+    dst->follower_count = src->follower_count;
+    dst->pose_count = src->pose_count;
 }
 
 /* ---- pending changes ------------------------------------------------------ */
@@ -118,6 +143,12 @@ void lmb_hier_touch(lmb_hier *h, uint32_t id) {
     n->flags |= LMB_HIER_DIRTY;
     if (h->dirty_count == h->dirty_cap) compact_dirty(h);
     h->dirty[h->dirty_count++] = id;
+}
+
+lmb_status lmb_hier_check_rotation(const float r[4]) {
+    double r0 = (double)r[0], r1 = (double)r[1], r2 = (double)r[2], r3 = (double)r[3];
+    double len = sqrt(r0 * r0 + r1 * r1 + r2 * r2 + r3 * r3);
+    return len > 1e-12 && isfinite(len) ? LMB_OK : LMB_EINVAL;
 }
 
 lmb_status lmb_hier_set_srt(lmb_hier *h, uint32_t id, const float *t, const float *r,
@@ -269,13 +300,31 @@ void lmb_hier_refresh(lmb_hier *h, uint32_t id) {
 }
 
 int lmb_hier_has_changed(const lmb_hier *h, uint32_t id) {
-    const lmb_hnode *n = &h->node[id];
-    if (h->pass == 0) return 0;
-    if (n->changed == h->pass) return 1;
-    return n->nchild == 0 && n->parent != 0 && h->node[n->parent].changed == h->pass;
+    return h->pass != 0 && h->node[id].changed >= h->frame;
 }
 
 /* ---- structure ------------------------------------------------------------------ */
+
+/* Leaf x joins / leaves the list of leaf children of p. */
+static void leaf_insert(lmb_hier *h, uint32_t p, uint32_t x) {
+    lmb_hlink *link = h->link;
+    uint32_t f = link[p].leaves;
+    link[x].prev = 0;
+    link[x].next = f;
+    link[x].depth = 0;
+    if (f) link[f].prev = x;
+    link[p].leaves = x;
+}
+
+static void leaf_remove(lmb_hier *h, uint32_t p, uint32_t x) {
+    lmb_hlink *link = h->link;
+    if (link[x].prev)
+        link[link[x].prev].next = link[x].next;
+    else
+        link[p].leaves = link[x].next;
+    if (link[x].next) link[link[x].next].prev = link[x].prev;
+    link[x].next = link[x].prev = 0;
+}
 
 /* Last node of the preorder run of non-leaf x (x and its non-leaf descendants). */
 static uint32_t run_last(const lmb_hier *h, uint32_t x) {
@@ -290,11 +339,13 @@ static uint32_t run_last(const lmb_hier *h, uint32_t x) {
 }
 
 /* Leaf q gets its first child: its world must be current before children
- * read it; it joins the order right after its parent. */
+ * read it; it leaves its parent's leaf list and joins the order right after
+ * its parent. */
 static void make_nonleaf(lmb_hier *h, uint32_t q) {
     lmb_hier_refresh(h, q);
     lmb_hlink *link = h->link;
     uint32_t p = h->node[q].parent;
+    leaf_remove(h, p, q);
     uint32_t b = link[p].next;
     link[q].depth = p ? link[p].depth + 1 : 0;
     link[p].next = q;
@@ -304,15 +355,58 @@ static void make_nonleaf(lmb_hier *h, uint32_t q) {
     h->structure++;
 }
 
-/* Non-leaf x lost its last child (its run is x alone): it leaves the order.
- * Its world and stamp stay those of its last computation. */
+/* Non-leaf x lost its last child (its run is x alone): it leaves the order
+ * for its parent's leaf list. Its world and stamp stay those of its last
+ * computation. */
 static void make_leaf(lmb_hier *h, uint32_t x) {
     lmb_hlink *l = &h->link[x];
     h->link[l->prev].next = l->next;
     h->link[l->next].prev = l->prev;
     l->next = l->prev = 0;
+    leaf_insert(h, h->node[x].parent, x);
     h->structure++;
 }
+
+/* ---- followers of pose joints ----------------------------------------------------- */
+
+static uint32_t pose_index(const lmb_hier *h, const uint32_t *gen) {
+    uint32_t k = 0;
+    while (k < h->pose_count && h->pose[k] != gen)
+        k++;
+    return k;
+}
+
+static void follower_add(lmb_hier *h, uint32_t id, const uint32_t *gen) {
+    h->followers[h->follower_count++] = id;
+    h->node[id].fpos = h->follower_count;
+    h->gen[id] = gen;
+    h->seen[id] = *gen;
+    uint32_t k = pose_index(h, gen);
+    if (k == h->pose_count) {
+        h->pose[k] = gen;
+        h->pose_seen[k] = *gen;
+        h->pose_refs[k] = 0;
+        h->pose_count++;
+    }
+    h->pose_refs[k]++;
+}
+
+static void follower_remove(lmb_hier *h, uint32_t id) {
+    uint32_t at = h->node[id].fpos - 1, last = h->followers[--h->follower_count];
+    h->followers[at] = last;
+    h->node[last].fpos = at + 1;
+    h->node[id].fpos = 0;
+    uint32_t k = pose_index(h, h->gen[id]);
+    if (--h->pose_refs[k] == 0) {
+        uint32_t e = --h->pose_count;
+        h->pose[k] = h->pose[e];
+        h->pose_seen[k] = h->pose_seen[e];
+        h->pose_refs[k] = h->pose_refs[e];
+    }
+    h->gen[id] = NULL;
+}
+
+/* ---- nodes ------------------------------------------------------------------------ */
 
 int lmb_hier_is_below(const lmb_hier *h, uint32_t a, uint32_t b) {
     while (a != 0) {
@@ -322,14 +416,29 @@ int lmb_hier_is_below(const lmb_hier *h, uint32_t a, uint32_t b) {
     return 0;
 }
 
-void lmb_hier_create(lmb_hier *h, uint32_t id) {
+uint32_t lmb_hier_next_id(const lmb_hier *h) {
+    if (h->free_count) return h->free[h->free_head];
+    return h->top < h->capacity ? h->top + 1 : 0;
+}
+
+uint32_t lmb_hier_create(lmb_hier *h) {
+    uint32_t id = lmb_hier_next_id(h);
+    if (h->free_count) {
+        h->free_head = (h->free_head + 1) % h->capacity;
+        h->free_count--;
+    } else {
+        h->top = id;
+    }
     reset_record(h, id);
     h->node[id].flags = LMB_HIER_ALIVE | LMB_HIER_BASE_DIRTY;
+    leaf_insert(h, 0, id);
+    h->count++;
     lmb_hier_touch(h, id);
+    return id;
 }
 
 void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t newp, const float *slot, int mode,
-                   int animated) {
+                   const uint32_t *generation) {
     lmb_hnode *node = h->node;
     lmb_hlink *link = h->link;
     uint32_t oldp = node[id].parent;
@@ -338,8 +447,8 @@ void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t newp, const float *slot, i
             if (node[newp].nchild == 0) make_nonleaf(h, newp);
             node[newp].nchild++;
         }
-        node[id].parent = newp;
         if (node[id].nchild > 0) {
+            node[id].parent = newp;
             /* cut the run of id out of the order and splice it after newp */
             uint32_t last = run_last(h, id);
             uint32_t before = link[id].prev, after = link[last].next;
@@ -358,14 +467,20 @@ void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t newp, const float *slot, i
             link[last].next = c;
             link[c].prev = last;
             h->structure++;
+        } else {
+            leaf_remove(h, oldp, id);
+            node[id].parent = newp;
+            leaf_insert(h, newp, id);
         }
         if (oldp && --node[oldp].nchild == 0) make_leaf(h, oldp);
     }
     h->slot[id] = slot;
+    if (node[id].fpos) follower_remove(h, id);
+    if (generation) follower_add(h, id, generation);
     uint32_t f = node[id].flags & ~(LMB_HIER_MODE_MASK | LMB_HIER_ANIMATED | LMB_HIER_HAS_SLOT);
     f |= ((uint32_t)mode & LMB_HIER_MODE_MASK) | LMB_HIER_BASE_DIRTY;
     if (slot) f |= LMB_HIER_HAS_SLOT;
-    if (animated) f |= LMB_HIER_ANIMATED;
+    if (generation) f |= LMB_HIER_ANIMATED;
     node[id].flags = f;
     lmb_hier_touch(h, id);
 }
@@ -384,32 +499,35 @@ uint32_t lmb_hier_subtree_size(const lmb_hier *h, uint32_t id) {
 
 uint32_t lmb_hier_destroy(lmb_hier *h, uint32_t id, uint32_t *out) {
     lmb_hnode *node = h->node;
-    uint32_t n = 0;
+    lmb_hlink *link = h->link;
+    uint32_t n = 0, p = node[id].parent;
     if (node[id].nchild > 0) {
-        lmb_hlink *link = h->link;
         uint32_t last = run_last(h, id);
         for (uint32_t cur = id;; cur = link[cur].next) {
             out[n++] = cur;
-            node[cur].flags |= DOOM;
             if (cur == last) break;
         }
         uint32_t before = link[id].prev, after = link[last].next;
         link[before].next = after;
         link[after].prev = before;
-        /* leaves are in no list: one scan finds those below doomed nodes */
-        for (uint32_t x = 1; x <= h->capacity; x++) {
-            if ((node[x].flags & LMB_HIER_ALIVE) && node[x].nchild == 0 &&
-                (node[node[x].parent].flags & DOOM))
+        /* the leaves of the run hang on its nodes' leaf lists */
+        uint32_t runs = n;
+        for (uint32_t k = 0; k < runs; k++)
+            for (uint32_t x = link[out[k]].leaves; x; x = link[x].next)
                 out[n++] = x;
-        }
         h->structure++;
     } else {
+        leaf_remove(h, p, id);
         out[n++] = id;
     }
-    uint32_t p = node[id].parent;
     if (p && --node[p].nchild == 0) make_leaf(h, p);
-    for (uint32_t k = 0; k < n; k++)
-        reset_record(h, out[k]);
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t x = out[k];
+        if (node[x].fpos) follower_remove(h, x);
+        reset_record(h, x);
+        h->free[(h->free_head + h->free_count++) % h->capacity] = x;
+    }
+    h->count -= n;
     return n;
 }
 
@@ -426,28 +544,51 @@ static void set_cache(lmb_hier *h, const uint32_t *order, uint32_t n) {
     h->cache_count = n;
 }
 
-uint32_t lmb_hier_update(lmb_hier *h) {
+/* Keeps the live, distinct entries of the frame's changed list (a node
+ * destroyed and created again within a frame can be listed twice). */
+static void compact_changed(lmb_hier *h) {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < h->changed_count; i++) {
+        lmb_hnode *n = &h->node[h->changed[i]];
+        if ((n->flags & LMB_HIER_ALIVE) && n->changed >= h->frame && !(n->flags & KEPT)) {
+            n->flags |= KEPT;
+            h->changed[k++] = h->changed[i];
+        }
+    }
+    for (uint32_t i = 0; i < k; i++)
+        h->node[h->changed[i]].flags &= ~KEPT;
+    h->changed_count = k;
+}
+
+/* Node x changes in pass `pass` of the current frame: listed once per frame. */
+static inline void mark_changed(lmb_hier *h, uint32_t x, uint32_t pass) {
+    lmb_hnode *n = &h->node[x];
+    if (n->changed < h->frame) {
+        if (h->changed_count > h->capacity) compact_changed(h);
+        h->changed[h->changed_count++] = x;
+    }
+    n->changed = pass;
+}
+
+/* One pass from the changed nodes ids[0 .. count) (live, distinct). */
+static uint32_t run(lmb_hier *h, const uint32_t *ids, uint32_t count) {
     lmb_hnode *node = h->node;
     const lmb_hlink *link = h->link;
     uint32_t pass = ++h->pass;
-    uint32_t nc = 0, nn = 0, n = 0;
+    uint32_t nn = 0, n = 0;
     int miss = h->cache_structure != h->structure;
-    for (uint32_t i = 0; i < h->dirty_count; i++) {
-        uint32_t id = h->dirty[i];
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t id = ids[i];
         lmb_hnode *d = &node[id];
-        if (!(d->flags & LMB_HIER_DIRTY)) continue; /* destroyed, or a repeat */
-        d->flags &= ~LMB_HIER_DIRTY;
-        d->changed = pass;
+        mark_changed(h, id, pass);
         if (d->nchild == 0) {
             d->flags |= LMB_HIER_STALE;
-            h->changed[nc++] = id;
         } else {
             d->flags |= LMB_HIER_MARK;
             h->scratch[nn++] = id;
             if (!(d->flags & LMB_HIER_CACHED)) miss = 1;
         }
     }
-    h->dirty_count = 0;
     if (nn > 0) {
         uint32_t *order = h->order;
         if (!miss) {
@@ -456,7 +597,7 @@ uint32_t lmb_hier_update(lmb_hier *h) {
             for (uint32_t i = 0; i < h->cache_count; i++) {
                 uint32_t x = h->cache[i];
                 if ((node[x].flags & LMB_HIER_MARK) || node[node[x].parent].changed == pass) {
-                    node[x].changed = pass;
+                    mark_changed(h, x, pass);
                     order[n++] = x;
                 }
             }
@@ -475,7 +616,7 @@ uint32_t lmb_hier_update(lmb_hier *h) {
                 int32_t d = link[x].depth;
                 uint32_t cur = x;
                 do {
-                    node[cur].changed = pass;
+                    mark_changed(h, cur, pass);
                     order[n++] = cur;
                     cur = link[cur].next;
                 } while (link[cur].depth > d);
@@ -487,9 +628,61 @@ uint32_t lmb_hier_update(lmb_hier *h) {
         for (uint32_t i = 0; i < nn; i++)
             node[h->scratch[i]].flags &= ~LMB_HIER_MARK;
         lmb_hier_pass(h, order, n, pass);
-        memcpy(h->changed + nc, order, n * sizeof(uint32_t));
+        /* the leaf children of the order moved with it (computed when read) */
+        for (uint32_t i = 0; i < n; i++)
+            for (uint32_t x = link[order[i]].leaves; x; x = link[x].next)
+                mark_changed(h, x, pass);
     }
     h->order_count = n;
-    h->changed_count = nc + n;
     return n;
+}
+
+uint32_t lmb_hier_changed(lmb_hier *h) {
+    compact_changed(h);
+    return h->changed_count;
+}
+
+uint32_t lmb_hier_update(lmb_hier *h) {
+    h->frame = h->pass + 1;
+    h->changed_count = 0;
+    for (uint32_t k = 0; k < h->follower_count; k++) {
+        uint32_t f = h->followers[k];
+        if (*h->gen[f] != h->seen[f]) {
+            h->seen[f] = *h->gen[f];
+            lmb_hier_touch(h, f);
+        }
+    }
+    for (uint32_t k = 0; k < h->pose_count; k++)
+        h->pose_seen[k] = *h->pose[k];
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < h->dirty_count; i++) {
+        uint32_t id = h->dirty[i];
+        lmb_hnode *d = &h->node[id];
+        if (!(d->flags & LMB_HIER_DIRTY)) continue; /* destroyed, or a repeat */
+        d->flags &= ~LMB_HIER_DIRTY;
+        h->pending[count++] = id;
+    }
+    h->dirty_count = 0;
+    return run(h, h->pending, count);
+}
+
+uint32_t lmb_hier_sync(lmb_hier *h) {
+    int moved = 0;
+    if (h->pass == 0) return 0;
+    for (uint32_t k = 0; k < h->pose_count; k++) {
+        if (*h->pose[k] != h->pose_seen[k]) {
+            h->pose_seen[k] = *h->pose[k];
+            moved = 1;
+        }
+    }
+    if (!moved) return 0;
+    uint32_t count = 0;
+    for (uint32_t k = 0; k < h->follower_count; k++) {
+        uint32_t f = h->followers[k];
+        if (*h->gen[f] != h->seen[f]) {
+            h->seen[f] = *h->gen[f];
+            h->pending[count++] = f;
+        }
+    }
+    return count ? run(h, h->pending, count) : 0;
 }

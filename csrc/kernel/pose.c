@@ -37,6 +37,7 @@ lmb_pose *lmb_pose_place(void *mem, const lmb_skeleton *s, uint32_t instances) {
     pose->instance_count = instances;
     pose->block_count = (instances + LMB_LANES - 1) / LMB_LANES;
     pose->has_root = 0;
+    pose->generation = 0;
     pose->local = (float *)(void *)p, p += local;
     pose->model = (float *)(void *)p, p += model;
     pose->root = (float *)(void *)p, p += root;
@@ -176,6 +177,7 @@ void lmb_pose_local_to_model(lmb_pose *p, uint32_t first_block, uint32_t block_c
                 if (fd[l] < start) start = fd[l];
         }
         if (start >= J) continue;
+        p->generation++;
         if (start > 0) {
             /* Partial update: parents above `start` were not computed in this
              * call; bring their stored model matrices back into the scratch. */

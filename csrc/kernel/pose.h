@@ -35,6 +35,7 @@ typedef struct lmb_pose {
     uint32_t *first_dirty; /* block_count * LMB_LANES */
     float *scratch;        /* J * 12 * LMB_LANES: one block's model matrices, SoA */
     uint8_t *loaded;       /* J flags used by partial updates */
+    uint32_t generation;   /* bumped whenever model matrices change (read by scenes) */
 } lmb_pose;
 
 /* Bytes to reserve for a pose of `instances` x `joints` (any alignment;

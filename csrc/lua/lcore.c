@@ -566,7 +566,7 @@ static void wrap_table(lua_State *L, int t, int state, int depth, const char *pr
  * and writes), never run a kernel that dispatches on the SIMD level, and
  * name themselves in their errors. */
 static int plain_class(const char *name) {
-    static const char *const plain[] = {"limber.Hierarchy", NULL};
+    static const char *const plain[] = {"limber.Scene", NULL};
     for (int k = 0; plain[k]; k++)
         if (strcmp(name, plain[k]) == 0) return 1;
     return 0;

@@ -1,8 +1,24 @@
-/* lcore_scene.c: Lua types Hierarchy (the matrix storage of a scene, driven
- * by lua/limber/scene.lua) and Slots (a static table of named attachment
- * matrices, also used for flattened prefabs). Node ids are 1-based here
- * and 0-based in the kernel; parent 0 means "no parent". Every check runs
- * before anything is changed. */
+/* lcore_scene.c: the Lua classes limber.Scene (a scene tree; its nodes
+ * live in the kernel's storage, csrc/kernel/hierarchy.h) and limber.Slots
+ * (a static table of named attachment matrices, also used for flattened
+ * prefabs). Node ids are the same integers in Lua, here and in the kernel
+ * (1 .. capacity); the kernel's 0 ("no parent") is nil at the surface.
+ *
+ * A Scene userdata is one pointer to its kernel storage, which is a separate
+ * userdata in user value 1: growing the scene copies the nodes into a larger
+ * storage and swaps the pointer, so the object the user holds stays the
+ * same (examples/baselines/hierarchy.c reads that pointer too). The other
+ * user values are Lua tables indexed by node id, each entry false when
+ * unused (an entry is made when its id is first created, so later writes
+ * never allocate):
+ *  2 (ANCHORS)   the object whose memory the node's slot pointer reads (a
+ *                Slots or a Pose): the collector keeps it while it is read;
+ *  3 (NAMES)     the slot name (or joint index) the node hangs on;
+ *  4 (PROVIDERS) the Slots or Pose whose slots the node offers its children;
+ *  5 (INSTANCES) the pose instance of a Pose provider.
+ * Every check runs before anything changes, and everything that can
+ * allocate (table entries, a larger storage) comes before the commit, so an
+ * error, an out-of-memory one included, leaves the scene as it was. */
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
@@ -12,580 +28,728 @@
 #include "palette.h"
 #include "pose.h"
 
-#define HIER_MT "limber.Hierarchy"
+#define SCENE_MT "limber.Scene"
 #define SLOTS_MT "limber.Slots"
+
+enum { UV_STORAGE = 1, UV_ANCHORS, UV_NAMES, UV_PROVIDERS, UV_INSTANCES, UV_COUNT = UV_INSTANCES };
+
+#define MAX_CAPACITY (1 << 26)
 
 typedef struct lslots {
     uint32_t count;
     float *m; /* count * 16 floats, affine, column-major */
 } lslots;
 
-static lmb_hier *check_hier(lua_State *L, int arg) {
-    return (lmb_hier *)lmb_align_ptr(luaL_checkudata(L, arg, HIER_MT), 64);
-}
-
-/* Registry key (by address, no string lookup) of the Hierarchy metatable. */
-static const char HIER_KEY = 0;
-
-/* The Hierarchy userdata at stack index idx, or NULL: its metatable is
- * compared with the one kept under HIER_KEY (luaL_testudata would look the
- * name up in the registry, a string compare per call on the hot methods). */
-static void *test_hier(lua_State *L, int idx) {
-    void *u = lua_touserdata(L, idx);
-    if (!u || !lua_getmetatable(L, idx)) return NULL;
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &HIER_KEY);
-    int same = lua_rawequal(L, -1, -2);
-    lua_pop(L, 2);
-    return same ? u : NULL;
-}
-
-/* The Hierarchy userdata at argument 1 (a Hierarchy, or a limber.scene
- * table holding one in field "store"), or NULL. */
-static void *find_hier(lua_State *L) {
-    if (lua_type(L, 1) != LUA_TTABLE) return test_hier(L, 1);
-    lua_getfield(L, 1, "store");
-    void *u = test_hier(L, -1);
-    lua_pop(L, 1); /* the scene table keeps the store alive */
-    return u;
-}
-
-/* The hierarchy at argument 1, found by find_hier (so the scene's hot methods
- * are these C functions, with no Lua wrapper in between). */
-static lmb_hier *self_hier(lua_State *L) {
-    void *u = find_hier(L);
-    if (!u) {
-        if (lua_type(L, 1) == LUA_TTABLE)
-            luaL_argerror(L, 1, "limber.Scene or limber.Hierarchy expected");
-        luaL_checkudata(L, 1, HIER_MT); /* raises the usual message */
-    }
-    return (lmb_hier *)lmb_align_ptr(u, 64);
-}
-
 static lslots *check_slots(lua_State *L, int arg) {
     return (lslots *)lmb_align_ptr(luaL_checkudata(L, arg, SLOTS_MT), 64);
 }
 
-/* Short description of a value for messages: "number nan", "string x", "nil". */
-static const char *describe(lua_State *L, int arg) {
-    int t = lua_type(L, arg);
-    if (t == LUA_TNUMBER || t == LUA_TSTRING)
-        return lua_pushfstring(L, "%s %s", luaL_typename(L, arg), luaL_tolstring(L, arg, NULL));
-    return luaL_typename(L, arg);
-}
+/* ---- errors --------------------------------------------------------------- */
 
-/* Raises "limber.scene: <msg>" at the line of the function `level` frames
- * up: 1 is the caller of the hot scene methods (these C functions, called
- * directly by the user), 2 the caller of a Lua wrapper such as Scene:world. */
-static int scene_error_at(lua_State *L, int level, const char *fmt, ...) {
+/* "bad argument #k to 'limber.Scene:<m>' (<problem>)" at the caller's line;
+ * k counts as the caller wrote the call (self is not counted in a method
+ * call), as luaL_argerror does. */
+static int scene_argerror(lua_State *L, const char *m, int arg, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    luaL_where(L, level);
-    lua_pushstring(L, "limber.scene: ");
-    lua_pushvfstring(L, fmt, ap);
+    const char *msg = lua_pushvfstring(L, fmt, ap);
     va_end(ap);
-    lua_concat(L, 3);
-    return lua_error(L);
+    lua_Debug ar;
+    if (lua_getstack(L, 0, &ar)) {
+        lua_getinfo(L, "n", &ar);
+        if (ar.namewhat && strcmp(ar.namewhat, "method") == 0 && --arg == 0)
+            return luaL_error(L, "calling 'limber.Scene:%s' on bad self (%s)", m, msg);
+    }
+    return luaL_error(L, "bad argument #%d to 'limber.Scene:%s' (%s)", arg, m, msg);
 }
 
-#define scene_error(L, ...) scene_error_at(L, 1, __VA_ARGS__)
+/* "limber.Scene:<m>: <problem>" at the caller's line. */
+static int scene_error(lua_State *L, const char *m, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const char *msg = lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    return luaL_error(L, "limber.Scene:%s: %s", m, msg);
+}
 
-/* A live node id (1-based, as in Lua); errors name the line `level` up. */
-static uint32_t check_live_at(lua_State *L, lmb_hier *h, int arg, const char *what, int level) {
-    if (!lua_isinteger(L, arg))
-        scene_error_at(L, level, "%s must be an integer node id (got %s)", what, describe(L, arg));
-    lua_Integer id = lua_tointeger(L, arg);
-    if (id < 1 || id > (lua_Integer)h->capacity || !(h->node[id].flags & LMB_HIER_ALIVE))
-        scene_error_at(L, level, "%s%snode %I does not exist (unknown or destroyed)",
-                       strcmp(what, "node") ? what : "", strcmp(what, "node") ? ": " : "", id);
+/* Short description of a value for messages: "number nan", "string x", "nil". */
+static const char *describe(lua_State *L, int idx) {
+    int t = lua_type(L, idx);
+    if (t == LUA_TNUMBER || t == LUA_TSTRING) {
+        idx = lua_absindex(L, idx);
+        return lua_pushfstring(L, "%s %s", luaL_typename(L, idx), luaL_tolstring(L, idx, NULL));
+    }
+    return luaL_typename(L, idx);
+}
+
+/* ---- the Scene userdata --------------------------------------------------- */
+
+/* Registry key (by address) of the Scene metatable: comparing metatables
+ * costs no string lookup on the hot methods. */
+static const char SCENE_KEY = 0;
+
+static lmb_hier **test_scene(lua_State *L, int idx) {
+    void *u = lua_touserdata(L, idx);
+    if (!u || !lua_getmetatable(L, idx)) return NULL;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &SCENE_KEY);
+    int same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    return same ? (lmb_hier **)u : NULL;
+}
+
+/* The storage of the Scene at argument 1 (method `m`). */
+static lmb_hier *self_scene(lua_State *L, const char *m) {
+    lmb_hier **u = test_scene(L, 1);
+    if (!u) scene_argerror(L, m, 1, "limber.Scene expected, got %s", luaL_typename(L, 1));
+    return *u;
+}
+
+/* A live node id at argument `arg`; `what` is "node" or an option name. */
+static uint32_t check_node(lua_State *L, lmb_hier *h, const char *m, int arg, int idx,
+                           const char *what) {
+    const char *sep = strcmp(what, "node") ? ": " : "";
+    const char *pre = *sep ? what : "";
+    if (!lua_isinteger(L, idx))
+        scene_argerror(L, m, arg, "%s must be an integer node id (got %s)", what, describe(L, idx));
+    lua_Integer id = lua_tointeger(L, idx);
+    if (id < 1 || id > (lua_Integer)h->capacity || !lmb_hier_alive(h, (uint32_t)id))
+        scene_argerror(L, m, arg, "%s%snode %I does not exist or was destroyed", pre, sep, id);
     return (uint32_t)id;
 }
 
-static uint32_t check_live(lua_State *L, lmb_hier *h, int arg, const char *what) {
-    return check_live_at(L, h, arg, what, 1);
+#define check_live(L, h, m, arg) check_node(L, h, m, arg, arg, "node")
+
+/* A parent: nil (none, returned as 0) or a live node. */
+static uint32_t opt_parent(lua_State *L, lmb_hier *h, const char *m, int arg, int idx) {
+    if (lua_isnoneornil(L, idx)) return 0;
+    return check_node(L, h, m, arg, idx, "parent");
 }
 
-/* A node id in [1, capacity], live or not (raw access for baselines). */
-static uint32_t check_slot_id(lua_State *L, lmb_hier *h, int arg) {
-    lua_Integer id = luaL_checkinteger(L, arg);
-    if (id < 1 || id > (lua_Integer)h->capacity)
-        luaL_argerror(
-            L, arg,
-            lua_pushfstring(L, "node index %I out of range [1, %I]", id, (lua_Integer)h->capacity));
-    return (uint32_t)id;
-}
-
-static float check_coord(lua_State *L, int arg, const char *what) {
+static float check_coord(lua_State *L, const char *m, int arg, const char *what) {
     lua_Number v = lua_tonumber(L, arg);
     if (lua_type(L, arg) != LUA_TNUMBER || !isfinite(v) || fabs(v) > 3.4e38)
-        scene_error(L, "%s must be a finite number (got %s)", what, describe(L, arg));
+        scene_argerror(L, m, arg, "%s must be a finite number (got %s)", what, describe(L, arg));
     return (float)v;
 }
 
-static lmb_hier *push_hier(lua_State *L, uint32_t cap, uint32_t bound) {
-    size_t bytes = lmb_hier_bytes(cap);
-    if (bytes == 0) luaL_error(L, "limber.Hierarchy: capacity %I out of range", (lua_Integer)cap);
-    void *mem = lua_newuserdatauv(L, bytes, 1);
-    luaL_setmetatable(L, HIER_MT);
-    return lmb_hier_place(mem, cap, bound);
-}
-
-/** core.hierarchy(capacity [, stale_bound]): storage for nodes 1 .. capacity. */
-static int l_hier_new(lua_State *L) {
-    lua_Integer cap = luaL_checkinteger(L, 1);
-    luaL_argcheck(L, cap >= 1 && cap <= (1 << 26), 1, "capacity out of range [1, 67108864]");
-    lua_Integer bound = luaL_optinteger(L, 2, 256);
-    luaL_argcheck(L, bound >= 0 && bound <= (lua_Integer)UINT32_MAX, 2, "stale bound out of range");
-    push_hier(L, (uint32_t)cap, (uint32_t)bound);
-    lua_newtable(L); /* anchors: id -> the object a node's slot pointer reads */
-    lua_setiuservalue(L, -2, 1);
-    return 1;
-}
-
-/** h:grow(capacity): a new, larger hierarchy holding a copy of every node.
- * The new hierarchy gets its own copy of the anchor table (the slot owners
- * its nodes read): a destroy or link on one of the two must never release
- * an owner the other still reads. The old one is left unchanged. */
-static int l_hier_grow(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    lua_Integer cap = luaL_checkinteger(L, 2);
-    luaL_argcheck(L, cap >= (lua_Integer)h->capacity && cap <= (1 << 26), 2,
-                  "capacity must not shrink and must be at most 67108864");
-    lua_settop(L, 2);
-    lmb_hier *d = push_hier(L, (uint32_t)cap, h->stale_bound); /* 3 */
-    lua_getiuservalue(L, 1, 1);                                /* 4: the old anchors */
-    lua_createtable(L, 0, 0);                                  /* 5: the new ones */
-    lua_pushnil(L);
-    while (lua_next(L, 4)) {
-        lua_pushvalue(L, -2);
-        lua_insert(L, -2);
-        lua_rawset(L, 5);
-    }
-    lua_setiuservalue(L, 3, 1);
-    lua_settop(L, 3);
-    lmb_hier_copy(d, h); /* nothing can fail from here */
-    return 1;
-}
-
-static int l_hier_capacity(lua_State *L) {
-    lua_pushinteger(L, check_hier(L, 1)->capacity);
-    return 1;
-}
-
-/** h:create(id): makes free id a live root leaf (identity SRT, changed). */
-static int l_hier_create(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    uint32_t id = check_slot_id(L, h, 2);
-    if (h->node[id].flags & LMB_HIER_ALIVE)
-        return luaL_error(L, "limber.Hierarchy: node %I is in use", (lua_Integer)id);
-    /* the node's anchor entry exists from now on (false: no owner), so a
-     * later link stores its owner without allocating: an allocation failure
-     * happens here, before the node exists, or never */
-    lua_getiuservalue(L, 1, 1);
-    lua_pushboolean(L, 0);
-    lua_rawseti(L, -2, (lua_Integer)id);
-    lmb_hier_create(h, id);
-    return 0;
-}
-
-/** h:alive(id): true for a live node. */
-static int l_hier_alive(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    lua_Integer id = luaL_checkinteger(L, 2);
-    lua_pushboolean(L, id >= 1 && id <= (lua_Integer)h->capacity &&
-                           (h->node[id].flags & LMB_HIER_ALIVE));
-    return 1;
-}
-
-/* Raw reads, each element once, into `out`: no metamethod can run code in
- * the middle of a change or answer differently later. */
-static void read_vec(lua_State *L, int arg, const char *what, float *out, int n) {
-    if (!lua_istable(L, arg))
-        scene_error(L, "%s must be a table of %d numbers (got %s)", what, n, luaL_typename(L, arg));
+/* Raw reads of n finite numbers from the table at stack index idx, each
+ * element once: no metamethod can run code in the middle of a change or
+ * answer differently later. A rotation must not be a zero quaternion. */
+static void read_vec(lua_State *L, const char *m, int arg, int idx, const char *what, float *out,
+                     int n) {
+    if (!lua_istable(L, idx))
+        scene_argerror(L, m, arg, "%s must be a table of %d numbers (got %s)", what, n,
+                       luaL_typename(L, idx));
     for (int k = 0; k < n; k++) {
-        lua_rawgeti(L, arg, k + 1);
+        lua_rawgeti(L, idx, k + 1);
         lua_Number v = lua_tonumber(L, -1);
         if (lua_type(L, -1) != LUA_TNUMBER || !isfinite(v) || fabs(v) > 3.4e38)
-            scene_error(L, "%s[%d] must be a finite number (got %s)", what, k + 1, describe(L, -1));
+            scene_argerror(L, m, arg, "%s[%d] must be a finite number (got %s)", what, k + 1,
+                           describe(L, -1));
         lua_pop(L, 1);
         out[k] = (float)v;
     }
+    if (n == 4 && lmb_hier_check_rotation(out) != LMB_OK)
+        scene_argerror(L, m, arg, "%s is a zero quaternion", what);
 }
 
-/** h:set_srt(id, t, r, s): tables {x,y,z}, {x,y,z,w}, {x,y,z}; nil keeps
- * a component. The rotation is normalised; a zero quaternion is refused. */
-static int l_hier_set_srt(lua_State *L) {
-    lmb_hier *h = self_hier(L);
-    uint32_t id = check_live(L, h, 2, "node");
+static const char *const follow_names[] = {"full", "rigid", "translation", NULL};
+
+static int check_follow(lua_State *L, const char *m, int arg, int idx) {
+    if (lua_isnoneornil(L, idx)) return LMB_FOLLOW_FULL;
+    if (lua_type(L, idx) == LUA_TSTRING) {
+        const char *f = lua_tostring(L, idx);
+        for (int k = 0; follow_names[k]; k++)
+            if (strcmp(follow_names[k], f) == 0) return k;
+    }
+    return scene_argerror(L, m, arg, "follow must be 'full', 'rigid' or 'translation' (got %s)",
+                          describe(L, idx));
+}
+
+/* "'name'" or "3": a slot value for messages (pushed). */
+static const char *slot_label(lua_State *L, int idx) {
+    if (lua_type(L, idx) == LUA_TSTRING) return lua_pushfstring(L, "'%s'", lua_tostring(L, idx));
+    return lua_pushfstring(L, "%I", lua_tointeger(L, idx));
+}
+
+/* Pushes user value `uv` of the Scene at index 1. */
+static void push_uv(lua_State *L, int uv) {
+    lua_getiuservalue(L, 1, uv);
+}
+
+/* Where a node hangs: the slot pointer and the pose generation it follows,
+ * with the owner of that memory pushed on the stack (false: none). */
+typedef struct target {
+    const float *slot;
+    const uint32_t *generation;
+} target;
+
+/* Resolves slot value at stack index `idx` (nil: the parent's origin) on
+ * `parent`: a slot name of the parent's Slots, or a joint name or index of
+ * its Pose instance. Pushes the owner (or false). */
+static target resolve_slot(lua_State *L, const char *m, int arg, uint32_t parent, int idx) {
+    target t = {NULL, NULL};
+    int ty = lua_type(L, idx);
+    if (ty == LUA_TNIL || ty == LUA_TNONE) {
+        lua_pushboolean(L, 0);
+        return t;
+    }
+    int by_index = lua_isinteger(L, idx);
+    if (ty != LUA_TSTRING && !by_index)
+        scene_argerror(L, m, arg, "slot must be a string name or a joint index (got %s)",
+                       describe(L, idx));
+    if (parent == 0)
+        scene_argerror(L, m, arg, "slot %s: a root node has no slots", slot_label(L, idx));
+    push_uv(L, UV_PROVIDERS);
+    lua_rawgeti(L, -1, (lua_Integer)parent);
+    lua_remove(L, -2);
+    int prov = lua_gettop(L);
+    if (luaL_testudata(L, prov, SLOTS_MT)) {
+        lslots *s = (lslots *)lmb_align_ptr(lua_touserdata(L, prov), 64);
+        if (by_index)
+            scene_argerror(L, m, arg, "slot %s: only joints of a pose can be named by index",
+                           slot_label(L, idx));
+        lua_getiuservalue(L, prov, 1);
+        lua_getfield(L, -1, "index");
+        lua_pushvalue(L, idx);
+        lua_rawget(L, -2);
+        lua_Integer i = lua_tointeger(L, -1);
+        lua_pop(L, 3);
+        if (i < 1 || i > (lua_Integer)s->count)
+            scene_argerror(L, m, arg, "slot %s: node %I has no slot of that name",
+                           slot_label(L, idx), (lua_Integer)parent);
+        t.slot = s->m + (size_t)(i - 1) * 16;
+        return t;
+    }
+    if (!luaL_testudata(L, prov, POSE_MT))
+        scene_argerror(L, m, arg,
+                       "slot %s: node %I has no slots (create it with slots, a prefab or a pose)",
+                       slot_label(L, idx), (lua_Integer)parent);
+    lmb_pose *p = lcore_check_pose(L, prov);
+    push_uv(L, UV_INSTANCES);
+    lua_rawgeti(L, -1, (lua_Integer)parent);
+    lua_Integer inst = lua_tointeger(L, -1);
+    lua_pop(L, 2);
+    lua_Integer j;
+    if (by_index) {
+        j = lua_tointeger(L, idx);
+        if (j < 1 || j > (lua_Integer)p->joint_count)
+            scene_argerror(L, m, arg, "slot %I: joint index out of range [1, %I] for node %I", j,
+                           (lua_Integer)p->joint_count, (lua_Integer)parent);
+    } else {
+        lua_getiuservalue(L, prov, 1); /* the skeleton */
+        lua_getfield(L, -1, "find");
+        lua_insert(L, -2);
+        lua_pushvalue(L, idx);
+        lua_call(L, 2, 1);
+        j = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+        lua_pop(L, 1);
+        if (j < 1 || j > (lua_Integer)p->joint_count)
+            scene_argerror(L, m, arg, "slot %s: the skeleton of node %I has no joint of that name",
+                           slot_label(L, idx), (lua_Integer)parent);
+    }
+    t.slot = p->model + ((size_t)(inst - 1) * p->joint_count + (size_t)(j - 1)) * 16;
+    t.generation = &p->generation;
+    return t;
+}
+
+/* The commit of a link (nothing here allocates: the entries exist). The
+ * owner is on the top of the stack; the slot value at `slot_idx`. */
+static void commit_link(lua_State *L, lmb_hier *h, uint32_t id, uint32_t parent, int mode,
+                        int slot_idx, target t) {
+    int owner = lua_gettop(L);
+    push_uv(L, UV_ANCHORS);
+    lua_pushvalue(L, owner);
+    lua_rawseti(L, -2, (lua_Integer)id);
+    push_uv(L, UV_NAMES);
+    if (lua_isnoneornil(L, slot_idx))
+        lua_pushboolean(L, 0);
+    else
+        lua_pushvalue(L, slot_idx);
+    lua_rawseti(L, -2, (lua_Integer)id);
+    lua_settop(L, owner - 1);
+    lmb_hier_link(h, id, parent, t.slot, mode, t.generation);
+}
+
+static lmb_hier *push_storage(lua_State *L, uint32_t cap, uint32_t bound) {
+    size_t bytes = lmb_hier_bytes(cap);
+    if (bytes == 0) luaL_error(L, "limber.Scene: capacity %I out of range", (lua_Integer)cap);
+    return lmb_hier_place(lua_newuserdatauv(L, bytes, 0), cap, bound);
+}
+
+/** core.scene(capacity [, stale_bound]): an empty Scene for nodes 1 ..
+ * capacity (it grows by doubling when full). */
+static int l_scene_new(lua_State *L) {
+    lua_Integer cap = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, cap >= 1 && cap <= MAX_CAPACITY, 1, "capacity out of range [1, 67108864]");
+    lua_Integer bound = luaL_optinteger(L, 2, 256);
+    luaL_argcheck(L, bound >= 0 && bound <= (lua_Integer)UINT32_MAX, 2,
+                  "stale bound out of range [0, 4294967295]");
+    lua_settop(L, 0);
+    lmb_hier **u = (lmb_hier **)lua_newuserdatauv(L, sizeof *u, UV_COUNT);
+    *u = NULL;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &SCENE_KEY);
+    lua_setmetatable(L, 1);
+    for (int uv = UV_ANCHORS; uv <= UV_COUNT; uv++) {
+        lua_newtable(L);
+        lua_setiuservalue(L, 1, uv);
+    }
+    *u = push_storage(L, (uint32_t)cap, (uint32_t)bound);
+    lua_setiuservalue(L, 1, UV_STORAGE);
+    return 1;
+}
+
+/* Makes room for one more node: a storage of twice the capacity takes a
+ * copy of every node and replaces the old one (a world_buffer view keeps
+ * the old storage it reads alive). Returns the storage. */
+static lmb_hier *reserve_node(lua_State *L, const char *m) {
+    lmb_hier **u = (lmb_hier **)lua_touserdata(L, 1);
+    lmb_hier *h = *u;
+    if (lmb_hier_next_id(h) == 0) {
+        if (h->capacity >= MAX_CAPACITY) scene_error(L, m, "the scene is full (67108864 nodes)");
+        uint32_t cap = h->capacity > MAX_CAPACITY / 2 ? MAX_CAPACITY : h->capacity * 2;
+        lmb_hier *d = push_storage(L, cap, h->stale_bound);
+        lmb_hier_copy(d, h);
+        lua_setiuservalue(L, 1, UV_STORAGE);
+        *u = h = d;
+    }
+    /* every per-node table gets its entry before the node exists */
+    lua_Integer id = (lua_Integer)lmb_hier_next_id(h);
+    for (int uv = UV_ANCHORS; uv <= UV_COUNT; uv++) {
+        push_uv(L, uv);
+        if (lua_rawgeti(L, -1, id) == LUA_TNIL) {
+            lua_pushboolean(L, 0);
+            lua_rawseti(L, -3, id);
+        }
+        lua_pop(L, 2);
+    }
+    return h;
+}
+
+static const char *const create_keys[] = {"parent", "slot",  "follow", "translation", "rotation",
+                                          "scale",  "slots", "pose",   "instance",    NULL};
+enum { O_PARENT = 3, O_SLOT, O_FOLLOW, O_T, O_R, O_S, O_SLOTS, O_POSE, O_INSTANCE };
+
+/** scene:create([opts]): a new node; returns its id. */
+static int l_create(lua_State *L) {
+    const char *m = "create";
+    lmb_hier *h = self_scene(L, m);
+    if (lua_isnoneornil(L, 2)) {
+        lua_settop(L, 1);
+        lua_newtable(L);
+    } else if (!lua_istable(L, 2)) {
+        return scene_argerror(L, m, 2, "opts must be a table or nil (got %s)", luaL_typename(L, 2));
+    }
+    lua_settop(L, 2);
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        lua_pop(L, 1);
+        int known = 0;
+        if (lua_type(L, -1) == LUA_TSTRING)
+            for (int k = 0; create_keys[k]; k++)
+                known |= strcmp(create_keys[k], lua_tostring(L, -1)) == 0;
+        if (!known) return scene_argerror(L, m, 2, "unknown option %s", describe(L, -1));
+    }
+    for (int k = 0; create_keys[k]; k++)
+        lcore_rawfield(L, 2, create_keys[k]); /* O_PARENT .. O_INSTANCE */
+    uint32_t parent = opt_parent(L, h, m, 2, O_PARENT);
+    int mode = check_follow(L, m, 2, O_FOLLOW);
     float t[3], r[4], s[3];
-    int ht = !lua_isnoneornil(L, 3), hr = !lua_isnoneornil(L, 4), hs = !lua_isnoneornil(L, 5);
-    if (ht) read_vec(L, 3, "translation", t, 3);
-    if (hr) read_vec(L, 4, "rotation", r, 4);
-    if (hs) read_vec(L, 5, "scale", s, 3);
-    if (lmb_hier_set_srt(h, id, ht ? t : NULL, hr ? r : NULL, hs ? s : NULL) != LMB_OK)
-        return scene_error(L, "rotation is a zero quaternion");
+    int ht = !lua_isnil(L, O_T), hr = !lua_isnil(L, O_R), hs = !lua_isnil(L, O_S);
+    if (ht) read_vec(L, m, 2, O_T, "translation", t, 3);
+    if (hr) read_vec(L, m, 2, O_R, "rotation", r, 4);
+    if (hs) read_vec(L, m, 2, O_S, "scale", s, 3);
+    lua_Integer inst = 0;
+    if (!lua_isnil(L, O_SLOTS) && !lua_isnil(L, O_POSE))
+        return scene_argerror(L, m, 2, "give slots or pose, not both");
+    if (!lua_isnil(L, O_SLOTS) && !luaL_testudata(L, O_SLOTS, SLOTS_MT))
+        return scene_argerror(
+            L, m, 2, "slots must be a limber.Slots (from scene.slots or scene.prefab), got %s",
+            luaL_typename(L, O_SLOTS));
+    if (!lua_isnil(L, O_POSE)) {
+        if (!luaL_testudata(L, O_POSE, POSE_MT))
+            return scene_argerror(L, m, 2, "pose must be a limber.Pose, got %s",
+                                  luaL_typename(L, O_POSE));
+        lmb_pose *p = lcore_check_pose(L, O_POSE);
+        inst = lua_isnil(L, O_INSTANCE)       ? 1
+               : lua_isinteger(L, O_INSTANCE) ? lua_tointeger(L, O_INSTANCE)
+                                              : 0;
+        if (inst < 1 || inst > (lua_Integer)p->instance_count)
+            return scene_argerror(L, m, 2, "instance must be an integer in [1, %I] (got %s)",
+                                  (lua_Integer)p->instance_count, describe(L, O_INSTANCE));
+    } else if (!lua_isnil(L, O_INSTANCE)) {
+        return scene_argerror(L, m, 2, "instance is an instance of pose (no pose given)");
+    }
+    target tg = resolve_slot(L, m, 2, parent, O_SLOT); /* pushes the owner: 12 */
+    /* what can allocate */
+    h = reserve_node(L, m);
+    /* the commit */
+    uint32_t id = lmb_hier_create(h);
+    if (ht || hr || hs) lmb_hier_set_srt(h, id, ht ? t : NULL, hr ? r : NULL, hs ? s : NULL);
+    push_uv(L, UV_PROVIDERS);
+    lua_pushvalue(L, lua_isnil(L, O_SLOTS) ? O_POSE : O_SLOTS);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushboolean(L, 0);
+    }
+    lua_rawseti(L, -2, (lua_Integer)id);
+    push_uv(L, UV_INSTANCES);
+    if (inst)
+        lua_pushinteger(L, inst);
+    else
+        lua_pushboolean(L, 0);
+    lua_rawseti(L, -2, (lua_Integer)id);
+    lua_settop(L, O_INSTANCE + 1); /* the owner on top */
+    commit_link(L, h, id, parent, mode, O_SLOT, tg);
+    lua_pushinteger(L, (lua_Integer)id);
+    return 1;
+}
+
+/* Links node `id` below `parent` on slot value at slot_idx: checks the
+ * cycle, resolves, commits. */
+static void relink(lua_State *L, lmb_hier *h, const char *m, uint32_t id, uint32_t parent,
+                   int parent_arg, int slot_idx, int follow_idx) {
+    if (parent && lmb_hier_is_below(h, parent, id)) {
+        if (parent == id)
+            scene_argerror(L, m, parent_arg, "node %I cannot be its own parent", (lua_Integer)id);
+        scene_argerror(L, m, parent_arg,
+                       "node %I cannot hang below its descendant %I (cycle refused)",
+                       (lua_Integer)id, (lua_Integer)parent);
+    }
+    int mode = check_follow(L, m, follow_idx, follow_idx);
+    target tg = resolve_slot(L, m, slot_idx, parent, slot_idx);
+    commit_link(L, h, id, parent, mode, slot_idx, tg);
+}
+
+/** scene:set_parent(id, parent [, slot [, follow]]): parent nil = none. */
+static int l_set_parent(lua_State *L) {
+    const char *m = "set_parent";
+    lmb_hier *h = self_scene(L, m);
+    uint32_t id = check_live(L, h, m, 2);
+    uint32_t parent = opt_parent(L, h, m, 3, 3);
+    lua_settop(L, 5);
+    relink(L, h, m, id, parent, 3, 4, 5);
     return 0;
 }
 
-/** h:set_t(id, x, y, z) / h:set_r(id, x, y, z, w) / h:set_s(id, x, y, z):
- * one component from plain numbers (no table needed). */
-static int l_hier_set_t(lua_State *L) {
-    lmb_hier *h = self_hier(L);
-    uint32_t id = check_live(L, h, 2, "node");
-    float v[3] = {check_coord(L, 3, "x"), check_coord(L, 4, "y"), check_coord(L, 5, "z")};
+/** scene:set_slot(id, slot [, follow]): another slot of the same parent. */
+static int l_set_slot(lua_State *L) {
+    const char *m = "set_slot";
+    lmb_hier *h = self_scene(L, m);
+    uint32_t id = check_live(L, h, m, 2);
+    lua_settop(L, 4);
+    relink(L, h, m, id, h->node[id].parent, 0, 3, 4);
+    return 0;
+}
+
+/** scene:parent(id): parent (nil for a root), slot (or nil), follow mode. */
+static int l_parent(lua_State *L) {
+    const char *m = "parent";
+    lmb_hier *h = self_scene(L, m);
+    uint32_t id = check_live(L, h, m, 2);
+    uint32_t p = h->node[id].parent;
+    if (p)
+        lua_pushinteger(L, (lua_Integer)p);
+    else
+        lua_pushnil(L);
+    push_uv(L, UV_NAMES);
+    if (!lua_rawgeti(L, -1, (lua_Integer)id) || !lua_toboolean(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+    }
+    lua_remove(L, -2);
+    lua_pushstring(L, follow_names[h->node[id].flags & LMB_HIER_MODE_MASK]);
+    return 3;
+}
+
+/** scene:exists(id): true when id is a live node (any value is accepted). */
+static int l_exists(lua_State *L) {
+    lmb_hier *h = self_scene(L, "exists");
+    lua_Integer id = lua_isinteger(L, 2) ? lua_tointeger(L, 2) : 0;
+    lua_pushboolean(L,
+                    id >= 1 && id <= (lua_Integer)h->capacity && lmb_hier_alive(h, (uint32_t)id));
+    return 1;
+}
+
+static int l_child_count(lua_State *L) {
+    const char *m = "child_count";
+    lmb_hier *h = self_scene(L, m);
+    lua_pushinteger(L, h->node[check_live(L, h, m, 2)].nchild);
+    return 1;
+}
+
+static int l_node_count(lua_State *L) {
+    lua_pushinteger(L, self_scene(L, "node_count")->count);
+    return 1;
+}
+
+/** scene:destroy(id): destroys id and its subtree; returns how many. */
+static int l_destroy(lua_State *L) {
+    const char *m = "destroy";
+    lmb_hier *h = self_scene(L, m);
+    uint32_t id = check_live(L, h, m, 2);
+    lua_settop(L, 1);
+    for (int uv = UV_ANCHORS; uv <= UV_COUNT; uv++)
+        push_uv(L, uv); /* 2 .. 5 */
+    uint32_t n = lmb_hier_destroy(h, id, h->scratch);
+    for (uint32_t k = 0; k < n; k++) {
+        for (int t = 2; t <= 5; t++) {
+            lua_pushboolean(L, 0);
+            lua_rawseti(L, t, (lua_Integer)h->scratch[k]);
+        }
+    }
+    lua_pushinteger(L, (lua_Integer)n);
+    return 1;
+}
+
+/* ---- transforms ------------------------------------------------------------ */
+
+/** scene:set_trs(id, t, r, s): tables; nil keeps a part. */
+static int l_set_trs(lua_State *L) {
+    const char *m = "set_trs";
+    lmb_hier *h = self_scene(L, m);
+    uint32_t id = check_live(L, h, m, 2);
+    float t[3], r[4], s[3];
+    int ht = !lua_isnoneornil(L, 3), hr = !lua_isnoneornil(L, 4), hs = !lua_isnoneornil(L, 5);
+    if (ht) read_vec(L, m, 3, 3, "translation", t, 3);
+    if (hr) read_vec(L, m, 4, 4, "rotation", r, 4);
+    if (hs) read_vec(L, m, 5, 5, "scale", s, 3);
+    lmb_hier_set_srt(h, id, ht ? t : NULL, hr ? r : NULL, hs ? s : NULL);
+    return 0;
+}
+
+static int l_set_translation(lua_State *L) {
+    const char *m = "set_translation";
+    lmb_hier *h = self_scene(L, m);
+    uint32_t id = check_live(L, h, m, 2);
+    float v[3] = {check_coord(L, m, 3, "x"), check_coord(L, m, 4, "y"), check_coord(L, m, 5, "z")};
     lmb_hier_set_srt(h, id, v, NULL, NULL);
     return 0;
 }
 
-static int l_hier_set_r(lua_State *L) {
-    lmb_hier *h = self_hier(L);
-    uint32_t id = check_live(L, h, 2, "node");
-    float v[4] = {check_coord(L, 3, "x"), check_coord(L, 4, "y"), check_coord(L, 5, "z"),
-                  check_coord(L, 6, "w")};
-    if (lmb_hier_set_srt(h, id, NULL, v, NULL) != LMB_OK)
-        return scene_error(L, "rotation is a zero quaternion");
+static int l_set_rotation(lua_State *L) {
+    const char *m = "set_rotation";
+    lmb_hier *h = self_scene(L, m);
+    uint32_t id = check_live(L, h, m, 2);
+    float v[4] = {check_coord(L, m, 3, "x"), check_coord(L, m, 4, "y"), check_coord(L, m, 5, "z"),
+                  check_coord(L, m, 6, "w")};
+    if (lmb_hier_check_rotation(v) != LMB_OK)
+        return scene_argerror(L, m, 3, "rotation is a zero quaternion");
+    lmb_hier_set_srt(h, id, NULL, v, NULL);
     return 0;
 }
 
-static int l_hier_set_s(lua_State *L) {
-    lmb_hier *h = self_hier(L);
-    uint32_t id = check_live(L, h, 2, "node");
-    float x = check_coord(L, 3, "x");
-    float v[3] = {x, lua_isnoneornil(L, 4) ? x : check_coord(L, 4, "y"),
-                  lua_isnoneornil(L, 5) ? x : check_coord(L, 5, "z")};
+static int l_set_scale(lua_State *L) {
+    const char *m = "set_scale";
+    lmb_hier *h = self_scene(L, m);
+    uint32_t id = check_live(L, h, m, 2);
+    float v[3] = {check_coord(L, m, 3, "x"), check_coord(L, m, 4, "y"), check_coord(L, m, 5, "z")};
     lmb_hier_set_srt(h, id, NULL, NULL, v);
     return 0;
 }
 
+/* Pushes n floats into the table at stack index `out` (0: a new table). */
 static void push_floats(lua_State *L, const float *v, int n, int out) {
-    if (out) {
+    if (out)
         lua_pushvalue(L, out);
-    } else {
+    else
         lua_createtable(L, n, 0);
-    }
     for (int k = 0; k < n; k++) {
         lua_pushnumber(L, (lua_Number)v[k]);
         lua_rawseti(L, -2, k + 1);
     }
 }
 
-/* Returns the stack index of an optional output table at arg, or 0. */
-static int opt_out(lua_State *L, int arg) {
+/* The stack index of an optional `out` table at arg, or 0. */
+static int opt_out(lua_State *L, const char *m, int arg) {
     if (lua_isnoneornil(L, arg)) return 0;
-    luaL_checktype(L, arg, LUA_TTABLE);
+    if (!lua_istable(L, arg))
+        scene_argerror(L, m, arg, "out must be a table (got %s)", describe(L, arg));
     return arg;
 }
 
-/** h:srt(id): translation, rotation, scale tables. */
-static int l_hier_srt(lua_State *L) {
-    lmb_hier *h = self_hier(L);
-    uint32_t id = check_live(L, h, 2, "node");
+/** scene:trs(id [, t, r, s]): translation, rotation, scale tables. */
+static int l_trs(lua_State *L) {
+    const char *m = "trs";
+    lmb_hier *h = self_scene(L, m);
+    uint32_t id = check_live(L, h, m, 2);
+    int ot = opt_out(L, m, 3), orr = opt_out(L, m, 4), os = opt_out(L, m, 5);
     const float *d = h->node[id].srt;
-    push_floats(L, d, 3, 0);
-    push_floats(L, d + 3, 4, 0);
-    push_floats(L, d + 7, 3, 0);
+    push_floats(L, d, 3, ot);
+    push_floats(L, d + 3, 4, orr);
+    push_floats(L, d + 7, 3, os);
     return 3;
 }
 
-static const char *const follow_names[] = {"full", "rigid", "translation", NULL};
+/* ---- the frame ------------------------------------------------------------- */
 
-/** h:link(id, parent, follow [, owner, a [, b]]): hangs node id below
- * parent (0: none) on the slot given by owner: a Slots object and slot
- * index a, or a Pose and instance a, joint b (the slot follows the joint's
- * model matrix). follow is "full", "rigid" or "translation". Refuses
- * cycles. */
-static int l_hier_link(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    uint32_t id = check_live(L, h, 2, "node");
-    uint32_t parent = 0;
-    if (!(lua_type(L, 3) == LUA_TNUMBER && lua_tointeger(L, 3) == 0 && lua_isinteger(L, 3)))
-        parent = check_live(L, h, 3, "parent");
-    if (parent && lmb_hier_is_below(h, parent, id)) {
-        if (parent == id)
-            return scene_error(L, "node %I cannot be its own parent", (lua_Integer)id);
-        return scene_error(L, "node %I cannot hang below its descendant %I (cycle refused)",
-                           (lua_Integer)id, (lua_Integer)parent);
-    }
-    int mode = luaL_checkoption(L, 4, "full", follow_names);
-    const float *slot = NULL;
-    int animated = 0;
-    if (!lua_isnoneornil(L, 5)) {
-        if (luaL_testudata(L, 5, SLOTS_MT)) {
-            lslots *s = check_slots(L, 5);
-            uint32_t i = lcore_check_index(L, 6, s->count, "slot");
-            slot = s->m + (size_t)i * 16;
-        } else if (luaL_testudata(L, 5, POSE_MT)) {
-            lmb_pose *p = lcore_check_pose(L, 5);
-            uint32_t i = lcore_check_index(L, 6, p->instance_count, "instance");
-            uint32_t j = lcore_check_index(L, 7, p->joint_count, "joint");
-            slot = p->model + ((size_t)i * p->joint_count + j) * 16;
-            animated = 1;
-        } else {
-            return luaL_typeerror(L, 5, "limber.Slots or limber.Pose");
-        }
-    }
-    /* the node reads the owner's memory; with no owner the entry stays
-     * (false), so this store does not allocate for a node made by create.
-     * It comes before the link: if it raises, nothing has changed */
-    lua_getiuservalue(L, 1, 1);
-    if (slot)
-        lua_pushvalue(L, 5);
-    else
-        lua_pushboolean(L, 0);
-    lua_rawseti(L, -2, (lua_Integer)id);
-    lmb_hier_link(h, id, parent, slot, mode, animated);
-    return 0;
-}
-
-/** h:touch(id): marks a node changed. */
-static int l_hier_touch(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    lmb_hier_touch(h, check_live(L, h, 2, "node"));
-    return 0;
-}
-
-/** h:destroy(id): destroys node id and its subtree; returns a table of the
- * destroyed ids. */
-static int l_hier_destroy(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    uint32_t id = check_live(L, h, 2, "node");
-    /* the result table is allocated (array part sized) before anything
-     * changes, so an allocation failure leaves the hierarchy as it was;
-     * storing ids in the array part and clearing anchors cannot allocate */
-    uint32_t n = lmb_hier_subtree_size(h, id);
-    lua_getiuservalue(L, 1, 1);
-    lua_createtable(L, (int)n, 0);
-    uint32_t done = lmb_hier_destroy(h, id, h->scratch);
-    (void)done; /* == n */
-    for (uint32_t k = 0; k < n; k++) {
-        lua_pushinteger(L, (lua_Integer)h->scratch[k]);
-        lua_rawseti(L, -2, (lua_Integer)k + 1);
-        lua_pushnil(L);
-        lua_rawseti(L, -3, (lua_Integer)h->scratch[k]);
-    }
+static int l_update(lua_State *L) {
+    lua_pushinteger(L, lmb_hier_update(self_scene(L, "update")));
     return 1;
 }
 
-/** h:update([followers, count]): marks followers[1..count] changed (nodes
- * on pose joints), then runs the update. Returns the pass size. */
-static int l_hier_update(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    if (!lua_isnoneornil(L, 2)) {
-        luaL_checktype(L, 2, LUA_TTABLE);
-        lua_Integer count = luaL_checkinteger(L, 3);
-        if (count < 0 || count > (lua_Integer)h->capacity)
-            return luaL_argerror(L, 3,
-                                 lua_pushfstring(L, "follower count %I out of range [0, %I]", count,
-                                                 (lua_Integer)h->capacity));
-        for (lua_Integer k = 1; k <= count; k++) {
-            lua_rawgeti(L, 2, k);
-            lua_Integer id = lua_tointeger(L, -1);
-            lua_pop(L, 1);
-            if (id < 1 || id > (lua_Integer)h->capacity || !(h->node[id].flags & LMB_HIER_ALIVE))
-                return luaL_error(L, "limber.Hierarchy: followers[%I] = %I is not a live node", k,
-                                  id);
-        }
-        for (lua_Integer k = 1; k <= count; k++) {
-            lua_rawgeti(L, 2, k);
-            lmb_hier_touch(h, (uint32_t)lua_tointeger(L, -1));
-            lua_pop(L, 1);
-        }
-    }
-    lua_pushinteger(L, lmb_hier_update(h));
-    return 1;
+/* The reads first catch up with poses that moved since the last update. */
+static lmb_hier *self_synced(lua_State *L, const char *m) {
+    lmb_hier *h = self_scene(L, m);
+    lmb_hier_sync(h);
+    return h;
 }
 
-/** h:world(id [, out]): the world matrix (16 numbers), leaves on demand. */
-static int l_hier_world(lua_State *L) {
-    lmb_hier *h = self_hier(L);
-    uint32_t id = check_live(L, h, 2, "node");
-    int out = opt_out(L, 3);
+/** scene:world(id [, out]): the world matrix (16 numbers), leaves on demand. */
+static int l_world(lua_State *L) {
+    const char *m = "world";
+    lmb_hier *h = self_scene(L, m);
+    uint32_t id = check_live(L, h, m, 2);
+    int out = opt_out(L, m, 3);
+    lmb_hier_sync(h);
     lmb_hier_refresh(h, id);
     push_floats(L, lmb_hier_world(h, id), 16, out);
     return 1;
 }
 
-/** h:world_values(id): the world matrix as 16 return values (leaves on
- * demand), for limber.scene's Scene:world, which stores them into its `out`
- * table with one Lua assignment (16 lua_rawseti calls from C cost about 2.5x
- * as much). Errors name the line that called Scene:world. */
-static int l_hier_world_values(lua_State *L) {
-    void *u = find_hier(L);
-    if (!u)
-        scene_error_at(L, 2,
-                       "world: expected a limber.Scene as self (got %s; call it as "
-                       "scene:world(id))",
-                       luaL_typename(L, 1));
-    lmb_hier *h = (lmb_hier *)lmb_align_ptr(u, 64);
-    uint32_t id = check_live_at(L, h, 2, "node", 2);
+static int l_refresh(lua_State *L) {
+    const char *m = "refresh";
+    lmb_hier *h = self_scene(L, m);
+    uint32_t id = check_live(L, h, m, 2);
+    lmb_hier_sync(h);
     lmb_hier_refresh(h, id);
-    const float *w = lmb_hier_world(h, id);
-    luaL_checkstack(L, 16, NULL);
-    for (int k = 0; k < 16; k++)
-        lua_pushnumber(L, (lua_Number)w[k]);
-    return 16;
+    return 0;
 }
 
-/** h:gather(ids, count, buffer [, first]): for k = 1 .. count, the world
- * matrix of node ids[k] (leaves on demand) into element first + k - 1 of an
- * f32 Buffer of width 16 (default first 1): one call for a whole batch, e.g.
- * a renderer's instance buffer. Every id is checked before anything is written. */
-static int l_hier_gather(lua_State *L) {
-    lmb_hier *h = self_hier(L);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lua_Integer count = luaL_checkinteger(L, 3);
+/** scene:gather(ids, count, buffer [, first]) */
+static int l_gather(lua_State *L) {
+    const char *m = "gather";
+    lmb_hier *h = self_scene(L, m);
+    if (!lua_istable(L, 2))
+        return scene_argerror(L, m, 2, "table of node ids expected, got %s", luaL_typename(L, 2));
+    if (!lua_isinteger(L, 3))
+        return scene_argerror(L, m, 3, "integer count expected, got %s", describe(L, 3));
+    lua_Integer count = lua_tointeger(L, 3);
     lbuffer *b = lbuf_check(L, 4);
-    lua_Integer first = luaL_optinteger(L, 5, 1);
+    lua_Integer first = 1;
+    if (!lua_isnoneornil(L, 5)) {
+        if (!lua_isinteger(L, 5))
+            return scene_argerror(L, m, 5, "integer first expected, got %s", describe(L, 5));
+        first = lua_tointeger(L, 5);
+    }
     if (b->type != LBUF_F32 || b->width != 16 || b->readonly)
-        return luaL_argerror(L, 4, "a writable f32 buffer of width 16 expected");
+        return scene_argerror(L, m, 4, "a writable f32 buffer of width 16 expected");
     if (count < 0 || count > (lua_Integer)h->capacity)
-        return luaL_argerror(
-            L, 3,
-            lua_pushfstring(L, "count %I out of range [0, %I]", count, (lua_Integer)h->capacity));
+        return scene_argerror(L, m, 3, "count %I out of range [0, %I]", count,
+                              (lua_Integer)h->capacity);
     /* count is in [0, capacity] here; first is any integer: compare before
      * any arithmetic on it (b->count < 2^63) */
     if (first < 1 || (uint64_t)(first - 1) > (uint64_t)b->count ||
         (uint64_t)count > (uint64_t)b->count - (uint64_t)(first - 1))
-        return luaL_argerror(L, 5,
-                             lua_pushfstring(L,
-                                             "%I elements from element %I do not fit a "
-                                             "buffer of %I",
-                                             count, first, (lua_Integer)b->count));
-    uint32_t *ids = h->scratch;
+        return scene_argerror(L, m, 5, "%I elements from element %I do not fit a buffer of %I",
+                              count, first, (lua_Integer)b->count);
+    uint32_t *ids = h->pending; /* not used between updates */
     for (lua_Integer k = 0; k < count; k++) {
         lua_rawgeti(L, 2, k + 1);
         lua_Integer id = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
         lua_pop(L, 1);
-        if (id < 1 || id > (lua_Integer)h->capacity || !(h->node[id].flags & LMB_HIER_ALIVE))
-            return scene_error(L, "gather: ids[%I] is not a live node", k + 1);
+        if (id < 1 || id > (lua_Integer)h->capacity || !lmb_hier_alive(h, (uint32_t)id))
+            return scene_argerror(L, m, 2, "ids[%I] is not a live node", k + 1);
         ids[k] = (uint32_t)id;
     }
+    lmb_hier_sync(h); /* may use pending: after it, ids are read again */
     float *out = (float *)b->data + (size_t)(first - 1) * 16;
     for (lua_Integer k = 0; k < count; k++) {
-        lmb_hier_refresh(h, ids[k]);
-        memcpy(out + (size_t)k * 16, lmb_hier_world(h, ids[k]), 16 * sizeof(float));
+        lua_rawgeti(L, 2, k + 1);
+        uint32_t id = (uint32_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+        lmb_hier_refresh(h, id);
+        memcpy(out + (size_t)k * 16, lmb_hier_world(h, id), 16 * sizeof(float));
     }
     return 0;
 }
 
-/** h:refresh(id): makes the stored world of id current (leaves on demand). */
-static int l_hier_refresh(lua_State *L) {
-    lmb_hier *h = self_hier(L);
-    lmb_hier_refresh(h, check_live(L, h, 2, "node"));
-    return 0;
-}
-
-/** h:base(id [, out]): the stored base matrix. */
-static int l_hier_base(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    uint32_t id = check_live(L, h, 2, "node");
-    push_floats(L, lmb_hier_base(h, id), 16, opt_out(L, 3));
-    return 1;
-}
-
-/** h:slot_world(id, slots, index [, out]): world(id) x slots[index]. */
-static int l_hier_slot_world(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    uint32_t id = check_live(L, h, 2, "node");
-    lslots *s = check_slots(L, 3);
-    uint32_t i = lcore_check_index(L, 4, s->count, "slot");
-    int out = opt_out(L, 5);
-    float m[16];
+/** scene:slot_world(id, name [, out]): world(id) x the matrix of slot name
+ * of the node's slot table. */
+static int l_slot_world(lua_State *L) {
+    const char *m = "slot_world";
+    lmb_hier *h = self_scene(L, m);
+    uint32_t id = check_live(L, h, m, 2);
+    int out = opt_out(L, m, 4);
+    push_uv(L, UV_PROVIDERS);
+    lua_rawgeti(L, -1, (lua_Integer)id);
+    int prov = lua_gettop(L);
+    if (!luaL_testudata(L, prov, SLOTS_MT))
+        return scene_argerror(L, m, 2, "node %I has no slot table", (lua_Integer)id);
+    lslots *s = (lslots *)lmb_align_ptr(lua_touserdata(L, prov), 64);
+    lua_getiuservalue(L, prov, 1);
+    lua_getfield(L, -1, "index");
+    lua_pushvalue(L, 3);
+    lua_Integer i = lua_type(L, 3) == LUA_TSTRING ? (lua_rawget(L, -2), lua_tointeger(L, -1)) : 0;
+    if (i < 1 || i > (lua_Integer)s->count)
+        return scene_argerror(L, m, 3, "node %I has no slot named %s", (lua_Integer)id,
+                              describe(L, 3));
+    float w[16];
+    lmb_hier_sync(h);
     lmb_hier_refresh(h, id);
-    lmb_mat4_mul(lmb_hier_world(h, id), s->m + (size_t)i * 16, m);
-    push_floats(L, m, 16, out);
+    lmb_mat4_mul(lmb_hier_world(h, id), s->m + (size_t)(i - 1) * 16, w);
+    push_floats(L, w, 16, out);
     return 1;
 }
 
-/** h:has_changed(id): true when the world of id changed in the last update. */
-static int l_hier_has_changed(lua_State *L) {
-    lmb_hier *h = self_hier(L);
-    lua_pushboolean(L, lmb_hier_has_changed(h, check_live(L, h, 2, "node")));
+static int l_has_changed(lua_State *L) {
+    const char *m = "has_changed";
+    lmb_hier *h = self_synced(L, m);
+    lua_pushboolean(L, lmb_hier_has_changed(h, check_live(L, h, m, 2)));
     return 1;
 }
 
-/** h:child_count(id): number of direct children. */
-static int l_hier_child_count(lua_State *L) {
-    lmb_hier *h = self_hier(L);
-    lua_pushinteger(L, h->node[check_live(L, h, 2, "node")].nchild);
-    return 1;
-}
-
-/** h:changed([out]): a table of the ids whose world changed in the last
- * update (recomputed non-leaves and leaves that changed themselves), and
- * the count; entries after the count are left as they were. */
-static int l_hier_changed(lua_State *L) {
-    lmb_hier *h = self_hier(L);
-    int out = opt_out(L, 2);
+/** scene:changed([out]): the ids whose world changed in this frame, and
+ * their count; entries of `out` after the count are left as they were. */
+static int l_changed(lua_State *L) {
+    const char *m = "changed";
+    lmb_hier *h = self_synced(L, m);
+    int out = opt_out(L, m, 2);
+    uint32_t n = lmb_hier_changed(h);
     if (out)
         lua_pushvalue(L, out);
     else
-        lua_createtable(L, (int)h->changed_count, 0);
-    for (uint32_t k = 0; k < h->changed_count; k++) {
+        lua_createtable(L, (int)n, 0);
+    for (uint32_t k = 0; k < n; k++) {
         lua_pushinteger(L, (lua_Integer)h->changed[k]);
         lua_rawseti(L, -2, (lua_Integer)k + 1);
     }
-    lua_pushinteger(L, (lua_Integer)h->changed_count);
+    lua_pushinteger(L, (lua_Integer)n);
     return 2;
 }
 
-/** h:stats(): pass size, whether the cached order was reused, cache size,
- * update number, changed count, pending changes. */
-static int l_hier_stats(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
+/** scene:stats(): figures of the last update pass. */
+static int l_stats(lua_State *L) {
+    lmb_hier *h = self_scene(L, "stats");
+    lua_createtable(L, 0, 7);
     lua_pushinteger(L, h->order_count);
+    lua_setfield(L, -2, "pass");
     lua_pushboolean(L, (int)h->last_cached);
+    lua_setfield(L, -2, "cached");
     lua_pushinteger(L, h->cache_count);
+    lua_setfield(L, -2, "cache");
     lua_pushinteger(L, h->pass);
+    lua_setfield(L, -2, "frame");
     lua_pushinteger(L, h->changed_count);
+    lua_setfield(L, -2, "changed");
     lua_pushinteger(L, h->dirty_count);
-    return 6;
-}
-
-/** h:compute(id, pass): base and world of one node from its parent's world
- * (raw; used by the naive baselines of the benchmark). */
-static int l_hier_compute(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    uint32_t id = check_slot_id(L, h, 2);
-    lua_Integer pass = luaL_checkinteger(L, 3);
-    luaL_argcheck(L, pass >= 0 && pass <= (lua_Integer)UINT32_MAX, 3, "pass out of range");
-    lmb_hier_compute(h, id, (uint32_t)pass);
-    return 0;
-}
-
-/** h:pass(ids, count, pass): the raw world pass over ids[1..count] (parents
- * first; used by the full-recomputation baseline). Ids are checked first. */
-static int l_hier_pass(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lua_Integer count = luaL_checkinteger(L, 3);
-    luaL_argcheck(L, count >= 0 && count <= (lua_Integer)h->capacity, 3, "count out of range");
-    lua_Integer pass = luaL_checkinteger(L, 4);
-    luaL_argcheck(L, pass >= 1 && pass <= (lua_Integer)UINT32_MAX, 4, "pass out of range");
-    uint32_t *ids = h->scratch;
-    for (lua_Integer k = 0; k < count; k++) {
-        lua_rawgeti(L, 2, k + 1);
-        lua_Integer id = lua_tointeger(L, -1);
-        lua_pop(L, 1);
-        if (id < 1 || id > (lua_Integer)h->capacity)
-            return luaL_error(L, "limber.Hierarchy: ids[%I] = %I out of range [1, %I]", k + 1, id,
-                              (lua_Integer)h->capacity);
-        ids[k] = (uint32_t)id;
-    }
-    lmb_hier_pass(h, ids, (uint32_t)count, (uint32_t)pass);
-    return 0;
-}
-
-/** h:worlds(): a read-only Buffer view of the matrices: element id + 1 is
- * node id, 32 floats: its world matrix (1..16) then its base (17..32);
- * element 1 is "no parent" (identity). Stride 128 bytes for GPU upload. */
-static int l_hier_worlds(lua_State *L) {
-    lmb_hier *h = check_hier(L, 1);
-    lbuf_push_view(L, 1, h->mats, LBUF_F32, 32, (size_t)h->capacity + 1, 1);
+    lua_setfield(L, -2, "pending");
+    lua_pushinteger(L, h->capacity);
+    lua_setfield(L, -2, "capacity");
     return 1;
 }
 
-static int l_hier_tostring(lua_State *L) {
-    lua_pushfstring(L, "limber.Hierarchy(%I nodes)", (lua_Integer)check_hier(L, 1)->capacity);
+/** scene:world_buffer(): a read-only view of the matrices (see api.luadoc). */
+static int l_world_buffer(lua_State *L) {
+    lmb_hier *h = self_synced(L, "world_buffer");
+    push_uv(L, UV_STORAGE);
+    lbuf_push_view(L, lua_gettop(L), h->mats, LBUF_F32, 32, (size_t)h->capacity + 1, 1);
+    return 1;
+}
+
+static int l_scene_tostring(lua_State *L) {
+    lmb_hier *h = self_scene(L, "__tostring");
+    lua_pushfstring(L, "limber.Scene (%I nodes)", (lua_Integer)h->count);
     return 1;
 }
 
@@ -704,7 +868,8 @@ static int l_slots_name(lua_State *L) {
 static int l_slots_matrix(lua_State *L) {
     lslots *s = check_slots(L, 1);
     uint32_t i = lcore_check_index(L, 2, s->count, "slot");
-    push_floats(L, s->m + (size_t)i * 16, 16, opt_out(L, 3));
+    if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
+    push_floats(L, s->m + (size_t)i * 16, 16, lua_isnoneornil(L, 3) ? 0 : 3);
     return 1;
 }
 
@@ -725,49 +890,46 @@ static int l_follow_filter(lua_State *L) {
 }
 
 void lcore_open_scene(lua_State *L) {
-    static const luaL_Reg hier_methods[] = {{"grow", l_hier_grow},
-                                            {"capacity", l_hier_capacity},
-                                            {"create", l_hier_create},
-                                            {"alive", l_hier_alive},
-                                            {"set_srt", l_hier_set_srt},
-                                            {"set_t", l_hier_set_t},
-                                            {"set_r", l_hier_set_r},
-                                            {"set_s", l_hier_set_s},
-                                            {"srt", l_hier_srt},
-                                            {"link", l_hier_link},
-                                            {"touch", l_hier_touch},
-                                            {"destroy", l_hier_destroy},
-                                            {"update", l_hier_update},
-                                            {"world", l_hier_world},
-                                            {"world_values", l_hier_world_values},
-                                            {"refresh", l_hier_refresh},
-                                            {"base", l_hier_base},
-                                            {"gather", l_hier_gather},
-                                            {"slot_world", l_hier_slot_world},
-                                            {"has_changed", l_hier_has_changed},
-                                            {"child_count", l_hier_child_count},
-                                            {"changed", l_hier_changed},
-                                            {"stats", l_hier_stats},
-                                            {"compute", l_hier_compute},
-                                            {"pass", l_hier_pass},
-                                            {"worlds", l_hier_worlds},
-                                            {NULL, NULL}};
-    static const luaL_Reg hier_meta[] = {{"__tostring", l_hier_tostring}, {NULL, NULL}};
-    static const luaL_Reg slots_methods[] = {{"count", l_slots_count},
+    static const luaL_Reg scene_methods[] = {{"create", l_create},
+                                             {"destroy", l_destroy},
+                                             {"exists", l_exists},
+                                             {"parent", l_parent},
+                                             {"set_parent", l_set_parent},
+                                             {"set_slot", l_set_slot},
+                                             {"child_count", l_child_count},
+                                             {"node_count", l_node_count},
+                                             {"set_trs", l_set_trs},
+                                             {"set_translation", l_set_translation},
+                                             {"set_rotation", l_set_rotation},
+                                             {"set_scale", l_set_scale},
+                                             {"trs", l_trs},
+                                             {"update", l_update},
+                                             {"world", l_world},
+                                             {"refresh", l_refresh},
+                                             {"gather", l_gather},
+                                             {"slot_world", l_slot_world},
+                                             {"has_changed", l_has_changed},
+                                             {"changed", l_changed},
+                                             {"stats", l_stats},
+                                             {"world_buffer", l_world_buffer},
+                                             {NULL, NULL}};
+    static const luaL_Reg scene_meta[] = {
+        {"__len", l_node_count}, {"__tostring", l_scene_tostring}, {NULL, NULL}};
+    static const luaL_Reg slots_methods[] = {{"slot_count", l_slots_count},
                                              {"find", l_slots_find},
                                              {"name", l_slots_name},
                                              {"matrix", l_slots_matrix},
                                              {NULL, NULL}};
     static const luaL_Reg slots_meta[] = {
         {"__len", l_slots_count}, {"__tostring", l_slots_tostring}, {NULL, NULL}};
-    static const luaL_Reg funcs[] = {{"hierarchy", l_hier_new},
+    static const luaL_Reg funcs[] = {{"scene", l_scene_new},
                                      {"slots", l_slots_new},
                                      {"slots_from_pose", l_slots_from_pose},
                                      {"follow_filter", l_follow_filter},
                                      {NULL, NULL}};
-    lcore_class(L, HIER_MT, hier_meta, hier_methods);
-    luaL_getmetatable(L, HIER_MT);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &HIER_KEY);
+    lcore_class(L, SCENE_MT, scene_meta, scene_methods);
+    luaL_getmetatable(L, SCENE_MT);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &SCENE_KEY);
     lcore_class(L, SLOTS_MT, slots_meta, slots_methods);
     luaL_setfuncs(L, funcs, 0);
 }

@@ -1,5 +1,7 @@
-/* Naive local-to-model baselines for examples/bench_hierarchy.lua, and a
- * timing loop that calls limber's kernel straight from C.
+/* Naive local-to-model baselines for examples/bench_hierarchy.lua, a
+ * timing loop that calls limber's kernel straight from C, and the raw
+ * world-matrix calls the naive baselines of examples/bench_scene.lua make on
+ * a limber.Scene (compute, pass: not part of limber's API).
  *
  * (b) "recursive": the data-oriented-design article's starting point: a
  *     node object per joint with its own TRS and a vector of child
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hierarchy.h"
 #include "pose.h"
 
 typedef struct node {
@@ -226,6 +229,48 @@ static int bench_model(lua_State *L) {
     return 1;
 }
 
+/* The kernel storage of a limber.Scene: the userdata is one pointer to it
+ * (csrc/lua/lcore_scene.c). */
+static lmb_hier *check_scene(lua_State *L, int arg) {
+    return *(lmb_hier **)luaL_checkudata(L, arg, "limber.Scene");
+}
+
+/* compute(scene, id, pass): base and world of one node from its parent's
+ * stored world, stamped with `pass` (the naive loops). */
+static int scene_compute(lua_State *L) {
+    lmb_hier *h = check_scene(L, 1);
+    lua_Integer id = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, id >= 1 && id <= (lua_Integer)h->capacity, 2, "node id out of range");
+    lua_Integer pass = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, pass >= 0 && pass <= (lua_Integer)UINT32_MAX, 3, "pass out of range");
+    lmb_hier_compute(h, (uint32_t)id, (uint32_t)pass);
+    return 0;
+}
+
+/* pass(scene, ids, count, pass): the raw world pass over ids[1 .. count]
+ * (parents first): the full-recomputation baseline in one C call. */
+static int scene_pass(lua_State *L) {
+    lmb_hier *h = check_scene(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer count = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, count >= 0 && count <= (lua_Integer)h->capacity, 3, "count out of range");
+    lua_Integer pass = luaL_checkinteger(L, 4);
+    luaL_argcheck(L, pass >= 1 && pass <= (lua_Integer)UINT32_MAX, 4, "pass out of range");
+    uint32_t *ids =
+        (uint32_t *)lua_newuserdatauv(L, (size_t)(count ? count : 1) * sizeof(uint32_t), 0);
+    for (lua_Integer k = 0; k < count; k++) {
+        lua_rawgeti(L, 2, k + 1);
+        lua_Integer id = lua_tointeger(L, -1);
+        lua_pop(L, 1);
+        if (id < 1 || id > (lua_Integer)h->capacity)
+            return luaL_error(L, "ids[%I] = %I out of range [1, %I]", k + 1, id,
+                              (lua_Integer)h->capacity);
+        ids[k] = (uint32_t)id;
+    }
+    lmb_hier_pass(h, ids, (uint32_t)count, (uint32_t)pass);
+    return 0;
+}
+
 __attribute__((visibility("default"))) int luaopen_limber_baseline_hierarchy(lua_State *L);
 
 __attribute__((visibility("default"))) int luaopen_limber_baseline_hierarchy(lua_State *L) {
@@ -240,5 +285,9 @@ __attribute__((visibility("default"))) int luaopen_limber_baseline_hierarchy(lua
     lua_newtable(L);
     lua_pushcfunction(L, bench_new);
     lua_setfield(L, -2, "new");
+    lua_pushcfunction(L, scene_compute);
+    lua_setfield(L, -2, "compute");
+    lua_pushcfunction(L, scene_pass);
+    lua_setfield(L, -2, "pass");
     return 1;
 }
