@@ -90,8 +90,8 @@ local slots = scene.slots({
 local sc = scene.new({ capacity = N })
 local t0 = clock()
 for i = 1, N do
-  local id = sc:create({ parent = parent[i] ~= 0 and parent[i] or nil, slot = slot_of[i], translation = srt[i],
-                         slots = has_slots[i] and slots or nil })
+  local id = sc:create({ parent = parent[i] ~= 0 and parent[i] or nil, slot = slot_of[i],
+                         translation = srt[i], slots = has_slots[i] and slots or nil })
   assert(id == i)
 end
 sc:update()
@@ -292,8 +292,8 @@ for i = 1, N do children[i] = {} end
 for i = 1, N do
   local p = parent[i]
   if p == 0 then roots[#roots + 1] = i else local c = children[p] c[#c + 1] = i end
-  local id = df_store:create({ parent = p ~= 0 and p or nil, slot = slot_of[i], translation = srt[i],
-                               slots = has_slots[i] and slots or nil })
+  local id = df_store:create({ parent = p ~= 0 and p or nil, slot = slot_of[i],
+                               translation = srt[i], slots = has_slots[i] and slots or nil })
   assert(id == i)
 end
 local df_dirty = {}
@@ -366,15 +366,18 @@ local full_one_c = bench_full_one_c_call(10)
 local full_plain = bench_full_plain_lua(3)
 
 local function f3(v) return ("%.3f"):format(v) end
-print(("limber.scene benchmark: %d nodes (%d leaves = %.0f%%, %d on slots = %.0f%%, %d roots, depth <= %d)")
+print(("limber.scene benchmark: %d nodes (%d leaves = %.0f%%, %d on slots = %.0f%%, %d roots,"
+  .. " depth <= %d)")
   :format(N, leaves, 100 * leaves / N, on_slots, 100 * on_slots / N, n_roots, max_depth))
-print(("build %d nodes + first update: %.1f ms; simd %s"):format(N, build_ms, tostring(core.simd())))
+print(("build %d nodes + first update: %.1f ms; simd %s")
+  :format(N, build_ms, tostring(core.simd())))
 print("median ms per frame (k translations + update + every changed leaf's world into an instance"
   .. " buffer, one gather call):")
-print(("%8s %12s %12s %12s %10s"):format("k", "limber new", "limber same", "dirty-flag", "dirty/new"))
+print(("%8s %12s %12s %12s %10s")
+  :format("k", "limber new", "limber same", "dirty-flag", "dirty/new"))
 for _, k in ipairs(ks) do
-  print(("%8d %12s %12s %12s %9.1fx"):format(k, f3(res.fresh[k]), f3(res.cached[k]), f3(res.dirty[k]),
-    res.dirty[k] / math.max(res.fresh[k], 1e-6)))
+  print(("%8d %12s %12s %12s %9.1fx"):format(k, f3(res.fresh[k]), f3(res.cached[k]),
+    f3(res.dirty[k]), res.dirty[k] / math.max(res.fresh[k], 1e-6)))
 end
 print(("naive full recomputation, Lua loop + C math per node: %s ms (%.1fx limber k=1000 new)")
   :format(f3(full_lua_c), full_lua_c / res.fresh[1000]))
@@ -388,7 +391,8 @@ print(("limber k=1000 new, split: %s ms translations + %s ms update (%d nodes in
 print(("  update + on-demand leaves %s ms vs the naive full loop alone %s ms: %.1fx")
   :format(f3(split_update + split_read), f3(full_loop), full_loop / (split_update + split_read)))
 print(("k=1000 new with the leaves read one by one from Lua (scene:world(id, out)): limber %s ms,"
-  .. " naive full %s ms: %.1fx"):format(f3(per_node_ms), f3(full_per_node), full_per_node / per_node_ms))
+  .. " naive full %s ms: %.1fx")
+  :format(f3(per_node_ms), f3(full_per_node), full_per_node / per_node_ms))
 local slope_new = (res.fresh[10000] - res.fresh[100]) / 9900 * 1e3
 local slope_cached = (res.cached[10000] - res.cached[100]) / 9900 * 1e3
 print(("slope per changed node (k=100 -> 10,000): new %.3f us, same %.3f us"):format(slope_new,
@@ -402,15 +406,19 @@ local targets = {
 local beats = true
 for _, k in ipairs(ks) do beats = beats and res.fresh[k] < res.dirty[k] end
 targets[#targets + 1] = { "faster than dirty-flag at every k", beats }
-for _, t in ipairs(targets) do print(("target %-42s %s"):format(t[1], t[2] and "met" or "MISSED")) end
+for _, t in ipairs(targets) do
+  print(("target %-42s %s"):format(t[1], t[2] and "met" or "MISSED"))
+end
 
 if args.json then
   print(("{\"nodes\": %d, \"full_ms\": %s, \"full_plain_lua_ms\": %s, \"full_one_c_call_ms\": %s, "
-    .. "\"dirty_flag_ms_k1000\": %s, \"k0_ms\": %s, \"k10_ms\": %s, \"k100_ms\": %s, \"k1000_ms\": %s, "
+    .. "\"dirty_flag_ms_k1000\": %s, \"k0_ms\": %s, \"k10_ms\": %s, \"k100_ms\": %s, "
+    .. "\"k1000_ms\": %s, "
     .. "\"k10000_ms\": %s, \"k1000_cached_ms\": %s, \"slope_us_per_node\": %.4f, "
     .. "\"k1000_update_ms\": %s, \"k1000_reads_ms\": %s, \"full_loop_ms\": %s, "
     .. "\"k1000_per_node_ms\": %s, \"full_per_node_ms\": %s}")
-    :format(N, f3(full_lua_c), f3(full_plain), f3(full_one_c), f3(res.dirty[1000]), f3(res.fresh[0]),
+    :format(N, f3(full_lua_c), f3(full_plain), f3(full_one_c), f3(res.dirty[1000]),
+      f3(res.fresh[0]),
       f3(res.fresh[10]), f3(res.fresh[100]), f3(res.fresh[1000]), f3(res.fresh[10000]),
       f3(res.cached[1000]), slope_new, f3(split_update), f3(split_read), f3(full_loop),
       f3(per_node_ms), f3(full_per_node)))

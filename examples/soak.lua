@@ -19,7 +19,8 @@ local C = require "common"
 local limber = require "limber"
 local gltf, anim, scene, sk = limber.gltf, limber.anim, limber.scene, limber.skinning
 
-local opt = C.options(arg, { frames = 1000000, report = 0, seed = 1, quiet = false, reload = 20000 })
+local opt = C.options(arg,
+  { frames = 1000000, report = 0, seed = 1, quiet = false, reload = 20000 })
 local FRAMES = math.tointeger(opt.frames) or error("--frames must be an integer")
 local REPORT = opt.report > 0 and math.tointeger(opt.report) or math.max(1, FRAMES // 20)
 math.randomseed(math.tointeger(opt.seed) or 1)
@@ -128,7 +129,8 @@ local function create_free()
   for _, c in ipairs(world.chars) do parents[#parents + 1] = c end
   local parent = math.random() < 0.3 and 0 or parents[math.random(#parents)] or 0
   local rec = { parent = parent, t = { math.random() - 0.5, math.random(), math.random() - 0.5 },
-                r = rand_quat(), s = { 0.5 + math.random(), 0.5 + math.random(), 0.5 + math.random() } }
+                r = rand_quat(),
+                s = { 0.5 + math.random(), 0.5 + math.random(), 0.5 + math.random() } }
   local slot
   local prec = world.shadow[parent]
   if prec and prec.pose and math.random() < 0.5 then
@@ -165,7 +167,9 @@ local function check(n)
     local ref = reference_world(id, memo)
     world.scene:world(id, out)
     local worst = 0
-    for e = 1, 16 do worst = math.max(worst, math.abs(ref[e] - out[e]) / math.max(1, math.abs(ref[e]))) end
+    for e = 1, 16 do
+      worst = math.max(worst, math.abs(ref[e] - out[e]) / math.max(1, math.abs(ref[e])))
+    end
     checks = checks + 1
     if not (worst < 1e-3) then -- luacheck: ignore 581 (NaN must count as a mismatch)
       mismatches = mismatches + 1
@@ -245,7 +249,9 @@ for f = 1, FRAMES do
     collectgarbage()
     local lua_kb, rss = collectgarbage("count"), rss_kb()
     samples[#samples + 1] = { f = f, lua = lua_kb, rss = rss }
-    if not opt.quiet then print(("%10d %12.0f %12d %10.1f"):format(f, lua_kb, rss, clock() - t0)) end
+    if not opt.quiet then
+      print(("%10d %12.0f %12d %10.1f"):format(f, lua_kb, rss, clock() - t0))
+    end
   end
 end
 check(50)
@@ -261,7 +267,8 @@ for i, s in ipairs(samples) do
     late_lua, late_rss = math.max(late_lua, s.lua), math.max(late_rss, s.rss)
   end
 end
-local flat = #samples < 4 or (late_lua <= peak_lua * 1.05 + 1024 and late_rss <= peak_rss * 1.05 + 1024)
+local flat = #samples < 4
+  or (late_lua <= peak_lua * 1.05 + 1024 and late_rss <= peak_rss * 1.05 + 1024)
 print(("soak: %d frames in %.1f s, %d reloads, %d world checks, %d mismatches, %d cycles refused")
   :format(FRAMES, clock() - t0, reloads, checks, mismatches, refused_cycles))
 print(("memory after warm-up: Lua peak %.0f -> %.0f KiB, RSS peak %d -> %d KiB: %s")

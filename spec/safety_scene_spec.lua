@@ -176,9 +176,11 @@ describe("argument errors", function()
       "bad argument #1 to 'limber%.skin' %(limber.Skeleton expected, got table%)")
     expect(function() limber.skin(skel, nil, { 5 }) end, "inverse binds have 1 numbers")
     expect(function() limber.skin(skel, nil, { {}, 5 }) end, "limber.skin: inverse_binds%[1%] must have 16")
-    expect(function() limber.palette(5) end, "bad argument #1 to 'limber%.palette' %(limber.Pose expected, got number%)")
+    expect(function() limber.palette(5) end,
+      "bad argument #1 to 'limber%.palette' %(limber.Pose expected, got number%)")
     local pose = limber.pose(skel)
-    expect(function() limber.palette(pose, 5) end, "bad argument #2 to 'limber%.palette' %(table expected, got number%)")
+    expect(function() limber.palette(pose, 5) end,
+      "bad argument #2 to 'limber%.palette' %(table expected, got number%)")
     expect(function() limber.palette(pose, { skin = 5 }) end, "bad argument #2 to 'limber%.palette'")
     expect(function() limber.palette(pose, { layout = {} }) end, "bad argument #2 to 'limber%.palette'")
     -- a layout given positionally, or a misspelt option, is an error, not a silent mat4

@@ -101,7 +101,8 @@ function M.slots(def)
     local v = def[name]
     if type(v) ~= "table" then fail(fmt("slots: slot '%s' must be a table", name), 2) end
     if #v ~= 0 and #v ~= 16 then
-      fail(fmt("slots: slot '%s' must be 16 numbers or a table of translation/rotation/scale", name), 2)
+      fail(fmt("slots: slot '%s' must be 16 numbers or a table of translation/rotation/scale",
+        name), 2)
     end
     if #v == 16 then
       table.move(v, 1, 16, (i - 1) * 16 + 1, flat)
