@@ -332,7 +332,7 @@ lmb_status lmb_skin_influences(size_t count, const uint32_t *j0, const float *w0
     for (size_t v = 0; v < count; v++) {
         uint32_t jj[8];
         float ww[8];
-        for (int k = 0; k < 4; k++) {
+        for (size_t k = 0; k < 4; k++) {
             jj[k] = j0[v * 4 + k];
             ww[k] = w0[v * 4 + k];
             if (j1) {
@@ -364,7 +364,7 @@ lmb_status lmb_skin_influences(size_t count, const uint32_t *j0, const float *w0
             }
         }
         double sum = (double)ww[0] + (double)ww[1] + (double)ww[2] + (double)ww[3];
-        for (int k = 0; k < 4; k++) {
+        for (size_t k = 0; k < 4; k++) {
             out_j[v * 4 + k] = (uint16_t)jj[k];
             out_w[v * 4 + k] = sum > 0.0 ? (float)((double)ww[k] / sum) : (k == 0 ? 1.0f : 0.0f);
         }

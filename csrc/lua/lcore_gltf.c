@@ -659,9 +659,9 @@ static int l_worlds(lua_State *L) {
     lua_createtable(L, (int)(n < INT_MAX ? n : INT_MAX), 0); /* 5 */
     for (size_t i = 0; i < n; i++) {
         lua_createtable(L, 16, 0);
-        for (int k = 0; k < 16; k++) {
+        for (size_t k = 0; k < 16; k++) {
             lua_pushnumber(L, (lua_Number)m[16 * i + k]);
-            lua_rawseti(L, -2, k + 1);
+            lua_rawseti(L, -2, (lua_Integer)k + 1);
         }
         lua_rawseti(L, 5, (lua_Integer)i + 1);
     }

@@ -101,7 +101,7 @@ static int bench_new(lua_State *L) {
     }
     for (int i = 0; i < N; i++) {
         for (int j = 0; j < J; j++) {
-            float *v = b->trs + ((size_t)i * J + j) * 10;
+            float *v = b->trs + ((size_t)i * (size_t)J + (size_t)j) * 10;
             for (int k = 0; k < 3; k++)
                 v[k] = frand(&seed) * 2 - 1;
             float qn = 0;
@@ -112,13 +112,13 @@ static int bench_new(lua_State *L) {
                 v[k] /= qn;
             for (int k = 7; k < 10; k++)
                 v[k] = 0.5f + frand(&seed);
-            node *n = &b->nodes[(size_t)i * J + j];
+            node *n = &b->nodes[(size_t)i * (size_t)J + (size_t)j];
             memcpy(n->t, v, 3 * sizeof(float));
             memcpy(n->q, v + 3, 4 * sizeof(float));
             memcpy(n->s, v + 7, 3 * sizeof(float));
             int p = b->parent[j];
             if (p >= 0) {
-                node *pn = &b->nodes[(size_t)i * J + p];
+                node *pn = &b->nodes[(size_t)i * (size_t)J + (size_t)p];
                 if (pn->child_count == pn->child_cap) {
                     pn->child_cap = pn->child_cap ? pn->child_cap * 2 : 4;
                     pn->child = (node **)realloc(pn->child, sizeof(node *) * (size_t)pn->child_cap);
@@ -140,7 +140,7 @@ static int bench_fill_pose(lua_State *L) {
     for (int i = 0; i < b->instances; i++)
         for (int j = 0; j < b->joints; j++)
             lmb_pose_set_trs(p, (uint32_t)i, (uint32_t)j,
-                             b->trs + ((size_t)i * b->joints + j) * 10);
+                             b->trs + ((size_t)i * (size_t)b->joints + (size_t)j) * 10);
     return 0;
 }
 
@@ -148,13 +148,13 @@ static void run_recursive(bench *b) {
     mat4 id = GLM_MAT4_IDENTITY_INIT;
     for (int i = 0; i < b->instances; i++)
         for (int j = 0; j < b->joints; j++)
-            if (b->parent[j] < 0) recurse(&b->nodes[(size_t)i * b->joints + j], id);
+            if (b->parent[j] < 0) recurse(&b->nodes[(size_t)i * (size_t)b->joints + (size_t)j], id);
 }
 
 static void run_flat(bench *b) {
     for (int i = 0; i < b->instances; i++) {
-        const float *trs = b->trs + (size_t)i * b->joints * 10;
-        mat4 *model = (mat4 *)(void *)(b->model + (size_t)i * b->joints * 16);
+        const float *trs = b->trs + (size_t)i * (size_t)b->joints * 10;
+        mat4 *model = (mat4 *)(void *)(b->model + (size_t)i * (size_t)b->joints * 16);
         for (int j = 0; j < b->joints; j++) {
             mat4 local;
             const float *v = trs + (size_t)j * 10;
@@ -219,8 +219,8 @@ static int bench_model(lua_State *L) {
     luaL_argcheck(L, i >= 0 && i < b->instances, 3, "instance out of range");
     luaL_argcheck(L, j >= 0 && j < b->joints, 4, "joint out of range");
     const float *m = strcmp(kind, "recursive") == 0
-                         ? &b->nodes[(size_t)i * b->joints + j].world[0][0]
-                         : b->model + ((size_t)i * b->joints + j) * 16;
+                         ? &b->nodes[(size_t)i * (size_t)b->joints + (size_t)j].world[0][0]
+                         : b->model + ((size_t)i * (size_t)b->joints + (size_t)j) * 16;
     lua_createtable(L, 16, 0);
     for (int k = 0; k < 16; k++) {
         lua_pushnumber(L, m[k]);

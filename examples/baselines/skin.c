@@ -105,7 +105,7 @@ static int l_cpus(lua_State *L) {
     lua_newtable(L);
     lua_Integer n = 0;
     for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &now)) {
+        if (CPU_ISSET((size_t)c, &now)) {
             lua_pushinteger(L, c);
             lua_rawseti(L, -2, ++n);
         }
@@ -125,10 +125,10 @@ static int l_pin(lua_State *L) {
     cpu_set_t m = start_mask;
     if (!lua_isnoneornil(L, 1)) {
         lua_Integer c = luaL_checkinteger(L, 1);
-        luaL_argcheck(L, c >= 0 && c < CPU_SETSIZE && CPU_ISSET((int)c, &start_mask), 1,
+        luaL_argcheck(L, c >= 0 && c < CPU_SETSIZE && CPU_ISSET((size_t)c, &start_mask), 1,
                       "not one of this thread's CPUs");
         CPU_ZERO(&m);
-        CPU_SET((int)c, &m);
+        CPU_SET((size_t)c, &m);
     }
     if (sched_setaffinity(0, sizeof m, &m) != 0) return fail(L, "sched_setaffinity failed");
     lua_pushboolean(L, 1);
