@@ -204,29 +204,13 @@ static void clip_read_tables(lua_State *L, clip_src *src, uint32_t nsrc, int obj
         if (!c->is_table) continue;
         const char *field = c->as_values ? "values" : "times";
         lua_rawgeti(L, objs, (lua_Integer)i + 1);
-        int tab = lua_gettop(L);
-        for (size_t m = 0; m < c->count; m++) {
-            int isnum;
-            lua_rawgeti(L, tab, (lua_Integer)m + 1);
-            lua_Number v = lua_tonumberx(L, -1, &isnum);
-            if (!isnum)
-                luaL_error(L, PREFIX ": tracks[%I]: %s[%I] is not a number (got %s)", c->track,
-                           field, (lua_Integer)m + 1, luaL_typename(L, -1));
-            if (!isfinite(v) || fabs(v) > 3.4e38)
-                luaL_error(L, PREFIX ": tracks[%I]: %s[%I] is not a finite float (%f)", c->track,
-                           field, (lua_Integer)m + 1, v);
-            out[m] = (float)v;
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
+        lua_pushfstring(L, PREFIX ": tracks[%I]: %s", c->track, field);
+        /* a relative index: the table is not an argument position */
+        lcore_read_floats(L, -2, lua_tostring(L, -1), 1, out, c->count);
+        lua_pop(L, 2);
         c->data = out;
         out += c->count;
     }
-}
-
-static void push_track_label(lua_State *L, const lmb_track *tr) {
-    lua_pushfstring(L, "%s %I %s", tr->is_node ? "node" : "joint",
-                    (lua_Integer)tr->target + (tr->is_node ? 0 : 1), path_names[tr->path]);
 }
 
 /** core.clip(tracks [, name [, dense [, duration]]]): builds an immutable clip. tracks[k] =
@@ -246,7 +230,7 @@ static int l_clip_new(lua_State *L) {
     double min_duration = 0.0;
     if (!lua_isnoneornil(L, 4)) {
         min_duration = luaL_checknumber(L, 4);
-        luaL_argcheck(L, min_duration >= 0.0 && min_duration <= 3.4e38, 4,
+        luaL_argcheck(L, min_duration >= 0.0 && min_duration <= (double)LMB_FLOAT_LIMIT, 4,
                       "duration must be a finite number >= 0");
     }
     lua_settop(L, 2);
@@ -294,37 +278,8 @@ static int l_clip_new(lua_State *L) {
                 memcpy(rec + r * (per + 1) + 1, v + r * per, per * sizeof(float));
         }
     }
-    uint32_t bt = 0, bk = 0;
-    lmb_clip_error e = lmb_clip_finish(c, &bt, &bk);
-    if (e != LMB_CLIP_OK) {
-        const lmb_track *tr = NULL;
-        for (uint32_t m = 0; m < c->track_count; m++)
-            if (c->tracks[m].input == bt) tr = c->tracks + m;
-        push_track_label(L, tr);
-        const char *lbl = lua_tostring(L, -1);
-        const float *tm = c->times + tr->times;
-        lua_Integer t1 = (lua_Integer)bt + 1, k1 = (lua_Integer)bk + 1;
-        switch (e) {
-        case LMB_CLIP_NAN_TIME:
-            return luaL_error(L,
-                              PREFIX ": tracks[%I] (%s): times[%I] (%f) is not a finite time >= 0",
-                              t1, lbl, k1, (lua_Number)tm[bk]);
-        case LMB_CLIP_ORDER:
-            return luaL_error(L,
-                              PREFIX ": tracks[%I] (%s): times[%I] (%f) is not greater than "
-                                     "times[%I] (%f): key times must be strictly increasing",
-                              t1, lbl, k1, (lua_Number)tm[bk], k1 - 1, (lua_Number)tm[bk - 1]);
-        case LMB_CLIP_NAN_VALUE:
-            return luaL_error(L, PREFIX ": tracks[%I] (%s): values[%I] is not finite", t1, lbl, k1);
-        case LMB_CLIP_ZERO_ROTATION:
-            return luaL_error(L, PREFIX ": tracks[%I] (%s): rotation key %I is a zero quaternion",
-                              t1, lbl, k1);
-        case LMB_CLIP_DUPLICATE:
-            return luaL_error(L, PREFIX ": tracks[%I] and tracks[%I] both animate %s", k1, t1, lbl);
-        default:
-            return luaL_error(L, PREFIX ": tracks[%I]: inconsistent layout", t1);
-        }
-    }
+    lmb_error err;
+    if (lmb_clip_finish(c, &err) != LMB_OK) return lcore_raise(L, &err, PREFIX);
     /* info table: name and node tracks in input order */
     lua_createtable(L, 0, 2);
     if (name) {
@@ -414,7 +369,7 @@ static int l_clip_joint_tracks(lua_State *L) {
 }
 
 static int push_sample(lua_State *L, const lmb_clip *c, const lmb_track *tr, int targ, int larg) {
-    float t = lcore_check_finite(L, targ, "time");
+    float t = lcore_check_float(L, targ, "time");
     int loop = lua_toboolean(L, larg);
     lmb_cursor cursor = {0, 0.0f, 0.0f};
     float v[LMB_FLOAT_WIDTH];
@@ -438,7 +393,7 @@ static int l_clip_sample_joint(lua_State *L) {
     lmb_clip *c = check_clip(L, 1);
     lua_Integer j = luaL_checkinteger(L, 2);
     int path = luaL_checkoption(L, 3, NULL, path_names);
-    lcore_check_finite(L, 4, "time");
+    lcore_check_float(L, 4, "time");
     for (uint32_t m = 0; m < c->joint_track_count; m++) {
         const lmb_track *tr = c->tracks + m;
         if ((lua_Integer)tr->target + 1 == j && tr->path == path)
@@ -590,7 +545,7 @@ static int l_sampler_set(lua_State *L) {
         k = (int32_t)lcore_check_index(L, 3, s->clip_count, "clip");
     double t = check_time(L, 4);
     int loop = lua_isnoneornil(L, 5) ? 1 : lua_toboolean(L, 5);
-    float rate = lua_isnoneornil(L, 6) ? s->rate[i] : lcore_check_finite(L, 6, "rate");
+    float rate = lua_isnoneornil(L, 6) ? s->rate[i] : lcore_check_float(L, 6, "rate");
     if (k != s->clip[i]) /* cursors belong to the clip they were used with */
         memset(s->cursors + (size_t)i * s->cursor_stride, 0, s->cursor_stride * sizeof(lmb_cursor));
     s->clip[i] = k;
@@ -621,10 +576,10 @@ static int l_sampler_get(lua_State *L) {
 
 /** sampler:advance(dt): time += rate * dt for every instance with a clip
  * (wrapped into the clip when looping, clamped otherwise), in double:
- * finite rates and dt (at most 3.4e38 in magnitude) give finite times. */
+ * finite rates and dt (at most LMB_FLOAT_LIMIT in magnitude) give finite times. */
 static int l_sampler_advance(lua_State *L) {
     lmb_sampler *s = check_sampler(L, 1);
-    lcore_check_finite(L, 2, "dt"); /* the check (finite, float range) */
+    lcore_check_float(L, 2, "dt"); /* the check (finite, float range) */
     /* the value in double: 1/60 rounded to float would drift 0.2 ms an hour */
     lmb_sampler_advance(s, (double)lua_tonumber(L, 2));
     return 0;
