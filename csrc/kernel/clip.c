@@ -776,3 +776,42 @@ void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
         i = base + LMB_LANES;
     }
 }
+
+lmb_status lmb_sampler_validate(const lmb_sampler *s, uint32_t first, uint32_t count,
+                                lmb_error *err) {
+    lmb_error_clear(err);
+    const lmb_pose *p = s->pose;
+    if (!p) return lmb_error_set(err, LMB_EINVAL, "pose", "the sampler has no pose", 0, 0, 0, 0);
+    if (s->clip_count < 1 || s->clip_count > 65535 || !s->clips)
+        return lmb_error_set(err, LMB_ERANGE, "clips", "clip count {v} out of range [1, {l}]", 0, 0,
+                             (double)s->clip_count, 65535);
+    for (uint32_t k = 0; k < s->clip_count; k++) {
+        const lmb_clip *c = s->clips[k];
+        if (!c) return lmb_error_set(err, LMB_EINVAL, "clips", "clips[{i}] is missing", k, 0, 0, 0);
+        if (c->joint_span > p->joint_count)
+            return lmb_error_set(err, LMB_EMISMATCH, "clips",
+                                 "clips[{i}] animates joint {v} but the skeleton has {l} joints", k,
+                                 0, (double)c->joint_span, (double)p->joint_count);
+        if (c->joint_track_count > s->cursor_stride)
+            return lmb_error_set(err, LMB_ERANGE, "cursor_stride",
+                                 "clips[{i}] has {v} joint tracks, more than the {l} cursors per "
+                                 "instance",
+                                 k, 0, (double)c->joint_track_count, (double)s->cursor_stride);
+    }
+    if (s->root_joint < -1 || s->root_joint >= (int64_t)p->joint_count)
+        return lmb_error_set(err, LMB_ERANGE, "root_joint", "root joint {v} out of range [1, {l}]",
+                             0, 0, (double)s->root_joint + 1.0, (double)p->joint_count);
+    if ((uint64_t)first + count > p->instance_count)
+        return lmb_error_set(err, LMB_ERANGE, "count", "instances {i} .. {v} out of range [1, {l}]",
+                             first, 0, (double)first + (double)count, (double)p->instance_count);
+    for (uint32_t i = first; i < first + count; i++) {
+        if (s->clip && (s->clip[i] < -1 || s->clip[i] >= (int64_t)s->clip_count))
+            return lmb_error_set(err, LMB_ERANGE, "clip",
+                                 "instance {i}: clip {v} out of range [0, {l}] (0: none)", i, 0,
+                                 (double)s->clip[i] + 1.0, (double)s->clip_count);
+        if (s->time && !isfinite(s->time[i]))
+            return lmb_error_set(err, LMB_ENAN, "time", "instance {i}: time {v} is not finite", i,
+                                 0, s->time[i], 0);
+    }
+    return LMB_OK;
+}

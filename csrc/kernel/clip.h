@@ -195,8 +195,22 @@ float lmb_quat_yaw(const float q[4]);
  * looping, clamped otherwise), so finite floats always give a finite time. */
 void lmb_sampler_advance(lmb_sampler *s, double dt);
 
+/* Checks a sampler and the instances [first, first + count) a run would
+ * sample (err->index = the clip or instance, 0-based):
+ *   a pose ("pose"); 1 <= clip_count <= 65535 and every clip present
+ *   ("clips"); no clip animates a joint the skeleton lacks ("clips",
+ *   value = the clip's joint span, limit = the joint count);
+ *   cursor_stride >= every clip's joint track count ("cursor_stride");
+ *   root_joint -1 or a joint ("root_joint");
+ *   the range inside the pose ("count");
+ *   when the per-instance arrays are set: each clip index -1 or a clip
+ *   ("clip", index = the instance), each time finite ("time").
+ * No side effects. */
+lmb_status lmb_sampler_validate(const lmb_sampler *s, uint32_t first, uint32_t count,
+                                lmb_error *err);
+
 /* Samples instances [first, first + count) into the pose's locals and marks
- * them changed. Cannot fail (the binding checked targets and sizes). With
+ * them changed. Cannot fail once lmb_sampler_validate accepted them. With
  * lmb_simd_active(), lanes of a block that play the same clip are sampled
  * together by the AVX2 kernel (same results within float rounding). */
 void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count);

@@ -85,6 +85,12 @@ int lcore_raise(lua_State *L, const lmb_error *e, const char *where) {
     return luaL_error(L, "%s: %s", where, msg);
 }
 
+int lcore_raise_arg(lua_State *L, int arg, const lmb_error *e) {
+    char msg[320];
+    lmb_error_format(e, msg, sizeof msg);
+    return luaL_argerror(L, arg, msg);
+}
+
 void *lcore_newobject(lua_State *L, size_t bytes, int nuv, const char *mt) {
     if (bytes > ((size_t)1 << 40))
         luaL_error(L, "limber: object of %I bytes is too large", (lua_Integer)bytes);

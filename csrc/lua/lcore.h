@@ -78,6 +78,9 @@ void lcore_read_floats(lua_State *L, int arg, const char *what, lua_Integer firs
 void lcore_push_floats(lua_State *L, const float *v, int n, int out_arg);
 /* Raises a kernel error record as "<where>: <lmb_error_format text>". */
 int lcore_raise(lua_State *L, const lmb_error *e, const char *where);
+/* The same, as "bad argument #arg to '<function>' (<text>)": for a rule
+ * about one argument. */
+int lcore_raise_arg(lua_State *L, int arg, const lmb_error *e);
 /* Allocates a userdata with `nuv` user values and `bytes` + 64 of payload,
  * returns the payload aligned to 64. */
 void *lcore_newobject(lua_State *L, size_t bytes, int nuv, const char *mt);
