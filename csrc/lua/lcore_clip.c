@@ -204,10 +204,19 @@ static void clip_read_tables(lua_State *L, clip_src *src, uint32_t nsrc, int obj
         if (!c->is_table) continue;
         const char *field = c->as_values ? "values" : "times";
         lua_rawgeti(L, objs, (lua_Integer)i + 1);
-        lua_pushfstring(L, PREFIX ": tracks[%I]: %s", c->track, field);
-        /* a relative index: the table is not an argument position */
-        lcore_read_floats(L, -2, lua_tostring(L, -1), 1, out, c->count);
-        lua_pop(L, 2);
+        for (size_t m = 0; m < c->count; m++) {
+            int isnum;
+            lua_rawgeti(L, -1, (lua_Integer)m + 1);
+            lua_Number v = lua_tonumberx(L, -1, &isnum);
+            lua_pop(L, 1);
+            if (!isnum || !lcore_float_ok(v)) {
+                /* the toolkit's message (no label is made unless needed) */
+                lua_pushfstring(L, PREFIX ": tracks[%I]: %s", c->track, field);
+                lcore_read_floats(L, -2, lua_tostring(L, -1), 1, out, c->count);
+            }
+            out[m] = (float)v;
+        }
+        lua_pop(L, 1);
         c->data = out;
         out += c->count;
     }
