@@ -116,7 +116,7 @@ void lmb_blend_run(lmb_pose *out, const lmb_blend_layer *layers, uint32_t layer_
             for (uint32_t l = 0; l < layer_count; l++)
                 if (layers[l].additive) apply_additive(layers + l, b, j, d);
         }
-        for (int k = 0; k < L; k++) {
+        for (uint32_t k = 0; k < L; k++) {
             uint32_t i = b * L + k;
             if (i < out->instance_count) lmb_pose_touch(out, i, 0);
         }

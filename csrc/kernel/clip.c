@@ -651,7 +651,7 @@ static void sample_dense_instance(lmb_sampler *s, uint32_t i, const lmb_clip *c,
         uint32_t jn = span - q * 8 < 8 ? span - q * 8 : 8;
         for (uint32_t j = 0; j < jn; j++) {
             float *out = local + (size_t)(q * 8 + j) * jstride;
-            for (int m = 0; m < 10; m++)
+            for (uint32_t m = 0; m < 10; m++)
                 out[m * LMB_LANES] = src[m * 8 + j];
         }
     }
@@ -739,13 +739,13 @@ void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
         unsigned done = pl->lanes;
         if (done) {
             lmb_sample_dense_avx2(s->pose, b, pl, next);
-            for (int l = 0; l < LMB_LANES; l++)
+            for (uint32_t l = 0; l < LMB_LANES; l++)
                 if (done >> l & 1u)
                     finish_instance(s, base + l, s->clip[base + l], s->clips[s->clip[base + l]]);
         }
         cur ^= 1;
         /* the other lanes: lanes sharing the first active lane's clip go together */
-        for (int l0 = 0; l0 < LMB_LANES; l0++) {
+        for (uint32_t l0 = 0; l0 < LMB_LANES; l0++) {
             if (done >> l0 & 1u) continue;
             int32_t k = base + l0 < N ? s->clip[base + l0] : -1;
             if (k < 0) {
@@ -756,7 +756,7 @@ void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
             int n = 0;
             float t[LMB_LANES] = {0, 0, 0, 0, 0, 0, 0, 0};
             const lmb_clip *c = s->clips[k];
-            for (int l = l0; l < LMB_LANES; l++) {
+            for (uint32_t l = l0; l < LMB_LANES; l++) {
                 if (base + l < N && s->clip[base + l] == k && !(done >> l & 1u)) {
                     lanes |= 1u << l;
                     t[l] = lmb_clip_time(c, s->time[base + l], s->loop[base + l]);
@@ -766,10 +766,10 @@ void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
             done |= lanes;
             if (n >= 3) {
                 lmb_sample_lanes_avx2(s, b, k, lanes, t);
-                for (int l = 0; l < LMB_LANES; l++)
+                for (uint32_t l = 0; l < LMB_LANES; l++)
                     if (lanes >> l & 1u) finish_instance(s, base + l, k, c);
             } else {
-                for (int l = 0; l < LMB_LANES; l++)
+                for (uint32_t l = 0; l < LMB_LANES; l++)
                     if (lanes >> l & 1u) sample_instance(s, base + l);
             }
         }

@@ -101,8 +101,8 @@ static void load_scratch(lmb_pose *p, uint32_t block, uint32_t j) {
     float *d = p->scratch + (size_t)j * 12 * LMB_LANES;
     for (uint32_t l = 0; l < LMB_LANES; l++) {
         const float *m = p->model + ((size_t)(block * LMB_LANES + l) * p->joint_count + j) * 16;
-        for (int c = 0; c < 4; c++)
-            for (int r = 0; r < 3; r++)
+        for (uint32_t c = 0; c < 4; c++)
+            for (uint32_t r = 0; r < 3; r++)
                 d[(c * 3 + r) * LMB_LANES + l] = m[c * 4 + r];
     }
 }
@@ -114,10 +114,10 @@ void lmb_l2m_block_portable(lmb_pose *p, uint32_t block, uint32_t start) {
     const uint16_t *parent = p->skel->parent;
     enum { W = LMB_LANES };
     float rootf[12 * W];
-    for (int l = 0; l < W; l++) {
+    for (uint32_t l = 0; l < W; l++) {
         const float *R = p->root + (size_t)(block * W + l) * 16;
-        for (int c = 0; c < 4; c++)
-            for (int r = 0; r < 3; r++)
+        for (uint32_t c = 0; c < 4; c++)
+            for (uint32_t r = 0; r < 3; r++)
                 rootf[(c * 3 + r) * W + l] = R[c * 4 + r];
     }
     float *model0 = p->model + (size_t)block * W * J * 16;
