@@ -53,7 +53,7 @@ describe("fuzz regression corpus", function()
     local ok, out = sh(("'%s' fuzz/regressions"):format(driver))
     assert.is_true(ok, out)
     local seen = 0
-    for h, n in out:gmatch("(%w+): (%d+) inputs replayed") do
+    for h, n in out:gmatch("([%w_]+): (%d+) inputs replayed") do
       assert.are.equal(count_files("fuzz/regressions/" .. h), tonumber(n), h)
       seen = seen + tonumber(n)
     end
