@@ -228,6 +228,9 @@ describe("pose", function()
       { function() pose:set_local(1.5, 1) end, "number has no integer representation" },
       { function() pose:model(1, 0) end, "joint index 0 out of range [1, 5]" },
       { function() pose:set_root(1, { 1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }) end, "must be affine" },
+      -- the kernel's rule names the element and its value
+      { function() pose:set_root(1, { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0.5, 0, 0, 0, 1 }) end,
+        "m[12] is 0.5)" },
       { function() pose:set_root(1, { 1, 0, 0 }) end, "root matrix must have 16 numbers" },
       { function() core.pose(skel, 0) end, "instance count 0 out of range" },
       { function() core.pose({}, 1) end, "limber.Skeleton expected" },
