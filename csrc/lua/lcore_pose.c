@@ -571,6 +571,10 @@ static int l_palette_update(lua_State *L) {
     if (count < 0 || count > left)
         return luaL_argerror(L, 3,
                              lua_pushfstring(L, "count %I out of range [0, %I]", count, left));
+    lmb_error err;
+    if (lmb_palette_validate(pal->pose, pal->skin, pal->layout, (uint32_t)(first - 1),
+                             (uint32_t)count, &err) != LMB_OK)
+        return lcore_raise(L, &err, "limber.Palette:update"); /* unreachable: checked above */
     uint32_t width = lmb_palette_width(pal->layout);
     lmb_palette_run(pal->pose, pal->skin, pal->layout,
                     pal->data + (size_t)(first - 1) * pal->joints * width, (uint32_t)(first - 1),

@@ -382,8 +382,7 @@ static int l_target_new(lua_State *L) {
     lmb_error err;
     /* counts first: the streams created for `true` need them */
     if (lmb_skin_target_validate(&d, &err) != LMB_OK &&
-        (err.field == NULL || strcmp(err.field, "vertices") == 0 ||
-         strcmp(err.field, "instances") == 0))
+        (strcmp(err.field, "vertices") == 0 || strcmp(err.field, "instances") == 0))
         return lcore_raise(L, &err, "limber.skinning.target");
     size_t total = (size_t)d.vertices * (size_t)d.instances;
     /* stack: 1 desc, 2..4 the Buffer each stream writes (or nil) */
