@@ -382,7 +382,7 @@ static int push_sample(lua_State *L, const lmb_clip *c, const lmb_track *tr, int
     int loop = lua_toboolean(L, larg);
     lmb_cursor cursor = {0, 0.0f, 0.0f};
     float v[LMB_FLOAT_WIDTH];
-    lmb_track_sample(c, tr, lmb_clip_time(c, t, loop), &cursor, v);
+    lmb_track_sample(c, tr, lmb_clip_time(c, (double)t, loop), &cursor, v);
     for (int m = 0; m < tr->width; m++)
         lua_pushnumber(L, (lua_Number)v[m]);
     return tr->width;
