@@ -17,7 +17,7 @@ int lmb_fuzz_influences(const uint8_t *data, size_t size) {
     fz_reader r = {data, size};
     uint8_t flags = fz_u8(&r);
     int two = flags & 1, small = (flags >> 2) & 1, per = two ? 8 : 4;
-    size_t vbytes = (size_t)per * (3 + (small ? 1 : 4));
+    size_t vbytes = (size_t)per * (small ? 4u : 7u);
     size_t count = r.n / vbytes;
     if (count == 0) return 0;
     uint32_t *j = (uint32_t *)malloc(count * 8 * sizeof(uint32_t));
@@ -86,15 +86,15 @@ int lmb_fuzz_influences(const uint8_t *data, size_t size) {
         double total = 0;
         for (int s = 0; s < 4; s++) {
             float want = sum > 0.0 ? (float)((double)ww[pick[s]] / sum) : (s == 0 ? 1.0f : 0.0f);
-            float got = ow[v * 4 + s];
+            float got = ow[v * 4 + (size_t)s];
             if (!(got >= 0.0f && got <= 1.0f))
                 lmb_fuzz_fail("vertex %zu weight %g", v, (double)got);
             if (got != want)
                 lmb_fuzz_fail("vertex %zu influence %d: weight %g, expected %g", v, s, (double)got,
                               (double)want);
-            if (oj[v * 4 + s] != jj[pick[s]])
+            if (oj[v * 4 + (size_t)s] != jj[pick[s]])
                 lmb_fuzz_fail("vertex %zu influence %d: joint %u, expected %u", v, s,
-                              (unsigned)oj[v * 4 + s], jj[pick[s]]);
+                              (unsigned)oj[v * 4 + (size_t)s], jj[pick[s]]);
             total += (double)got;
         }
         if (fabs(total - 1.0) > 1e-5) lmb_fuzz_fail("vertex %zu weights sum to %g", v, total);

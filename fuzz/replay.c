@@ -24,7 +24,8 @@ static const struct {
                  {"accessor", lmb_fuzz_accessor},
                  {"sparse", lmb_fuzz_sparse},
                  {"influences", lmb_fuzz_influences},
-                 {"skeleton", lmb_fuzz_skeleton}};
+                 {"skeleton", lmb_fuzz_skeleton},
+                 {"skin_target", lmb_fuzz_skin_target}};
 #define NHARNESS (sizeof harnesses / sizeof harnesses[0])
 
 static harness_fn find(const char *name) {

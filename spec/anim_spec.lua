@@ -145,7 +145,10 @@ describe("blender", function()
     assert.error_matches(function() anim.blender(out, { { pose = limber.pose(other, 2) } }) end,
       "layers[1].pose must have the output's skeleton and 2 instances", 1, true)
     assert.error_matches(function() anim.blender(out, { { pose = limber.pose(skel, 3) } }) end,
-      "layers[1].pose must have the output's skeleton and 2 instances", 1, true)
+      "layers[1].pose must have the output's skeleton and 2 instances (it has 3)", 1, true)
+    assert.error_matches(function()
+      anim.blender(out, { { pose = p }, { pose = p, additive = true, reference = limber.pose(skel, 3) } })
+    end, "layers[2].reference must have the output's skeleton and 1 or 2 instances (it has 3)", 1, true)
     assert.error_matches(function() anim.blender(out, { { pose = p, additive = true } }) end,
       "layers[1] is additive and needs a reference Pose", 1, true)
     assert.error_matches(function() anim.blender(out, { { pose = p, reference = p } }) end,
@@ -153,13 +156,13 @@ describe("blender", function()
     assert.error_matches(function() anim.blender(out, { { pose = p, mask = { 1, 1 } } }) end,
       "layers[1].mask has 2 weights, expected 3 (one per joint)", 1, true)
     assert.error_matches(function() anim.blender(out, { { pose = p, mask = { 1, 2, 1 } } }) end,
-      "layers[1].mask[2] must be a number in [0, 1]", 1, true)
+      "limber.anim.blender: layers[1].mask[2] (2) must be a number in [0, 1]", 1, true)
     local bl = anim.blender(out, { { pose = p } })
     assert.error_matches(function() bl:set_weight(1, 1, -1) end, "weight -1.0 must be >= 0", 1, true)
     assert.error_matches(function() bl:set_weight(3, 1, 1) end, "instance index 3 out of range [1, 2]", 1, true)
     assert.error_matches(function() bl:set_weight(1, 2, 1) end, "layer index 2 out of range [1, 1]", 1, true)
     assert.error_matches(function() bl:set_mask(1, { 0, 0.5, 7 }) end,
-      "layers[1].mask[3] must be a number in [0, 1]", 1, true)
+      "limber.Blender:set_mask: layers[1].mask[3] (7) must be a number in [0, 1]", 1, true)
     assert.equal(1, bl:weight(1, 1))
     bl:set_mask(1, { 0, 0.5, 1 })
     bl:set_mask(1, nil)

@@ -37,7 +37,8 @@ setup(function()
     driver = tmpdir .. "/limber_fuzz_replay"
     local ok, out = sh(("${CC:-cc} -std=c99 -O1 -Icsrc/kernel -DCGLM_ALL_UNALIGNED "
       .. "-D_POSIX_C_SOURCE=200809L fuzz/*.c csrc/kernel/gltf.c csrc/kernel/skeleton.c "
-      .. "csrc/kernel/limber.c -lm -o '%s'")
+      .. "csrc/kernel/limber.c csrc/kernel/skinning.c csrc/kernel/x86/skinning_avx2.c "
+      .. "csrc/kernel/x86/skinning_avx512.c -lm -o '%s'")
       :format(driver))
     assert(ok, "compiling the replay driver failed:\n" .. out)
   end
@@ -52,7 +53,7 @@ describe("fuzz regression corpus", function()
     local ok, out = sh(("'%s' fuzz/regressions"):format(driver))
     assert.is_true(ok, out)
     local seen = 0
-    for h, n in out:gmatch("(%w+): (%d+) inputs replayed") do
+    for h, n in out:gmatch("([%w_]+): (%d+) inputs replayed") do
       assert.are.equal(count_files("fuzz/regressions/" .. h), tonumber(n), h)
       seen = seen + tonumber(n)
     end

@@ -311,12 +311,12 @@ describe("hostile: NaN and infinities", function()
     pose:local_to_model()
     local before = pose:model_buffer():bytes()
     for _, v in ipairs(bad) do
-      assert.error_matches(function() pose:set_trs(2, 3, { v, 0, 0 }) end, "not finite", 1, true)
-      assert.error_matches(function() pose:set_trs(2, 3, nil, { 0, v, 0, 1 }) end, "not finite", 1, true)
-      assert.error_matches(function() pose:set_trs(2, 3, nil, nil, { 1, 1, v }) end, "not finite", 1, true)
+      assert.error_matches(function() pose:set_trs(2, 3, { v, 0, 0 }) end, "is not a finite float", 1, true)
+      assert.error_matches(function() pose:set_trs(2, 3, nil, { 0, v, 0, 1 }) end, "is not a finite float", 1, true)
+      assert.error_matches(function() pose:set_trs(2, 3, nil, nil, { 1, 1, v }) end, "is not a finite float", 1, true)
       local m = { table.unpack(IDENTITY) }
       m[14] = v
-      assert.error_matches(function() pose:set_root(2, m) end, "not finite", 1, true)
+      assert.error_matches(function() pose:set_root(2, m) end, "is not a finite float", 1, true)
     end
     local t, r, s = pose:trs(2, 3)
     assert.near({ 1, 2, 3 }, t, 0)

@@ -109,7 +109,8 @@ describe("a call that raises changes nothing", function()
     local bad = {}
     for j = 1, J do bad[j] = 1 end
     bad[J] = 2
-    assert.error_matches(function() bl:set_mask(2, bad) end, "mask[1100] must be a number in [0, 1]", 1, true)
+    assert.error_matches(function() bl:set_mask(2, bad) end,
+      "layers[2].mask[1100] (2) must be a number in [0, 1]", 1, true)
     bad[J] = "x"
     assert.has_error(function() bl:set_mask(2, bad) end)
     bl:run()

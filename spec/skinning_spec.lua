@@ -539,7 +539,7 @@ describe("skinning", function()
       end, "position and normal offsets overlap", 1, true)
       assert.error_matches(function()
         sk.target { mesh = mesh, buffer = core.buffer("f32", 6, 50), stride = 24, position = 16 }
-      end, "position offset must be a multiple of 4 in [0, 12]", 1, true)
+      end, "position offset 16 must be a multiple of 4 in [0, 12] (stride 24)", 1, true)
       assert.error_matches(function()
         sk.target { mesh = mesh, positions = pal:matrix_buffer() }
       end, "positions is a read-only Buffer", 1, true)
@@ -547,6 +547,26 @@ describe("skinning", function()
         sk.target { mesh = mesh, normals = core.buffer("f32", 2, 50) }
       end, "normals must be an f32 Buffer of width 3 or 4", 1, true)
       assert.error_matches(function() sk.target { mesh = mesh } end, "no output stream", 1, true)
+    end)
+
+    it("names the value and the bound of a target's error (the kernel's rules)", function()
+      local function target_fails(desc, msg)
+        assert.error_matches(function() sk.target(desc) end, "limber.skinning.target: " .. msg, 1, true)
+      end
+      local buf = core.buffer("f32", 6, 100)
+      target_fails({ mesh = mesh, buffer = buf, stride = 22, position = 0 },
+        "stride 22 must be a multiple of 4 bytes in [4, 4096]")
+      target_fails({ mesh = mesh, buffer = buf, stride = 24, position = 4, normal = 12 },
+        "position and normal offsets overlap (bytes 4 and 12 of the stride)")
+      target_fails({ mesh = mesh, buffer = buf, stride = 24, tangent = -1 },
+        "tangent offset -1 must be a multiple of 4 in [0, 8] (stride 24)")
+      target_fails({ mesh = mesh, instances = 3, buffer = core.buffer("f32", 6, 149), stride = 24, position = 0 },
+        "buffer too small: 3576 bytes, need 3588 (150 vertices x stride 24)")
+      target_fails({ mesh = mesh, instances = 3, tangents = core.buffer("f32", 3, 150) },
+        "tangents must be an f32 Buffer of width 4 (got width 3)")
+      target_fails({ vertices = 0, positions = true }, "vertex count 0 out of range [1, 268435456]")
+      target_fails({ vertices = 4, instances = 1 << 25, positions = true },
+        "instance count 33554432 out of range [1, 16777216]")
     end)
 
     it("rejects bad mesh data", function()
@@ -561,10 +581,22 @@ describe("skinning", function()
       assert.error_matches(function() sk.mesh(desc_with("weights", w)) end, "vertex 3: every weight is zero", 1, true)
       w[9] = -1
       assert.error_matches(function() sk.mesh(desc_with("weights", w)) end, "vertex 3: negative weight", 1, true)
+      -- the kernel names the influence and the value, and each cause on its own
+      assert.error_matches(function() sk.mesh(desc_with("weights", w)) end,
+        "limber.skinning.mesh: vertex 3: negative weight 1 (-1)", 1, true)
+      local jt, wt = {}, {}
+      for q = 1, #m.jnt do jt[q], wt[q] = m.jnt[q] + 1, m.wgt[q] end
+      jt[10], wt[10] = 0, 0.25 -- no joint (0 in a 1-based table) for a non-zero weight
+      local d = desc_with("joints", jt)
+      d.weights = wt
+      assert.error_matches(function() sk.mesh(d) end,
+        "vertex 3: influence 2 has a non-zero weight but no joint", 1, true)
+      jt[10] = 70000
+      assert.error_matches(function() sk.mesh(d) end, "vertex 3: joint slot 69999 out of range [0, 65534]", 1, true)
       assert.error_matches(function() sk.mesh(desc_with("normals", core.buffer("f32", 3, 49))) end,
         "normals has 49 vertices, positions have 50", 1, true)
       assert.error_matches(function() sk.mesh(desc_with("indices", core.buffer("u32", 1, { 0, 50 }))) end,
-        "indices[2] = 51 out of range (50 vertices)", 1, true)
+        "indices[2] = 51 (1-based) out of range [1, 50]", 1, true)
       assert.error_matches(function() sk.mesh(desc_with("positions", nil)) end, "positions are required", 1, true)
       assert.error_matches(function() sk.mesh(desc_with("joints", core.buffer("f32", 4, 50))) end,
         "joints must be a u8/u16/u32 Buffer of width 4", 1, true)

@@ -116,9 +116,72 @@ void lmb_blend_run(lmb_pose *out, const lmb_blend_layer *layers, uint32_t layer_
             for (uint32_t l = 0; l < layer_count; l++)
                 if (layers[l].additive) apply_additive(layers + l, b, j, d);
         }
-        for (int k = 0; k < L; k++) {
+        for (uint32_t k = 0; k < L; k++) {
             uint32_t i = b * L + k;
             if (i < out->instance_count) lmb_pose_touch(out, i, 0);
         }
     }
+}
+
+lmb_status lmb_blend_mask_validate(const float *mask, uint32_t joints, uint32_t layer,
+                                   lmb_error *err) {
+    lmb_error_clear(err);
+    for (uint32_t j = 0; j < joints; j++)
+        if (!(mask[j] >= 0.0f && mask[j] <= 1.0f))
+            return lmb_error_set(err, LMB_ERANGE, "mask",
+                                 "layers[{i}].mask[{j}] ({v}) must be a number in [0, 1]", layer, j,
+                                 (double)mask[j], 1.0);
+    return LMB_OK;
+}
+
+lmb_status lmb_blend_validate(const lmb_pose *out, const lmb_blend_layer *layers,
+                              uint32_t layer_count, uint32_t first_block, uint32_t block_count,
+                              lmb_error *err) {
+    lmb_error_clear(err);
+    if (layer_count < 1 || layer_count > LMB_BLEND_MAX_LAYERS)
+        return lmb_error_set(err, LMB_ERANGE, "layers", "layer count {v} out of range [1, {l}]", 0,
+                             0, (double)layer_count, LMB_BLEND_MAX_LAYERS);
+    if ((uint64_t)first_block + block_count > out->block_count)
+        return lmb_error_set(err, LMB_ERANGE, "blocks", "blocks {i} .. {v} out of range [1, {l}]",
+                             first_block, 0, (double)first_block + (double)block_count,
+                             (double)out->block_count);
+    for (uint32_t l = 0; l < layer_count; l++) {
+        const lmb_blend_layer *ly = layers + l;
+        const lmb_pose *p = ly->pose, *r = ly->reference;
+        if (!p)
+            return lmb_error_set(err, LMB_EINVAL, "pose", "layers[{i}].pose is missing", l, 0, 0,
+                                 0);
+        if (p == out)
+            return lmb_error_set(err, LMB_EINVAL, "pose", "layers[{i}].pose is the output pose", l,
+                                 0, 0, 0);
+        if (p->skel != out->skel || p->instance_count != out->instance_count)
+            return lmb_error_set(err, LMB_EMISMATCH, "pose",
+                                 "layers[{i}].pose must have the output's skeleton and {l} "
+                                 "instances (it has {v})",
+                                 l, 0, (double)p->instance_count, (double)out->instance_count);
+        if (ly->additive && !r)
+            return lmb_error_set(err, LMB_EINVAL, "reference",
+                                 "layers[{i}] is additive and needs a reference Pose", l, 0, 0, 0);
+        if (!ly->additive && r)
+            return lmb_error_set(err, LMB_EINVAL, "reference",
+                                 "layers[{i}].reference is only for additive layers", l, 0, 0, 0);
+        if (r && (r->skel != out->skel ||
+                  (r->instance_count != 1 && r->instance_count != out->instance_count)))
+            return lmb_error_set(err, LMB_EMISMATCH, "reference",
+                                 "layers[{i}].reference must have the output's skeleton and 1 or "
+                                 "{l} instances (it has {v})",
+                                 l, 0, (double)r->instance_count, (double)out->instance_count);
+        if (!ly->weight)
+            return lmb_error_set(err, LMB_EINVAL, "weight", "layers[{i}] has no weights", l, 0, 0,
+                                 0);
+        for (uint32_t i = 0; i < out->instance_count; i++)
+            if (!(ly->weight[i] >= 0.0f && ly->weight[i] <= (float)LMB_BLEND_MAX_WEIGHT))
+                return lmb_error_set(err, LMB_ERANGE, "weight",
+                                     "layers[{i}]: the weight of instance {j} ({v}) is out of "
+                                     "range [0, {l}]",
+                                     l, i, (double)ly->weight[i], LMB_BLEND_MAX_WEIGHT);
+        if (ly->mask && lmb_blend_mask_validate(ly->mask, out->joint_count, l, err) != LMB_OK)
+            return err->code;
+    }
+    return LMB_OK;
 }

@@ -19,17 +19,44 @@
 
 #include "pose.h"
 
+/* At most this many layers, each weight in [0, LMB_BLEND_MAX_WEIGHT]:
+ * the sum of every layer's weights stays far inside float range (3e38 +
+ * 3e38 would overflow to infinity and blend to 0). */
+#define LMB_BLEND_MAX_LAYERS 64
+#define LMB_BLEND_MAX_WEIGHT 1e6
+
 typedef struct lmb_blend_layer {
     const lmb_pose *pose;      /* same skeleton and instance count as the output */
-    const float *weight;       /* per instance weights in [0, 1e6] (the binding's bound: 64
-                                * layers' sums stay finite), lanes padded (block_count * 8) */
+    const float *weight;       /* per instance weights in [0, LMB_BLEND_MAX_WEIGHT], lanes
+                                * padded (block_count * 8) */
     const float *mask;         /* joint_count weights in [0, 1], or NULL (all 1) */
     const lmb_pose *reference; /* additive: 1 instance (shared) or the same count */
     uint32_t additive;
 } lmb_blend_layer;
 
-/* Blends blocks [first_block, first_block + block_count) of `out`. The
- * binding checked skeletons, counts and that `out` is not a layer pose. */
+/* Checks a blend job (err->index = the layer, 0-based):
+ *   1 <= layer_count <= LMB_BLEND_MAX_LAYERS ("layers");
+ *   each layer has a pose ("pose") that is not `out`, with out's skeleton
+ *   and instance count;
+ *   an additive layer has a reference ("reference") with out's skeleton
+ *   and 1 or out's instance count; a normal layer has none;
+ *   every weight of a real instance is in [0, LMB_BLEND_MAX_WEIGHT]
+ *   ("weight", index2 = the instance, value = the weight);
+ *   every mask value is in [0, 1] ("mask", index2 = the joint);
+ *   blocks [first_block, first_block + block_count) exist in out
+ *   ("blocks").
+ * No side effects. */
+lmb_status lmb_blend_validate(const lmb_pose *out, const lmb_blend_layer *layers,
+                              uint32_t layer_count, uint32_t first_block, uint32_t block_count,
+                              lmb_error *err);
+
+/* The mask rule alone, for a mask about to replace layer `layer`'s. */
+lmb_status lmb_blend_mask_validate(const float *mask, uint32_t joints, uint32_t layer,
+                                   lmb_error *err);
+
+/* Blends blocks [first_block, first_block + block_count) of `out`.
+ * Cannot fail once lmb_blend_validate accepted the job (the weights and
+ * masks it read must not have been set outside the rules since). */
 void lmb_blend_run(lmb_pose *out, const lmb_blend_layer *layers, uint32_t layer_count,
                    uint32_t first_block, uint32_t block_count);
 

@@ -4,6 +4,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define ALIGN 64
@@ -83,7 +84,21 @@ static void sort_tracks(lmb_track *t, uint32_t n) {
 /* Distinct key-time ranges remembered for sharing by content (see below). */
 #define SHARE_WINDOW 8
 
-lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
+static const char *const path_label[] = {"translation", "rotation", "scale", "float"};
+
+/* Fills e for track tr (input position, and "joint j path" / "node n path"
+ * as context) and returns its code. */
+static lmb_status track_error(lmb_error *e, const lmb_track *tr, lmb_status code, const char *field,
+                              const char *detail, uint32_t index2, double value, double limit) {
+    lmb_error_set(e, code, field, detail, tr->input, index2, value, limit);
+    snprintf(e->context, sizeof e->context, "%s %lu %s", tr->is_node ? "node" : "joint",
+             (unsigned long)tr->target + (tr->is_node ? 0ul : 1ul),
+             path_label[tr->path <= LMB_PATH_F ? tr->path : 0]);
+    return code;
+}
+
+lmb_status lmb_clip_finish(lmb_clip *c, lmb_error *err) {
+    lmb_error_clear(err);
     float duration = 0.0f;
     /* ends of the key-time and record ranges introduced so far (input order):
      * a shared range must lie inside what was already validated */
@@ -93,7 +108,6 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
         uint32_t n = tr->key_count, w = tr->width;
         uint32_t per_key = tr->interp == LMB_CUBIC ? 3 * w : w;
         uint32_t st = per_key + 1;
-        *track = tr->input;
         int width_ok = tr->path == LMB_PATH_F ? (tr->is_node && w >= 1 && w <= LMB_FLOAT_WIDTH)
                                               : w == (tr->path == LMB_PATH_R ? 4u : 3u);
         uint64_t t_end = (uint64_t)tr->times + n, v_end = (uint64_t)tr->values + (uint64_t)n * st;
@@ -101,8 +115,8 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
             ((tr->shared & LMB_SHARE_TIMES) && t_end > end_t) ||
             ((tr->shared & LMB_SHARE_RECORDS) &&
              (v_end > end_v || !(tr->shared & LMB_SHARE_TIMES)))) {
-            *key = 0;
-            return LMB_CLIP_LAYOUT;
+            return track_error(err, tr, LMB_ERANGE, "tracks", "tracks[{i}]: inconsistent layout", 0,
+                               0, 0);
         }
         tr->stride = st;
         const float *tm = c->times + tr->times;
@@ -111,14 +125,17 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
         tr->last = tm[n - 1];
         if (!(tr->shared & LMB_SHARE_TIMES)) {
             for (uint32_t i = 0; i < n; i++) {
-                if (!isfinite(tm[i]) || tm[i] < 0.0f) {
-                    *key = i;
-                    return LMB_CLIP_NAN_TIME;
-                }
-                if (i > 0 && !(tm[i] > tm[i - 1])) {
-                    *key = i;
-                    return LMB_CLIP_ORDER;
-                }
+                if (!isfinite(tm[i]) || tm[i] < 0.0f)
+                    return track_error(err, tr, isfinite(tm[i]) ? LMB_ERANGE : LMB_ENAN, "times",
+                                       "tracks[{i}] ({c}): times[{j}] ({v}) is not a finite time "
+                                       ">= 0",
+                                       i, (double)tm[i], 0);
+                if (i > 0 && !(tm[i] > tm[i - 1]))
+                    return track_error(err, tr, LMB_EINVAL, "times",
+                                       "tracks[{i}] ({c}): times[{j}] ({v}) is not greater than "
+                                       "the key time before it ({l}): key times must be strictly "
+                                       "increasing",
+                                       i, (double)tm[i], (double)tm[i - 1]);
             }
             if (t_end > end_t) end_t = t_end;
         }
@@ -128,10 +145,10 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
         for (uint32_t i = 0; i < n; i++) {
             rec[(size_t)i * st] = tm[i];
             for (uint32_t m = 0; m < per_key; m++) {
-                if (!isfinite(rec[(size_t)i * st + 1 + m])) {
-                    *key = i * per_key + m;
-                    return LMB_CLIP_NAN_VALUE;
-                }
+                if (!isfinite(rec[(size_t)i * st + 1 + m]))
+                    return track_error(err, tr, LMB_ENAN, "values",
+                                       "tracks[{i}] ({c}): values[{j}] ({v}) is not finite",
+                                       i * per_key + m, (double)rec[(size_t)i * st + 1 + m], 0);
             }
         }
         if (tr->path == LMB_PATH_R) {
@@ -140,10 +157,11 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
                 float *q = rec + (size_t)i * st + off;
                 double q0 = (double)q[0], q1 = (double)q[1], q2 = (double)q[2], q3 = (double)q[3];
                 double len = sqrt(q0 * q0 + q1 * q1 + q2 * q2 + q3 * q3);
-                if (!(len > 1e-6)) {
-                    *key = i;
-                    return LMB_CLIP_ZERO_ROTATION;
-                }
+                if (!(len > 1e-6))
+                    return track_error(err, tr, LMB_EINVAL, "values",
+                                       "tracks[{i}] ({c}): rotation key {j} is a zero quaternion "
+                                       "(length {v}, at most 1e-6)",
+                                       i, len, 1e-6);
                 for (int m = 0; m < 4; m++)
                     q[m] = (float)((double)q[m] / len);
             }
@@ -183,10 +201,10 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
         const lmb_track *t = c->tracks + k;
         if (t->is_node) break;
         if (k > 0 && t->target == t[-1].target && t->path == t[-1].path) {
-            uint32_t a = t->input, b = t[-1].input;
-            *track = a > b ? a : b;
-            *key = a > b ? b : a;
-            return LMB_CLIP_DUPLICATE;
+            const lmb_track *later = t->input > t[-1].input ? t : t - 1;
+            return track_error(err, later, LMB_EINVAL, "tracks",
+                               "tracks[{j}] and tracks[{i}] both animate {c}",
+                               later == t ? t[-1].input : t->input, 0, 0);
         }
         joint_tracks++;
         if (t->target + 1 > span) span = t->target + 1;
@@ -194,7 +212,7 @@ lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key) {
     c->joint_track_count = joint_tracks;
     c->joint_span = span;
     c->duration = duration;
-    return LMB_CLIP_OK;
+    return LMB_OK;
 }
 
 /* ---- dense form of uniformly keyed clips ------------------------------ */
@@ -633,7 +651,7 @@ static void sample_dense_instance(lmb_sampler *s, uint32_t i, const lmb_clip *c,
         uint32_t jn = span - q * 8 < 8 ? span - q * 8 : 8;
         for (uint32_t j = 0; j < jn; j++) {
             float *out = local + (size_t)(q * 8 + j) * jstride;
-            for (int m = 0; m < 10; m++)
+            for (uint32_t m = 0; m < 10; m++)
                 out[m * LMB_LANES] = src[m * 8 + j];
         }
     }
@@ -721,13 +739,13 @@ void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
         unsigned done = pl->lanes;
         if (done) {
             lmb_sample_dense_avx2(s->pose, b, pl, next);
-            for (int l = 0; l < LMB_LANES; l++)
+            for (uint32_t l = 0; l < LMB_LANES; l++)
                 if (done >> l & 1u)
                     finish_instance(s, base + l, s->clip[base + l], s->clips[s->clip[base + l]]);
         }
         cur ^= 1;
         /* the other lanes: lanes sharing the first active lane's clip go together */
-        for (int l0 = 0; l0 < LMB_LANES; l0++) {
+        for (uint32_t l0 = 0; l0 < LMB_LANES; l0++) {
             if (done >> l0 & 1u) continue;
             int32_t k = base + l0 < N ? s->clip[base + l0] : -1;
             if (k < 0) {
@@ -738,7 +756,7 @@ void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
             int n = 0;
             float t[LMB_LANES] = {0, 0, 0, 0, 0, 0, 0, 0};
             const lmb_clip *c = s->clips[k];
-            for (int l = l0; l < LMB_LANES; l++) {
+            for (uint32_t l = l0; l < LMB_LANES; l++) {
                 if (base + l < N && s->clip[base + l] == k && !(done >> l & 1u)) {
                     lanes |= 1u << l;
                     t[l] = lmb_clip_time(c, s->time[base + l], s->loop[base + l]);
@@ -748,13 +766,52 @@ void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
             done |= lanes;
             if (n >= 3) {
                 lmb_sample_lanes_avx2(s, b, k, lanes, t);
-                for (int l = 0; l < LMB_LANES; l++)
+                for (uint32_t l = 0; l < LMB_LANES; l++)
                     if (lanes >> l & 1u) finish_instance(s, base + l, k, c);
             } else {
-                for (int l = 0; l < LMB_LANES; l++)
+                for (uint32_t l = 0; l < LMB_LANES; l++)
                     if (lanes >> l & 1u) sample_instance(s, base + l);
             }
         }
         i = base + LMB_LANES;
     }
+}
+
+lmb_status lmb_sampler_validate(const lmb_sampler *s, uint32_t first, uint32_t count,
+                                lmb_error *err) {
+    lmb_error_clear(err);
+    const lmb_pose *p = s->pose;
+    if (!p) return lmb_error_set(err, LMB_EINVAL, "pose", "the sampler has no pose", 0, 0, 0, 0);
+    if (s->clip_count < 1 || s->clip_count > 65535 || !s->clips)
+        return lmb_error_set(err, LMB_ERANGE, "clips", "clip count {v} out of range [1, {l}]", 0, 0,
+                             (double)s->clip_count, 65535);
+    for (uint32_t k = 0; k < s->clip_count; k++) {
+        const lmb_clip *c = s->clips[k];
+        if (!c) return lmb_error_set(err, LMB_EINVAL, "clips", "clips[{i}] is missing", k, 0, 0, 0);
+        if (c->joint_span > p->joint_count)
+            return lmb_error_set(err, LMB_EMISMATCH, "clips",
+                                 "clips[{i}] animates joint {v} but the skeleton has {l} joints", k,
+                                 0, (double)c->joint_span, (double)p->joint_count);
+        if (c->joint_track_count > s->cursor_stride)
+            return lmb_error_set(err, LMB_ERANGE, "cursor_stride",
+                                 "clips[{i}] has {v} joint tracks, more than the {l} cursors per "
+                                 "instance",
+                                 k, 0, (double)c->joint_track_count, (double)s->cursor_stride);
+    }
+    if (s->root_joint < -1 || s->root_joint >= (int64_t)p->joint_count)
+        return lmb_error_set(err, LMB_ERANGE, "root_joint", "root joint {v} out of range [1, {l}]",
+                             0, 0, (double)s->root_joint + 1.0, (double)p->joint_count);
+    if ((uint64_t)first + count > p->instance_count)
+        return lmb_error_set(err, LMB_ERANGE, "count", "instances {i} .. {v} out of range [1, {l}]",
+                             first, 0, (double)first + (double)count, (double)p->instance_count);
+    for (uint32_t i = first; i < first + count; i++) {
+        if (s->clip && (s->clip[i] < -1 || s->clip[i] >= (int64_t)s->clip_count))
+            return lmb_error_set(err, LMB_ERANGE, "clip",
+                                 "instance {i}: clip {v} out of range [0, {l}] (0: none)", i, 0,
+                                 (double)s->clip[i] + 1.0, (double)s->clip_count);
+        if (s->time && !isfinite(s->time[i]))
+            return lmb_error_set(err, LMB_ENAN, "time", "instance {i}: time {v} is not finite", i,
+                                 0, s->time[i], 0);
+    }
+    return LMB_OK;
 }

@@ -112,24 +112,23 @@ size_t lmb_clip_bytes(uint32_t tracks, uint32_t keys, uint32_t values);
  * `shared` (LMB_SHARE_*) marks tracks that reuse an earlier track's ranges:
  * their arrays are neither filled nor validated again. Tracks that
  * introduce ranges should do so in increasing offsets (a shared range must
- * lie inside the ranges introduced before it, else LMB_CLIP_LAYOUT). */
+ * lie inside the ranges introduced before it, else lmb_clip_finish fails
+ * with field "tracks", LMB_ERANGE). */
 lmb_clip *lmb_clip_place(void *mem, uint32_t tracks, uint32_t keys, uint32_t values);
 
-/* What lmb_clip_finish found wrong. */
-typedef enum lmb_clip_error {
-    LMB_CLIP_OK = 0,
-    LMB_CLIP_NAN_TIME,      /* key time `key` is NaN, infinite or negative */
-    LMB_CLIP_ORDER,         /* key time `key` is not greater than key `key - 1` */
-    LMB_CLIP_NAN_VALUE,     /* value float `key` is NaN or infinite */
-    LMB_CLIP_ZERO_ROTATION, /* rotation key `key` is (near) zero */
-    LMB_CLIP_DUPLICATE,     /* the track animates the same joint and path as track `key` */
-    LMB_CLIP_LAYOUT         /* track ranges do not fit the arrays (caller bug) */
-} lmb_clip_error;
-
-/* Validates, normalises and sorts a filled clip (see above). On error
- * returns the problem and, in *track (input position) and *key (0-based
- * key or float index, or the other track's input position), where. */
-lmb_clip_error lmb_clip_finish(lmb_clip *c, uint32_t *track, uint32_t *key);
+/* Validates, normalises and sorts a filled clip (see above). Rules, each
+ * reported in *err with the track's input position as index and "joint j
+ * path" or "node n path" as context:
+ *   field "times"  (index2 = key): every key time finite and >= 0
+ *                  (LMB_ENAN / LMB_ERANGE), strictly increasing (LMB_EINVAL,
+ *                  limit = the key time before);
+ *   field "values" (index2 = float or key): every value finite (LMB_ENAN),
+ *                  rotation keys of length > 1e-6 (LMB_EINVAL);
+ *   field "tracks": no two joint tracks animate the same joint and path
+ *                  (LMB_EINVAL, index2 = the earlier track); track ranges
+ *                  and widths fit the arrays (LMB_ERANGE: a caller bug).
+ * Returns LMB_OK or err->code. */
+lmb_status lmb_clip_finish(lmb_clip *c, lmb_error *err);
 
 /* Bytes for the dense form of a finished clip (any alignment), or 0 when
  * the clip does not qualify (see lmb_dense). */
@@ -196,8 +195,22 @@ float lmb_quat_yaw(const float q[4]);
  * looping, clamped otherwise), so finite floats always give a finite time. */
 void lmb_sampler_advance(lmb_sampler *s, double dt);
 
+/* Checks a sampler and the instances [first, first + count) a run would
+ * sample (err->index = the clip or instance, 0-based):
+ *   a pose ("pose"); 1 <= clip_count <= 65535 and every clip present
+ *   ("clips"); no clip animates a joint the skeleton lacks ("clips",
+ *   value = the clip's joint span, limit = the joint count);
+ *   cursor_stride >= every clip's joint track count ("cursor_stride");
+ *   root_joint -1 or a joint ("root_joint");
+ *   the range inside the pose ("count");
+ *   when the per-instance arrays are set: each clip index -1 or a clip
+ *   ("clip", index = the instance), each time finite ("time").
+ * No side effects. */
+lmb_status lmb_sampler_validate(const lmb_sampler *s, uint32_t first, uint32_t count,
+                                lmb_error *err);
+
 /* Samples instances [first, first + count) into the pose's locals and marks
- * them changed. Cannot fail (the binding checked targets and sizes). With
+ * them changed. Cannot fail once lmb_sampler_validate accepted them. With
  * lmb_simd_active(), lanes of a block that play the same clip are sampled
  * together by the AVX2 kernel (same results within float rounding). */
 void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count);

@@ -1,5 +1,9 @@
-/* limber.c: status strings and CPU feature dispatch. */
+/* limber.c: status strings, error records and CPU feature dispatch. */
 #include "limber.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 const char *lmb_strerror(lmb_status s) {
     switch (s) {
@@ -23,6 +27,88 @@ const char *lmb_strerror(lmb_status s) {
         return "invalid argument";
     }
     return "unknown error";
+}
+
+void lmb_error_clear(lmb_error *e) {
+    memset(e, 0, sizeof *e);
+}
+
+lmb_status lmb_error_set(lmb_error *e, lmb_status code, const char *field, const char *detail,
+                         uint32_t index, uint32_t index2, double value, double limit) {
+    e->code = code;
+    e->field = field;
+    e->detail = detail;
+    e->index = index;
+    e->index2 = index2;
+    e->value = value;
+    e->limit = limit;
+    e->context[0] = '\0';
+    return code;
+}
+
+/* Appends text to buf[*len ..] within n bytes, counting what did not fit. */
+static void put_text(char *buf, size_t n, size_t *len, const char *s, size_t k) {
+    if (*len < n) {
+        size_t room = n - *len - 1; /* keep the terminator */
+        memcpy(buf + *len, s, k < room ? k : room);
+    }
+    *len += k;
+}
+
+static void put_number(char *buf, size_t n, size_t *len, double v) {
+    char tmp[40];
+    int k;
+    if (isfinite(v) && v == floor(v) && fabs(v) < 1e18)
+        k = snprintf(tmp, sizeof tmp, "%.0f", v);
+    else
+        k = snprintf(tmp, sizeof tmp, "%.9g", v);
+    put_text(buf, n, len, tmp, k > 0 ? (size_t)k : 0);
+}
+
+size_t lmb_error_format(const lmb_error *e, char *buf, size_t n) {
+    size_t len = 0;
+    const char *t = e->detail ? e->detail : lmb_strerror(e->code);
+    while (*t) {
+        const char *open = strchr(t, '{');
+        if (!open) {
+            put_text(buf, n, &len, t, strlen(t));
+            break;
+        }
+        put_text(buf, n, &len, t, (size_t)(open - t));
+        char key = open[1];
+        if (key != '\0' && open[2] == '}') {
+            const char *s = NULL;
+            switch (key) {
+            case 'f':
+                s = e->field ? e->field : "";
+                break;
+            case 'c':
+                s = e->context;
+                break;
+            case 'i':
+                put_number(buf, n, &len, (double)e->index + 1.0);
+                break;
+            case 'j':
+                put_number(buf, n, &len, (double)e->index2 + 1.0);
+                break;
+            case 'v':
+                put_number(buf, n, &len, e->value);
+                break;
+            case 'l':
+                put_number(buf, n, &len, e->limit);
+                break;
+            default:
+                put_text(buf, n, &len, open, 3);
+            }
+            if (s) put_text(buf, n, &len, s, strlen(s));
+            t = open + 3;
+        } else {
+            put_text(buf, n, &len, "{", 1);
+            t = open + (key == '{' ? 2 : 1);
+        }
+    }
+    if (n > 0) buf[len < n ? len : n - 1] = '\0';
+    return len;
 }
 
 /* CPU features, detected once per process. Two states may open the module

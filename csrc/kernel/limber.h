@@ -2,11 +2,16 @@
  *
  * The kernel is pure C99 over flat arrays: no Lua headers, no longjmp, no
  * allocation in per-frame paths. Functions report problems through status
- * codes (lmb_status); the Lua binding (csrc/l*.c) turns them into errors
- * with lmb_strerror() so wording is the same everywhere. */
+ * codes (lmb_status). Jobs (skinning, blending, sampling, local-to-model,
+ * palettes, clip building) have a validate function that checks every rule
+ * and fills one detailed lmb_error (which field, which index, what bound),
+ * and a run function that cannot fail once validated. The Lua binding
+ * (csrc/lua/) raises lmb_error_format()'s text, so C and Lua callers get
+ * the same rules and the same wording. */
 #ifndef LIMBER_H
 #define LIMBER_H
 
+#include <float.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +43,39 @@ typedef enum lmb_status {
 } lmb_status;
 
 const char *lmb_strerror(lmb_status s);
+
+/* The largest magnitude a float input may have: every number the kernel
+ * stores as a float must be finite and within it. */
+#define LMB_FLOAT_LIMIT FLT_MAX
+
+/* A detailed error: what a validate function (or a builder) found wrong.
+ * `detail` is a static template that lmb_error_format expands:
+ *     {f} field   {c} context   {i} index + 1   {j} index2 + 1
+ *     {v} value   {l} limit     {{ a brace
+ * Indices are 0-based in the record and written 1-based (the Lua
+ * convention: the text is what Lua users read); numbers print as integers
+ * when integral, else with 9 significant digits. code LMB_OK: no error. */
+typedef struct lmb_error {
+    lmb_status code;
+    const char *field;   /* the field at fault ("stride", "weights", ...) */
+    const char *detail;  /* the message template (static storage) */
+    uint32_t index;      /* position of the element at fault (0-based) */
+    uint32_t index2;     /* a second position (a key, another job, ...) */
+    double value, limit; /* the offending value and the bound it broke */
+    char context[48];    /* free text naming the object (e.g. a track) */
+} lmb_error;
+
+/* Clears an error record (code LMB_OK). */
+void lmb_error_clear(lmb_error *e);
+
+/* Fills an error record and returns its code. */
+lmb_status lmb_error_set(lmb_error *e, lmb_status code, const char *field, const char *detail,
+                         uint32_t index, uint32_t index2, double value, double limit);
+
+/* Writes the message of `e` into buf (n bytes, always terminated when n >
+ * 0); returns the length of the full message (as snprintf). A record
+ * without a template gives lmb_strerror(code). */
+size_t lmb_error_format(const lmb_error *e, char *buf, size_t n);
 
 /* Rounds n up to a multiple of a (a power of two). */
 static inline size_t lmb_align_up(size_t n, size_t a) {

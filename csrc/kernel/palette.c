@@ -93,3 +93,18 @@ void lmb_palette_run(const lmb_pose *pose, const lmb_skin *skin, int layout, flo
     else
         lmb_palette_run_portable(pose, skin, layout, out, first, count);
 }
+
+lmb_status lmb_palette_validate(const lmb_pose *pose, const lmb_skin *skin, int layout,
+                                uint32_t first, uint32_t count, lmb_error *err) {
+    lmb_error_clear(err);
+    if (skin->skel != pose->skel)
+        return lmb_error_set(err, LMB_EMISMATCH, "skin",
+                             "skin belongs to another skeleton than the pose", 0, 0, 0, 0);
+    if (layout != LMB_PALETTE_MAT4 && layout != LMB_PALETTE_MAT3X4)
+        return lmb_error_set(err, LMB_EINVAL, "layout", "unknown palette layout {v}", 0, 0,
+                             (double)layout, 0);
+    if ((uint64_t)first + count > pose->instance_count)
+        return lmb_error_set(err, LMB_ERANGE, "count", "instances {i} .. {v} out of range [1, {l}]",
+                             first, 0, (double)first + (double)count, (double)pose->instance_count);
+    return LMB_OK;
+}

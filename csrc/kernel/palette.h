@@ -40,8 +40,15 @@ static inline uint32_t lmb_palette_width(int layout) {
     return layout == LMB_PALETTE_MAT4 ? 16 : 12;
 }
 
-/* Writes palettes of instances [first, first + count) of `pose` (which must
- * use skin->skel) into out, where out points at instance `first`'s entry. */
+/* Checks a palette job: the skin belongs to the pose's skeleton ("skin",
+ * LMB_EMISMATCH), layout is a palette layout ("layout"), instances
+ * [first, first + count) exist in the pose ("count"). No side effects. */
+lmb_status lmb_palette_validate(const lmb_pose *pose, const lmb_skin *skin, int layout,
+                                uint32_t first, uint32_t count, lmb_error *err);
+
+/* Writes palettes of instances [first, first + count) of `pose` into out,
+ * where out points at instance `first`'s entry. Cannot fail once
+ * lmb_palette_validate accepted the job. */
 void lmb_palette_run(const lmb_pose *pose, const lmb_skin *skin, int layout, float *out,
                      uint32_t first, uint32_t count);
 

@@ -2,6 +2,7 @@
  * the portable kernel. */
 #include "pose.h"
 
+#include <math.h>
 #include <string.h>
 
 #define ALIGN 64
@@ -85,6 +86,8 @@ void lmb_pose_set_root(lmb_pose *p, uint32_t i, const float m[16]) {
     float *r = p->root + (size_t)i * 16;
     if (m) {
         memcpy(r, m, 16 * sizeof(float));
+        r[3] = r[7] = r[11] = 0.0f; /* affine within 1e-4 (validated): exactly */
+        r[15] = 1.0f;
         p->has_root = 1;
     } else {
         memset(r, 0, 16 * sizeof(float));
@@ -99,8 +102,8 @@ static void load_scratch(lmb_pose *p, uint32_t block, uint32_t j) {
     float *d = p->scratch + (size_t)j * 12 * LMB_LANES;
     for (uint32_t l = 0; l < LMB_LANES; l++) {
         const float *m = p->model + ((size_t)(block * LMB_LANES + l) * p->joint_count + j) * 16;
-        for (int c = 0; c < 4; c++)
-            for (int r = 0; r < 3; r++)
+        for (uint32_t c = 0; c < 4; c++)
+            for (uint32_t r = 0; r < 3; r++)
                 d[(c * 3 + r) * LMB_LANES + l] = m[c * 4 + r];
     }
 }
@@ -112,10 +115,10 @@ void lmb_l2m_block_portable(lmb_pose *p, uint32_t block, uint32_t start) {
     const uint16_t *parent = p->skel->parent;
     enum { W = LMB_LANES };
     float rootf[12 * W];
-    for (int l = 0; l < W; l++) {
+    for (uint32_t l = 0; l < W; l++) {
         const float *R = p->root + (size_t)(block * W + l) * 16;
-        for (int c = 0; c < 4; c++)
-            for (int r = 0; r < 3; r++)
+        for (uint32_t c = 0; c < 4; c++)
+            for (uint32_t r = 0; r < 3; r++)
                 rootf[(c * 3 + r) * W + l] = R[c * 4 + r];
     }
     float *model0 = p->model + (size_t)block * W * J * 16;
@@ -200,4 +203,30 @@ void lmb_pose_local_to_model(lmb_pose *p, uint32_t first_block, uint32_t block_c
         for (int l = 0; l < LMB_LANES; l++)
             fd[l] = J;
     }
+}
+
+lmb_status lmb_pose_l2m_validate(const lmb_pose *p, uint32_t first_block, uint32_t block_count,
+                                 lmb_error *err) {
+    lmb_error_clear(err);
+    if ((uint64_t)first_block + block_count > p->block_count)
+        return lmb_error_set(err, LMB_ERANGE, "blocks", "blocks {i} .. {v} out of range [1, {l}]",
+                             first_block, 0, (double)first_block + (double)block_count,
+                             (double)p->block_count);
+    return LMB_OK;
+}
+
+lmb_status lmb_pose_root_validate(const float m[16], lmb_error *err) {
+    static const float bottom[4] = {0.0f, 0.0f, 0.0f, 1.0f};
+    lmb_error_clear(err);
+    for (uint32_t k = 0; k < 16; k++)
+        if (!isfinite(m[k]))
+            return lmb_error_set(err, LMB_ENAN, "root", "root matrix m[{i}] ({v}) is not finite", k,
+                                 0, (double)m[k], 0);
+    for (uint32_t r = 0; r < 4; r++)
+        if (fabsf(m[r * 4 + 3] - bottom[r]) > 1e-4f)
+            return lmb_error_set(err, LMB_EINVAL, "root",
+                                 "root matrix must be affine (bottom row 0 0 0 1: m[4], m[8], "
+                                 "m[12] = 0 and m[16] = 1; m[{i}] is {v})",
+                                 r * 4 + 3, 0, (double)m[r * 4 + 3], (double)bottom[r]);
+    return LMB_OK;
 }

@@ -64,13 +64,24 @@ void lmb_pose_get_trs(const lmb_pose *p, uint32_t i, uint32_t j, float trs[LMB_T
 /* Resets instance i to the skeleton's rest pose. */
 void lmb_pose_reset(lmb_pose *p, uint32_t i);
 
-/* Sets the root matrix of instance i (NULL: identity). The matrix must be
- * affine (bottom row 0 0 0 1); the binding checks it. */
+/* Checks a root matrix: finite floats ("root", index = the element) and
+ * affine, bottom row 0 0 0 1 within 1e-4 ("root", index = the element). */
+lmb_status lmb_pose_root_validate(const float m[16], lmb_error *err);
+
+/* Sets the root matrix of instance i (NULL: identity) from a matrix
+ * lmb_pose_root_validate accepted; the bottom row is stored exactly. */
 void lmb_pose_set_root(lmb_pose *p, uint32_t i, const float m[16]);
+
+/* Checks a local-to-model job: blocks [first_block, first_block +
+ * block_count) exist in the pose ("blocks"). The pose's own contents are
+ * valid by construction (lmb_pose_place, the setters). No side effects. */
+lmb_status lmb_pose_l2m_validate(const lmb_pose *p, uint32_t first_block, uint32_t block_count,
+                                 lmb_error *err);
 
 /* model[j] = model[parent[j]] * TRS(local[j]) (root * TRS for roots) for
  * the instances of blocks [first_block, first_block + block_count), from
- * each block's first dirty joint; with force, every joint. Cannot fail. */
+ * each block's first dirty joint; with force, every joint. Cannot fail
+ * once lmb_pose_l2m_validate accepted the blocks. */
 void lmb_pose_local_to_model(lmb_pose *p, uint32_t first_block, uint32_t block_count, int force);
 
 /* The portable and AVX2 kernels for one block, starting at joint `start`

@@ -2,6 +2,8 @@
 #include "skinning.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "palette.h"
@@ -18,37 +20,46 @@ static uint32_t influence_count(const float *w) {
     return n;
 }
 
-lmb_status lmb_skin_mesh_count(const lmb_skin_source *src, uint32_t counts[5], uint32_t *bad) {
+lmb_status lmb_skin_mesh_count(const lmb_skin_source *src, uint32_t counts[5], lmb_error *err) {
+    lmb_error_clear(err);
     memset(counts, 0, 5 * sizeof(uint32_t));
+    uint32_t slots = src->skin_joints ? src->skin_joints : LMB_MAX_JOINTS;
     for (uint32_t v = 0; v < src->vertex_count; v++) {
         const float *w = src->weights + (size_t)v * 4;
         const uint32_t *j = src->joints + (size_t)v * 4;
-        for (int i = 0; i < 4; i++) {
-            if (!isfinite(w[i])) {
-                *bad = v;
-                return LMB_ENAN;
-            }
-            if (w[i] < 0.0f) {
-                *bad = v;
-                return LMB_EINVAL;
-            }
-            if (w[i] != 0.0f && j[i] >= LMB_MAX_JOINTS) {
-                *bad = v;
-                return LMB_ERANGE;
-            }
+        for (uint32_t i = 0; i < 4; i++) {
+            if (!isfinite(w[i]))
+                return lmb_error_set(err, LMB_ENAN, "weights",
+                                     "vertex {i}: weight {j} is NaN or infinite ({v})", v, i,
+                                     (double)w[i], 0);
+            if (w[i] < 0.0f)
+                return lmb_error_set(err, LMB_EINVAL, "weights",
+                                     "vertex {i}: negative weight {j} ({v})", v, i, (double)w[i],
+                                     0);
+            if (w[i] == 0.0f || j[i] < slots) continue;
+            if (j[i] == UINT32_MAX)
+                return lmb_error_set(err, LMB_ERANGE, "joints",
+                                     "vertex {i}: influence {j} has a non-zero weight but no joint",
+                                     v, i, (double)j[i], (double)slots - 1);
+            if (src->skin_joints)
+                return lmb_error_set(err, LMB_ERANGE, "joints",
+                                     "vertex {i}: joint slot {v} beyond the skin's {l} joints", v,
+                                     i, (double)j[i], (double)slots);
+            return lmb_error_set(err, LMB_ERANGE, "joints",
+                                 "vertex {i}: joint slot {v} out of range [0, {l}]", v, i,
+                                 (double)j[i], (double)slots - 1);
         }
         uint32_t n = influence_count(w);
-        if (n == 0) {
-            *bad = v;
-            return LMB_EINVAL;
-        }
+        if (n == 0)
+            return lmb_error_set(err, LMB_EINVAL, "weights", "vertex {i}: every weight is zero", v,
+                                 0, 0, 0);
         counts[n]++;
     }
     for (uint32_t k = 0; k < src->index_count; k++)
-        if (src->indices[k] >= src->vertex_count) {
-            *bad = k;
-            return LMB_ERANGE;
-        }
+        if (src->indices[k] >= src->vertex_count)
+            return lmb_error_set(err, LMB_ERANGE, "indices",
+                                 "indices[{i}] = {v} (1-based) out of range [1, {l}]", k, 0,
+                                 (double)src->indices[k] + 1.0, (double)src->vertex_count);
     return LMB_OK;
 }
 
@@ -286,4 +297,319 @@ void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item) {
         lmb_skin_range_avx2(&r);
     else
         lmb_skin_range_portable(&r);
+}
+
+/* ---- targets and jobs -------------------------------------------------- */
+
+static const char *const stream_field[] = {"positions", "normals", "tangents"};
+static const char *const offset_field[] = {"position", "normal", "tangent"};
+
+/* Bytes an attribute k occupies in an interleaved vertex. */
+static int64_t attr_size(int k) {
+    return k == LMB_SKIN_TAN ? 16 : 12;
+}
+
+static lmb_skin_footprint footprint_of(const lmb_skin_stream *st, int k, size_t n) {
+    lmb_skin_footprint f;
+    f.lo = (uintptr_t)(void *)st->base;
+    f.stride = st->stride * sizeof(float);
+    f.size = k == LMB_SKIN_TAN || st->wide ? 16 : 12;
+    f.n = n;
+    f.task = 0;
+    f.stream = (uint32_t)k;
+    return f;
+}
+
+static uintptr_t fp_end(const lmb_skin_footprint *f) {
+    return f->lo + (f->n - 1) * f->stride + f->size;
+}
+
+/* True when some byte is written by both streams. Equal strides (the
+ * interleaved case) are compared exactly: both sets repeat with that
+ * period inside the span they share, so they meet there iff one attribute
+ * of a meets one of b, period for period. Other strides are compared by
+ * their spans (a refusal errs on the safe side). */
+static int fp_overlap(const lmb_skin_footprint *fa, const lmb_skin_footprint *fb) {
+    lmb_skin_footprint ca = *fa, cb = *fb;
+    lmb_skin_footprint *a = fa->lo <= fb->lo ? &ca : &cb, *b = fa->lo <= fb->lo ? &cb : &ca;
+    uintptr_t ahi = fp_end(a), bhi = fp_end(b);
+    if (ahi <= b->lo || bhi <= a->lo) return 0; /* disjoint spans */
+    /* one vertex alone repeats with any period at least its size */
+    if (a->n == 1 && b->stride >= a->size) a->stride = b->stride;
+    if (b->n == 1 && a->stride >= b->size) b->stride = a->stride;
+    if (a->stride != b->stride) return 1;
+    /* offsets from a->lo: a writes [m s, m s + p), b writes [d + m s, d + m s + q) */
+    int64_t s = (int64_t)a->stride, p = (int64_t)a->size, q = (int64_t)b->size;
+    int64_t d = (int64_t)(b->lo - a->lo);
+    int64_t hlo = d, hhi = (int64_t)((ahi < bhi ? ahi : bhi) - a->lo); /* shared span */
+    int64_t r = d % s; /* b's attribute within a period of a: [r, r + q) */
+    for (int64_t w = 0; w < 2; w++) {
+        int64_t x = r - w * s;                                  /* b's piece, unwrapped */
+        int64_t lo = x > 0 ? x : 0, hi = x + q < p ? x + q : p; /* meets a's [0, p)? */
+        if (lo >= hi) continue;
+        if (hhi - hlo >= s) return 1; /* the shared span holds a whole period */
+        int64_t m = (hlo - lo) / s;
+        for (int64_t k = m - 2; k <= m + 2; k++)
+            if (lo + k * s < hhi && hi + k * s > hlo) return 1;
+    }
+    return 0;
+}
+
+static lmb_status check_interleaved(const lmb_skin_target_desc *d, size_t total, lmb_error *err) {
+    if (((uintptr_t)d->buffer & 3u) != 0)
+        return lmb_error_set(err, LMB_EINVAL, "buffer", "buffer data is not 4-byte aligned", 0, 0,
+                             0, 0);
+    int64_t stride = d->stride;
+    if (stride < 4 || stride % 4 != 0 || stride > LMB_SKIN_MAX_STRIDE)
+        return lmb_error_set(err, LMB_ERANGE, "stride",
+                             "stride {v} must be a multiple of 4 bytes in [4, {l}]", 0, 0,
+                             (double)stride, LMB_SKIN_MAX_STRIDE);
+    int any = 0;
+    int64_t last = 0;
+    for (int k = 0; k < 3; k++) {
+        int64_t o = d->offset[k];
+        if (o == LMB_SKIN_NO_OFFSET) continue;
+        if (o < 0 || o % 4 != 0 || o > stride - attr_size(k)) {
+            lmb_error_set(err, LMB_ERANGE, offset_field[k],
+                          "{f} offset {v} must be a multiple of 4 in [0, {l}] ({c})", 0, 0,
+                          (double)o, (double)(stride - attr_size(k)));
+            snprintf(err->context, sizeof err->context, "stride %lld", (long long)stride);
+            return err->code;
+        }
+        any = 1;
+        if (o + attr_size(k) > last) last = o + attr_size(k);
+    }
+    if (!any)
+        return lmb_error_set(err, LMB_EINVAL, "buffer",
+                             "give at least one of position, normal, tangent offsets", 0, 0, 0, 0);
+    for (int a = 0; a < 3; a++)
+        for (int c = a + 1; c < 3; c++) {
+            int64_t oa = d->offset[a], oc = d->offset[c]; /* validated: >= 0 when given */
+            if (oa < 0 || oc < 0 || oa >= oc + attr_size(c) || oc >= oa + attr_size(a)) continue;
+            lmb_error_set(err, LMB_EINVAL, offset_field[a],
+                          "{f} and {c} offsets overlap (bytes {v} and {l} of the stride)", 0, 0,
+                          (double)oa, (double)oc);
+            snprintf(err->context, sizeof err->context, "%s", offset_field[c]);
+            return err->code;
+        }
+    /* (total - 1) * stride + last, without overflow */
+    size_t need = SIZE_MAX;
+    if (total - 1 <= (SIZE_MAX - (size_t)last) / (size_t)stride)
+        need = (total - 1) * (size_t)stride + (size_t)last;
+    if (d->buffer_bytes < need) {
+        lmb_error_set(err, LMB_ESIZE, "buffer", "buffer too small: {v} bytes, need {l} ({c})", 0, 0,
+                      (double)d->buffer_bytes, (double)need);
+        snprintf(err->context, sizeof err->context, "%llu vertices x stride %lld",
+                 (unsigned long long)total, (long long)stride);
+        return err->code;
+    }
+    return LMB_OK;
+}
+
+static lmb_status check_separate(const lmb_skin_target_desc *d, size_t total, lmb_error *err) {
+    int any = 0;
+    lmb_skin_stream st[3];
+    for (int k = 0; k < 3; k++) {
+        st[k].base = d->base[k];
+        if (!d->base[k]) continue;
+        any = 1;
+        int64_t w = d->width[k];
+        if (w != 4 && (k == LMB_SKIN_TAN || w != 3)) {
+            lmb_error_set(err, LMB_EINVAL, stream_field[k],
+                          "{f} must be an f32 Buffer of width {c} (got width {v})", 0, 0, (double)w,
+                          0);
+            snprintf(err->context, sizeof err->context, "%s", k == LMB_SKIN_TAN ? "4" : "3 or 4");
+            return err->code;
+        }
+        if (((uintptr_t)d->base[k] & 3u) != 0)
+            return lmb_error_set(err, LMB_EINVAL, stream_field[k], "{f} data is not 4-byte aligned",
+                                 0, 0, 0, 0);
+        if (d->elements[k] < total) {
+            lmb_error_set(err, LMB_ESIZE, stream_field[k],
+                          "{f} buffer too small: {v} elements, need {l} ({c})", 0, 0,
+                          (double)d->elements[k], (double)total);
+            snprintf(err->context, sizeof err->context, "%lld instances x %lld vertices",
+                     (long long)d->instances, (long long)d->vertices);
+            return err->code;
+        }
+        st[k].stride = (size_t)w;
+        st[k].wide = w == 4;
+    }
+    if (!any)
+        return lmb_error_set(err, LMB_EINVAL, "positions",
+                             "no output stream (give positions, normals or tangents, or buffer + "
+                             "offsets)",
+                             0, 0, 0, 0);
+    /* one stream must not write another's bytes (the same Buffer twice) */
+    for (int a = 0; a < 3; a++)
+        for (int c = a + 1; c < 3; c++) {
+            if (!st[a].base || !st[c].base) continue;
+            lmb_skin_footprint fa = footprint_of(&st[a], a, total);
+            lmb_skin_footprint fc = footprint_of(&st[c], c, total);
+            if (!fp_overlap(&fa, &fc)) continue;
+            lmb_error_set(err, LMB_EINVAL, stream_field[a],
+                          "{f} and {c} write the same bytes (the same Buffer, or overlapping ones)",
+                          0, 0, 0, 0);
+            snprintf(err->context, sizeof err->context, "%s", stream_field[c]);
+            return err->code;
+        }
+    return LMB_OK;
+}
+
+lmb_status lmb_skin_target_validate(const lmb_skin_target_desc *d, lmb_error *err) {
+    lmb_error_clear(err);
+    if (d->vertices < 1 || d->vertices > LMB_SKIN_MAX_VERTICES)
+        return lmb_error_set(err, LMB_ERANGE, "vertices",
+                             "vertex count {v} out of range [1, {l}] (give mesh or vertices)", 0, 0,
+                             (double)d->vertices, LMB_SKIN_MAX_VERTICES);
+    if (d->instances < 1 || d->instances > LMB_SKIN_MAX_INSTANCES)
+        return lmb_error_set(err, LMB_ERANGE, "instances",
+                             "instance count {v} out of range [1, {l}]", 0, 0, (double)d->instances,
+                             LMB_SKIN_MAX_INSTANCES);
+    size_t total = (size_t)d->vertices * (size_t)d->instances; /* < 2^52 */
+    return d->interleaved ? check_interleaved(d, total, err) : check_separate(d, total, err);
+}
+
+/* Interleaved: may attribute k (position or normal, 12 bytes at off[k])
+ * store 16 bytes? Yes when the 4 bytes after it are written later by the
+ * same job: by a later attribute of the same vertex (position, normal,
+ * tangent order) or, at the end of the stride, by the next vertex's
+ * attribute at offset 0. */
+static int spill_covered(const int64_t off[3], int64_t stride, int k) {
+    int64_t q = off[k] + 12;
+    for (int c = 0; c < 3; c++) {
+        if (off[c] < 0) continue;
+        if (q == stride && off[c] == 0) return 1;
+        if (q < stride && c > k && off[c] <= q && q + 4 <= off[c] + attr_size(c)) return 1;
+    }
+    return 0;
+}
+
+void lmb_skin_target_init(lmb_skin_target *t, const lmb_skin_target_desc *d) {
+    memset(t, 0, sizeof *t);
+    t->vertices = (uint32_t)d->vertices;
+    t->instances = (uint32_t)d->instances;
+    t->file_order = d->file_order;
+    t->interleaved = d->interleaved;
+    t->spill_ok = 1; /* separate: width 3 spills onto the next vertex; width 4 is owned */
+    for (int k = 0; k < 3; k++) {
+        if (d->interleaved) {
+            if (d->offset[k] == LMB_SKIN_NO_OFFSET) continue;
+            if (k < LMB_SKIN_TAN && !spill_covered(d->offset, d->stride, k)) t->spill_ok = 0;
+            size_t stride = (size_t)d->stride / 4;
+            t->s[k].base = (float *)(void *)((char *)d->buffer + d->offset[k]);
+            t->s[k].stride = stride;
+            t->s[k].instance_stride = (size_t)d->vertices * stride;
+            t->s[k].wide = 0;
+        } else if (d->base[k]) {
+            t->s[k].base = d->base[k];
+            t->s[k].stride = (size_t)d->width[k];
+            t->s[k].instance_stride = (size_t)d->vertices * (size_t)d->width[k];
+            t->s[k].wide = d->width[k] == 4;
+        }
+    }
+}
+
+lmb_status lmb_skin_job_validate(const lmb_skin_job *j, lmb_error *err) {
+    lmb_error_clear(err);
+    const lmb_skin_mesh *m = j->mesh;
+    const lmb_skin_target *tg = j->target;
+    if (j->mesh_skin && j->palette_skin && j->mesh_skin != j->palette_skin)
+        return lmb_error_set(err, LMB_EMISMATCH, "palette",
+                             "the palette belongs to another skin than the mesh", 0, 0, 0, 0);
+    if (j->layout != LMB_PALETTE_MAT4 && j->layout != LMB_PALETTE_MAT3X4)
+        return lmb_error_set(err, LMB_EINVAL, "layout", "unknown palette layout {v}", 0, 0,
+                             (double)j->layout, 0);
+    if (m->joint_limit > j->palette_joints)
+        return lmb_error_set(err, LMB_ERANGE, "palette",
+                             "the mesh uses skin joint slot {v} but the palette has {l} joints "
+                             "(0-based slots below {l})",
+                             0, 0, (double)m->joint_limit - 1, (double)j->palette_joints);
+    if (tg->vertices != m->vertex_count)
+        return lmb_error_set(err, LMB_EMISMATCH, "target",
+                             "the target holds {v} vertices per instance, the mesh has {l}", 0, 0,
+                             (double)tg->vertices, (double)m->vertex_count);
+    if ((uint64_t)j->first + j->count > j->palette_instances)
+        return lmb_error_set(err, LMB_ERANGE, "count",
+                             "palette instances {i} .. {v} out of range [1, {l}]", j->first, 0,
+                             (double)j->first + (double)j->count, (double)j->palette_instances);
+    if ((uint64_t)j->slot + j->count > tg->instances)
+        return lmb_error_set(err, LMB_ERANGE, "slot",
+                             "target too small: instances {i} .. {v}, the target holds {l}",
+                             j->slot, 0, (double)j->slot + (double)j->count, (double)tg->instances);
+    if (tg->s[LMB_SKIN_NRM].base && !m->has_normals)
+        return lmb_error_set(err, LMB_EINVAL, "normals",
+                             "the target wants normals but the mesh has none", 0, 0, 0, 0);
+    if (tg->s[LMB_SKIN_TAN].base && !m->has_tangents)
+        return lmb_error_set(err, LMB_EINVAL, "tangents",
+                             "the target wants tangents but the mesh has none", 0, 0, 0, 0);
+    uint64_t chunks = (m->vertex_count + LMB_SKIN_CHUNK - 1) / LMB_SKIN_CHUNK;
+    if ((uint64_t)j->count * chunks > UINT32_MAX)
+        return lmb_error_set(err, LMB_ERANGE, "count",
+                             "too much work in one call: {v} work items, at most {l}", 0, 0,
+                             (double)j->count * (double)chunks, (double)UINT32_MAX);
+    return LMB_OK;
+}
+
+void lmb_skin_job_task(const lmb_skin_job *j, lmb_skin_task *t) {
+    const lmb_skin_target *tg = j->target;
+    memset(t, 0, sizeof *t);
+    t->mesh = j->mesh;
+    t->palette_stride = (size_t)j->palette_joints * lmb_palette_width(j->layout);
+    t->palette = j->palette + (size_t)j->first * t->palette_stride;
+    t->layout = j->layout;
+    t->instances = j->count;
+    t->file_order = tg->file_order;
+    t->full = tg->spill_ok && !tg->file_order;
+    lmb_skin_stream *out[3] = {&t->pos, &t->nrm, &t->tan};
+    for (int k = 0; k < 3; k++) {
+        *out[k] = tg->s[k];
+        if (out[k]->base) out[k]->base += (size_t)j->slot * tg->s[k].instance_stride;
+    }
+}
+
+static int cmp_footprint(const void *a, const void *b) {
+    const lmb_skin_footprint *x = (const lmb_skin_footprint *)a;
+    const lmb_skin_footprint *y = (const lmb_skin_footprint *)b;
+    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    if (x->task != y->task) return x->task < y->task ? -1 : 1;
+    return x->stream < y->stream ? -1 : x->stream > y->stream;
+}
+
+lmb_status lmb_skin_batch_validate(const lmb_skin_task *tasks, uint32_t n, lmb_skin_footprint *fp,
+                                   lmb_error *err) {
+    lmb_error_clear(err);
+    uint64_t items = 0;
+    size_t nf = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const lmb_skin_task *t = &tasks[k];
+        items += lmb_skin_task_items(t);
+        if (items > UINT32_MAX)
+            return lmb_error_set(err, LMB_ERANGE, "jobs",
+                                 "too much work in one batch: more than {l} work items at job {i}",
+                                 k, 0, (double)items, (double)UINT32_MAX);
+        const lmb_skin_stream *st[3] = {&t->pos, &t->nrm, &t->tan};
+        for (int a = 0; a < 3; a++) {
+            if (!st[a]->base || t->instances == 0) continue;
+            fp[nf] = footprint_of(st[a], a, (size_t)t->instances * t->mesh->vertex_count);
+            fp[nf].task = k;
+            nf++;
+        }
+    }
+    qsort(fp, nf, sizeof *fp, cmp_footprint);
+    for (size_t i = 0; i < nf; i++) {
+        uintptr_t end = fp_end(&fp[i]);
+        for (size_t j = i + 1; j < nf && fp[j].lo < end; j++) {
+            if (!fp_overlap(&fp[i], &fp[j])) continue;
+            const lmb_skin_footprint *x = fp[i].task <= fp[j].task ? &fp[i] : &fp[j];
+            const lmb_skin_footprint *y = x == &fp[i] ? &fp[j] : &fp[i];
+            lmb_error_set(err, LMB_EINVAL, stream_field[x->stream],
+                          "jobs {i} and {j} write the same bytes ({f} of job {i}, {c} of job {j}: "
+                          "their targets share a Buffer)",
+                          x->task, y->task, 0, 0);
+            snprintf(err->context, sizeof err->context, "%s", stream_field[y->stream]);
+            return err->code;
+        }
+    }
+    return LMB_OK;
 }

@@ -56,14 +56,21 @@ typedef struct lmb_skin_source {
     const uint32_t *joints;  /* 4 per vertex, 0-based slots (ignored where weight is 0) */
     const float *weights;    /* 4 per vertex */
     const uint32_t *indices; /* index_count or NULL */
+    uint32_t skin_joints;    /* joints of the skin the mesh is bound to (0: no skin) */
 } lmb_skin_source;
 
-/* Counts vertices per influence count (counts[1..4]) after dropping zero
- * weights. Errors: LMB_ENAN (a weight is NaN/inf), LMB_EINVAL (a negative
- * weight, or every weight of a vertex is zero), LMB_ERANGE (a joint slot
- * with a non-zero weight is >= LMB_MAX_JOINTS, or an index >= vertex
- * count); *bad receives the vertex (or index position). */
-lmb_status lmb_skin_mesh_count(const lmb_skin_source *src, uint32_t counts[5], uint32_t *bad);
+/* Validates a source and counts vertices per influence count (counts[1..4])
+ * after dropping zero weights. Rules (err: index = the vertex, index2 =
+ * the influence 0..3, value = the offending number):
+ *   LMB_ENAN   "weights": a weight is NaN or infinite;
+ *   LMB_EINVAL "weights": a weight is negative, or every weight of a
+ *              vertex is zero;
+ *   LMB_ERANGE "joints":  a joint slot with a non-zero weight is >=
+ *              LMB_MAX_JOINTS (limit LMB_MAX_JOINTS - 1) or, with
+ *              skin_joints, >= skin_joints (limit skin_joints);
+ *   LMB_ERANGE "indices": an index >= vertex_count (index = the position
+ *              in indices, value = the index + 1, limit = vertex_count). */
+lmb_status lmb_skin_mesh_count(const lmb_skin_source *src, uint32_t counts[5], lmb_error *err);
 
 /* Bytes for lmb_skin_mesh_place (any alignment). */
 size_t lmb_skin_mesh_bytes(const lmb_skin_source *src, const uint32_t counts[5]);
@@ -112,9 +119,107 @@ static inline uint64_t lmb_skin_task_items(const lmb_skin_task *t) {
     return (uint64_t)t->instances * lmb_skin_task_chunks(t);
 }
 
-/* Runs one work item of a task (the binding checked sizes and joint slots
- * against the palette). Cannot fail. */
+/* Runs one work item of a task made by lmb_skin_job_task from a job that
+ * lmb_skin_job_validate accepted. Cannot fail. */
 void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item);
+
+/* ---- targets and jobs: validate, then run ------------------------------ */
+
+enum { LMB_SKIN_POS = 0, LMB_SKIN_NRM = 1, LMB_SKIN_TAN = 2 };
+
+#define LMB_SKIN_MAX_VERTICES (1u << 28)
+#define LMB_SKIN_MAX_INSTANCES (1u << 24)
+#define LMB_SKIN_MAX_STRIDE 4096
+#define LMB_SKIN_NO_OFFSET INT64_MIN
+
+/* Where skinned vertices go, as a caller describes it: `instances` copies
+ * of `vertices` vertices, either interleaved in one buffer (vertex v of
+ * all instances at buffer + v * stride, attribute k at offset[k] bytes,
+ * LMB_SKIN_NO_OFFSET: not written) or in separate streams (base[k] NULL: not written;
+ * width[k] floats per vertex, elements[k] vertices available). Positions
+ * and normals are 12 bytes (16 in a width 4 stream), tangents 16. */
+typedef struct lmb_skin_target_desc {
+    int64_t vertices, instances;
+    int file_order; /* write in file order (mesh->perm) instead of sorted */
+    int interleaved;
+    void *buffer; /* interleaved */
+    size_t buffer_bytes;
+    int64_t stride, offset[3];
+    float *base[3]; /* separate */
+    int64_t width[3];
+    size_t elements[3];
+} lmb_skin_target_desc;
+
+/* A validated target. spill_ok: a 12-byte attribute may be stored with 16
+ * bytes (the SIMD kernels do) because the 4 extra bytes are owned (width
+ * 4) or written afterwards by this same job (a later attribute of the
+ * vertex, or the next vertex's attribute at offset 0). */
+typedef struct lmb_skin_target {
+    uint32_t vertices, instances;
+    int file_order, interleaved, spill_ok;
+    lmb_skin_stream s[3];
+} lmb_skin_target;
+
+/* Checks every rule of a target description (err->field names the
+ * description field):
+ *   "vertices" in [1, LMB_SKIN_MAX_VERTICES], "instances" in [1,
+ *   LMB_SKIN_MAX_INSTANCES];
+ *   interleaved: "buffer" 4-byte aligned; "stride" a multiple of 4 in [4,
+ *   LMB_SKIN_MAX_STRIDE]; each given offset ("position", "normal",
+ *   "tangent") a multiple of 4 with the attribute inside the stride; at
+ *   least one offset; no two attributes overlap; the buffer holds
+ *   (vertices * instances - 1) * stride + the end of the last attribute;
+ *   separate: at least one stream; each f32 stream of width 3 or 4
+ *   ("tangents": 4), 4-byte aligned, with vertices * instances elements;
+ *   no two streams write the same bytes.
+ * No side effects. */
+lmb_status lmb_skin_target_validate(const lmb_skin_target_desc *d, lmb_error *err);
+
+/* Fills a target from a description lmb_skin_target_validate accepted,
+ * deciding spill_ok. Cannot fail. */
+void lmb_skin_target_init(lmb_skin_target *t, const lmb_skin_target_desc *d);
+
+/* One skinning job: palette instances [first, first + count) of a palette
+ * (palette_instances instances of palette_joints entries in `layout`,
+ * instance 0 at `palette`) skin `mesh` into target instances [slot, slot +
+ * count). mesh_skin / palette_skin: the skins the mesh and the palette
+ * were made for (opaque, NULL: unknown). */
+typedef struct lmb_skin_job {
+    const lmb_skin_mesh *mesh;
+    const void *mesh_skin, *palette_skin;
+    const float *palette;
+    uint32_t palette_joints, palette_instances;
+    int layout;
+    const lmb_skin_target *target;
+    uint32_t first, count, slot;
+} lmb_skin_job;
+
+/* Checks a job: the skins agree (LMB_EMISMATCH), layout is a palette
+ * layout, the palette has an entry for every joint slot the mesh uses
+ * ("palette", value = the largest slot, limit = palette_joints), the
+ * target holds the mesh's vertex count ("target"), the instance ranges
+ * fit the palette ("first"/"count": index .. index2, limit = instances)
+ * and the target ("slot"), the target's normal / tangent streams have
+ * mesh data ("normals", "tangents"), and the work fits one call (items <
+ * 2^32, "count"). No side effects. */
+lmb_status lmb_skin_job_validate(const lmb_skin_job *j, lmb_error *err);
+
+/* The task of a validated job. Cannot fail. */
+void lmb_skin_job_task(const lmb_skin_job *j, lmb_skin_task *t);
+
+/* The bytes one stream of a task writes, for overlap checks. */
+typedef struct lmb_skin_footprint {
+    uintptr_t lo;
+    size_t stride, size, n;
+    uint32_t task, stream;
+} lmb_skin_footprint;
+
+/* Checks tasks that run together (a batch): their work items fit in
+ * 2^32 (field "jobs") and no two tasks write the same bytes ("jobs",
+ * index / index2 = the two tasks, field / context = their streams'
+ * names). `scratch` holds 3 * n footprints. */
+lmb_status lmb_skin_batch_validate(const lmb_skin_task *tasks, uint32_t n,
+                                   lmb_skin_footprint *scratch, lmb_error *err);
 
 /* Skins sorted vertices [begin, end) of one instance. `pal` is that
  * instance's palette; out_* point at that instance's vertex 0. */

@@ -19,9 +19,13 @@ uint32_t lcore_check_index(lua_State *L, int arg, uint32_t n, const char *what) 
     return (uint32_t)(i - 1);
 }
 
-float lcore_check_finite(lua_State *L, int arg, const char *what) {
+int lcore_float_ok(lua_Number v) {
+    return isfinite(v) && fabs(v) <= (lua_Number)LMB_FLOAT_LIMIT;
+}
+
+float lcore_check_float(lua_State *L, int arg, const char *what) {
     lua_Number v = luaL_checknumber(L, arg);
-    if (!isfinite(v) || fabs(v) > 3.4e38)
+    if (!lcore_float_ok(v))
         luaL_argerror(L, arg, lua_pushfstring(L, "%s is not a finite float (%f)", what, v));
     return (float)v;
 }
@@ -55,12 +59,37 @@ void lcore_read_floats(lua_State *L, int arg, const char *what, lua_Integer firs
                        lua_pushfstring(L, "%s[%I] must be a number (got %s)", what, idx,
                                        luaL_typename(L, -1)));
         lua_Number v = lua_tonumber(L, -1);
-        if (!isfinite(v) || fabs(v) > 3.4e38)
+        if (!lcore_float_ok(v))
             read_error(L, argpos,
                        lua_pushfstring(L, "%s[%I] is not a finite float (%f)", what, idx, v));
         out[k] = (float)v;
         lua_pop(L, 1);
     }
+}
+
+void lcore_push_floats(lua_State *L, const float *v, int n, int out_arg) {
+    if (out_arg > 0 && !lua_isnoneornil(L, out_arg)) {
+        luaL_checktype(L, out_arg, LUA_TTABLE);
+        lua_pushvalue(L, out_arg);
+    } else {
+        lua_createtable(L, n, 0);
+    }
+    for (int k = 0; k < n; k++) {
+        lua_pushnumber(L, (lua_Number)v[k]);
+        lua_rawseti(L, -2, k + 1);
+    }
+}
+
+int lcore_raise(lua_State *L, const lmb_error *e, const char *where) {
+    char msg[320];
+    lmb_error_format(e, msg, sizeof msg);
+    return luaL_error(L, "%s: %s", where, msg);
+}
+
+int lcore_raise_arg(lua_State *L, int arg, const lmb_error *e) {
+    char msg[320];
+    lmb_error_format(e, msg, sizeof msg);
+    return luaL_argerror(L, arg, msg);
 }
 
 void *lcore_newobject(lua_State *L, size_t bytes, int nuv, const char *mt) {
@@ -187,7 +216,7 @@ static lua_Number type_max(int type) {
 
 /* True when v can be stored in an element of b's type. */
 static int scalar_ok(const lbuffer *b, lua_Number v) {
-    if (b->type == LBUF_F32) return isfinite(v) && fabs(v) <= 3.4e38;
+    if (b->type == LBUF_F32) return lcore_float_ok(v);
     return v >= 0 && v <= type_max(b->type) && floor(v) == v;
 }
 

@@ -60,12 +60,27 @@ static inline lua_Integer lcore_rawlen(lua_State *L, int t) {
 /* Raises "bad argument #arg (<what> index <i> out of range [1, n])" unless
  * 1 <= i <= n; returns the 0-based index. */
 uint32_t lcore_check_index(lua_State *L, int arg, uint32_t n, const char *what);
-/* Reads a number that must be finite; `what` names it in the error. */
-float lcore_check_finite(lua_State *L, int arg, const char *what);
-/* Reads `n` finite numbers from the table at `arg` (1-based, starting at
- * `first`) into out. Raises naming `what` and the position otherwise. */
+/* The binding's float toolkit. Every number stored as a float must be
+ * finite and within LMB_FLOAT_LIMIT (lcore_float_ok). */
+int lcore_float_ok(lua_Number v);
+/* Reads argument `arg` as such a float; raises "bad argument #arg (<what>
+ * is not a finite float (v))" otherwise. */
+float lcore_check_float(lua_State *L, int arg, const char *what);
+/* Reads `n` floats from the table at `arg` (1-based, starting at `first`)
+ * into out, raw. Raises "<what>[k] must be a number (got t)" or "<what>[k]
+ * is not a finite float (v)" naming the position k: as a bad-argument
+ * error when arg is an argument position (> 0), else as a plain error
+ * (then `what` should name the function). */
 void lcore_read_floats(lua_State *L, int arg, const char *what, lua_Integer first, float *out,
                        size_t n);
+/* Pushes n floats as a table: the table at out_arg when that argument is
+ * given (filled and returned, rule 4 of CHANGES.md), else a new one. */
+void lcore_push_floats(lua_State *L, const float *v, int n, int out_arg);
+/* Raises a kernel error record as "<where>: <lmb_error_format text>". */
+int lcore_raise(lua_State *L, const lmb_error *e, const char *where);
+/* The same, as "bad argument #arg to '<function>' (<text>)": for a rule
+ * about one argument. */
+int lcore_raise_arg(lua_State *L, int arg, const lmb_error *e);
 /* Allocates a userdata with `nuv` user values and `bytes` + 64 of payload,
  * returns the payload aligned to 64. */
 void *lcore_newobject(lua_State *L, size_t bytes, int nuv, const char *mt);

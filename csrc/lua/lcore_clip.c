@@ -204,29 +204,22 @@ static void clip_read_tables(lua_State *L, clip_src *src, uint32_t nsrc, int obj
         if (!c->is_table) continue;
         const char *field = c->as_values ? "values" : "times";
         lua_rawgeti(L, objs, (lua_Integer)i + 1);
-        int tab = lua_gettop(L);
         for (size_t m = 0; m < c->count; m++) {
             int isnum;
-            lua_rawgeti(L, tab, (lua_Integer)m + 1);
+            lua_rawgeti(L, -1, (lua_Integer)m + 1);
             lua_Number v = lua_tonumberx(L, -1, &isnum);
-            if (!isnum)
-                luaL_error(L, PREFIX ": tracks[%I]: %s[%I] is not a number (got %s)", c->track,
-                           field, (lua_Integer)m + 1, luaL_typename(L, -1));
-            if (!isfinite(v) || fabs(v) > 3.4e38)
-                luaL_error(L, PREFIX ": tracks[%I]: %s[%I] is not a finite float (%f)", c->track,
-                           field, (lua_Integer)m + 1, v);
-            out[m] = (float)v;
             lua_pop(L, 1);
+            if (!isnum || !lcore_float_ok(v)) {
+                /* the toolkit's message (no label is made unless needed) */
+                lua_pushfstring(L, PREFIX ": tracks[%I]: %s", c->track, field);
+                lcore_read_floats(L, -2, lua_tostring(L, -1), 1, out, c->count);
+            }
+            out[m] = (float)v;
         }
         lua_pop(L, 1);
         c->data = out;
         out += c->count;
     }
-}
-
-static void push_track_label(lua_State *L, const lmb_track *tr) {
-    lua_pushfstring(L, "%s %I %s", tr->is_node ? "node" : "joint",
-                    (lua_Integer)tr->target + (tr->is_node ? 0 : 1), path_names[tr->path]);
 }
 
 /** core.clip(tracks [, name [, dense [, duration]]]): builds an immutable clip. tracks[k] =
@@ -246,7 +239,7 @@ static int l_clip_new(lua_State *L) {
     double min_duration = 0.0;
     if (!lua_isnoneornil(L, 4)) {
         min_duration = luaL_checknumber(L, 4);
-        luaL_argcheck(L, min_duration >= 0.0 && min_duration <= 3.4e38, 4,
+        luaL_argcheck(L, min_duration >= 0.0 && min_duration <= (double)LMB_FLOAT_LIMIT, 4,
                       "duration must be a finite number >= 0");
     }
     lua_settop(L, 2);
@@ -294,37 +287,8 @@ static int l_clip_new(lua_State *L) {
                 memcpy(rec + r * (per + 1) + 1, v + r * per, per * sizeof(float));
         }
     }
-    uint32_t bt = 0, bk = 0;
-    lmb_clip_error e = lmb_clip_finish(c, &bt, &bk);
-    if (e != LMB_CLIP_OK) {
-        const lmb_track *tr = NULL;
-        for (uint32_t m = 0; m < c->track_count; m++)
-            if (c->tracks[m].input == bt) tr = c->tracks + m;
-        push_track_label(L, tr);
-        const char *lbl = lua_tostring(L, -1);
-        const float *tm = c->times + tr->times;
-        lua_Integer t1 = (lua_Integer)bt + 1, k1 = (lua_Integer)bk + 1;
-        switch (e) {
-        case LMB_CLIP_NAN_TIME:
-            return luaL_error(L,
-                              PREFIX ": tracks[%I] (%s): times[%I] (%f) is not a finite time >= 0",
-                              t1, lbl, k1, (lua_Number)tm[bk]);
-        case LMB_CLIP_ORDER:
-            return luaL_error(L,
-                              PREFIX ": tracks[%I] (%s): times[%I] (%f) is not greater than "
-                                     "times[%I] (%f): key times must be strictly increasing",
-                              t1, lbl, k1, (lua_Number)tm[bk], k1 - 1, (lua_Number)tm[bk - 1]);
-        case LMB_CLIP_NAN_VALUE:
-            return luaL_error(L, PREFIX ": tracks[%I] (%s): values[%I] is not finite", t1, lbl, k1);
-        case LMB_CLIP_ZERO_ROTATION:
-            return luaL_error(L, PREFIX ": tracks[%I] (%s): rotation key %I is a zero quaternion",
-                              t1, lbl, k1);
-        case LMB_CLIP_DUPLICATE:
-            return luaL_error(L, PREFIX ": tracks[%I] and tracks[%I] both animate %s", k1, t1, lbl);
-        default:
-            return luaL_error(L, PREFIX ": tracks[%I]: inconsistent layout", t1);
-        }
-    }
+    lmb_error err;
+    if (lmb_clip_finish(c, &err) != LMB_OK) return lcore_raise(L, &err, PREFIX);
     /* info table: name and node tracks in input order */
     lua_createtable(L, 0, 2);
     if (name) {
@@ -427,7 +391,7 @@ static int push_sample(lua_State *L, const lmb_clip *c, const lmb_track *tr, int
     int loop = lua_isnoneornil(L, larg) ? 1 : lua_toboolean(L, larg); /* loops by default */
     lmb_cursor cursor = {0, 0.0f, 0.0f};
     float v[LMB_FLOAT_WIDTH];
-    lmb_track_sample(c, tr, lmb_clip_time(c, t, loop), &cursor, v);
+    lmb_track_sample(c, tr, lmb_clip_time(c, (double)t, loop), &cursor, v);
     for (int m = 0; m < tr->width; m++)
         lua_pushnumber(L, (lua_Number)v[m]);
     return tr->width;
@@ -522,17 +486,23 @@ static int l_sampler_new(lua_State *L) {
                                  lua_pushfstring(L, "clips[%I] is not a limber.Clip (got %s)", k,
                                                  luaL_typename(L, -1)));
         c = (lmb_clip *)lmb_align_ptr(c, 64);
-        if (c->joint_span > J)
-            return luaL_argerror(L, 2,
-                                 lua_pushfstring(L,
-                                                 "clips[%I] animates joint %I but the "
-                                                 "skeleton has %I joints",
-                                                 k, (lua_Integer)c->joint_span, (lua_Integer)J));
         if (c->joint_track_count > stride) stride = c->joint_track_count;
         untracked += (size_t)J * 3 - c->joint_track_count;
         got[k - 1] = c;
         lua_rawseti(L, 3, k);
     }
+    /* the kernel's rules, before anything is allocated (no per-instance
+     * arrays yet: every instance starts with no clip) */
+    lmb_sampler job;
+    memset(&job, 0, sizeof job);
+    job.pose = p;
+    job.clip_count = (uint32_t)nc;
+    job.cursor_stride = stride;
+    job.clips = got;
+    job.root_joint = -1;
+    lmb_error err;
+    if (lmb_sampler_validate(&job, 0, p->instance_count, &err) != LMB_OK)
+        return lcore_raise_arg(L, 2, &err);
     uint32_t N = p->instance_count;
     size_t off_clips = lmb_align_up(sizeof(lmb_sampler), 16);
     size_t off_uf = off_clips + lmb_align_up((size_t)nc * sizeof(void *), 16);
@@ -607,7 +577,7 @@ static int l_sampler_set(lua_State *L) {
     if (!lua_isnoneornil(L, 3)) k = (int32_t)lcore_check_index(L, 3, s->clip_count, "clip");
     double t = check_time(L, 4);
     int loop = lua_isnoneornil(L, 5) ? 1 : lua_toboolean(L, 5);
-    float rate = lua_isnoneornil(L, 6) ? s->rate[i] : lcore_check_finite(L, 6, "rate");
+    float rate = lua_isnoneornil(L, 6) ? s->rate[i] : lcore_check_float(L, 6, "rate");
     if (k != s->clip[i]) /* cursors belong to the clip they were used with */
         memset(s->cursors + (size_t)i * s->cursor_stride, 0, s->cursor_stride * sizeof(lmb_cursor));
     s->clip[i] = k;
@@ -641,10 +611,10 @@ static int l_sampler_get(lua_State *L) {
 
 /** sampler:advance(dt): time += rate * dt for every instance with a clip
  * (wrapped into the clip when looping, clamped otherwise), in double:
- * finite rates and dt (at most 3.4e38 in magnitude) give finite times. */
+ * finite rates and dt (at most LMB_FLOAT_LIMIT in magnitude) give finite times. */
 static int l_sampler_advance(lua_State *L) {
     lmb_sampler *s = check_sampler(L, 1);
-    lcore_check_finite(L, 2, "dt"); /* the check (finite, float range) */
+    lcore_check_float(L, 2, "dt"); /* the check (finite, float range) */
     /* the value in double: 1/60 rounded to float would drift 0.2 ms an hour */
     lmb_sampler_advance(s, (double)lua_tonumber(L, 2));
     return 0;
@@ -746,10 +716,9 @@ static lblender *check_blender(lua_State *L, int arg) {
     return (lblender *)lmb_align_ptr(luaL_checkudata(L, arg, BLENDER_MT), 64);
 }
 
-/* Reads a mask (table or f32 Buffer of J numbers in [0, 1]) at stack index
- * `idx` into out, raw (each element read once, no metamethods); raises
- * naming layer k. out may be written before a raise: callers pass scratch
- * memory or memory no one sees yet. */
+/* Reads a mask (table or f32 Buffer of J numbers) at stack index `idx`
+ * into out, raw (each element read once, no metamethods); raises naming
+ * layer k. The range rule is the kernel's (lmb_blend_mask_validate). */
 static void read_mask(lua_State *L, int idx, lua_Integer k, uint32_t J, float *out) {
     idx = lua_absindex(L, idx);
     lbuffer *b = (lbuffer *)luaL_testudata(L, idx, BUFFER_MT);
@@ -762,22 +731,14 @@ static void read_mask(lua_State *L, int idx, lua_Integer k, uint32_t J, float *o
     if (n != J)
         luaL_error(L, "limber.blender: layers[%I].mask has %I weights, expected %I (one per joint)",
                    k, (lua_Integer)n, (lua_Integer)J);
-    for (uint32_t j = 0; j < J; j++) {
-        float v;
-        if (b) {
-            v = ((const float *)b->data)[j];
-        } else {
-            lua_rawgeti(L, idx, (lua_Integer)j + 1);
-            int isnum;
-            lua_Number x = lua_tonumberx(L, -1, &isnum);
-            lua_pop(L, 1);
-            v = isnum && x >= 0.0 && x <= 1.0 ? (float)x : -1.0f;
-        }
-        if (!(v >= 0.0f && v <= 1.0f))
-            luaL_error(L, "limber.blender: layers[%I].mask[%I] must be a number in [0, 1]", k,
-                       (lua_Integer)j + 1);
-        out[j] = v;
+    if (b) {
+        memcpy(out, b->data, (size_t)J * sizeof(float));
+        return;
     }
+    lua_pushvalue(L, idx);
+    lua_pushfstring(L, "limber.blender: layers[%I].mask", k);
+    lcore_read_floats(L, -2, lua_tostring(L, -1), 1, out, J); /* relative: not an argument */
+    lua_pop(L, 2);
 }
 
 /** core.blender(out, layers): blends layer poses into `out` (a Pose of the
@@ -792,8 +753,10 @@ static int l_blender_new(lua_State *L) {
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
     lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
-    if (n < 1 || n > 64)
-        return luaL_argerror(L, 2, lua_pushfstring(L, "layer count %I out of range [1, 64]", n));
+    if (n < 1 || n > LMB_BLEND_MAX_LAYERS)
+        return luaL_argerror(
+            L, 2,
+            lua_pushfstring(L, "layer count %I out of range [1, %d]", n, LMB_BLEND_MAX_LAYERS));
     uint32_t J = out->joint_count, lanes = out->block_count * LMB_LANES;
     size_t off_layers = lmb_align_up(sizeof(lblender), 16);
     size_t off_w = off_layers + lmb_align_up((size_t)n * sizeof(lmb_blend_layer), 64);
@@ -819,41 +782,19 @@ static int l_blender_new(lua_State *L) {
         lcore_rawfield(L, lt, "pose");
         lmb_pose *p = (lmb_pose *)luaL_testudata(L, -1, POSE_MT);
         if (!p) return luaL_error(L, "limber.blender: layers[%I].pose must be a limber.Pose", k);
-        p = (lmb_pose *)lmb_align_ptr(p, 64);
-        if (p == out) return luaL_error(L, "limber.blender: layers[%I].pose is the output pose", k);
-        if (p->skel != out->skel || p->instance_count != out->instance_count)
-            return luaL_error(L,
-                              "limber.blender: layers[%I].pose must have the output's skeleton "
-                              "and %I instances",
-                              k, (lua_Integer)out->instance_count);
-        ly->pose = p;
+        ly->pose = (lmb_pose *)lmb_align_ptr(p, 64);
         lua_rawseti(L, 4, 2 * k);
         lcore_rawfield(L, lt, "additive");
         ly->additive = (uint32_t)lua_toboolean(L, -1);
         lua_pop(L, 1);
-        lcore_rawfield(L, lt, "reference");
-        if (ly->additive) {
+        if (lcore_rawfield(L, lt, "reference") != LUA_TNIL) {
             lmb_pose *r = (lmb_pose *)luaL_testudata(L, -1, POSE_MT);
             if (!r)
-                return luaL_error(L,
-                                  "limber.blender: layers[%I] is additive and needs a reference "
-                                  "Pose",
+                return luaL_error(L, "limber.blender: layers[%I].reference must be a limber.Pose",
                                   k);
-            r = (lmb_pose *)lmb_align_ptr(r, 64);
-            if (r->skel != out->skel ||
-                (r->instance_count != 1 && r->instance_count != out->instance_count))
-                return luaL_error(L,
-                                  "limber.blender: layers[%I].reference must have the output's "
-                                  "skeleton and 1 or %I instances",
-                                  k, (lua_Integer)out->instance_count);
-            ly->reference = r;
-            lua_rawseti(L, 4, 2 * k + 1);
-        } else if (!lua_isnil(L, -1)) {
-            return luaL_error(L, "limber.blender: layers[%I].reference is only for additive layers",
-                              k);
-        } else {
-            lua_pop(L, 1);
+            ly->reference = (lmb_pose *)lmb_align_ptr(r, 64);
         }
+        lua_rawseti(L, 4, 2 * k + 1);
         ly->weight = bl->weights + (size_t)(k - 1) * lanes;
         for (uint32_t i = 0; i < lanes; i++)
             bl->weights[(size_t)(k - 1) * lanes + i] = k == 1;
@@ -865,24 +806,22 @@ static int l_blender_new(lua_State *L) {
         }
         lua_settop(L, 4);
     }
+    lmb_error err;
+    if (lmb_blend_validate(out, bl->layers, bl->layer_count, 0, out->block_count, &err) != LMB_OK)
+        return lcore_raise(L, &err, "limber.blender");
     lua_setiuservalue(L, 3, 1);
     return 1;
 }
 
-/* Largest blend weight: the sum of 64 layers' weights stays far inside
- * float range (3e38 + 3e38 would overflow to infinity and blend to 0). */
-#define BLEND_MAX_WEIGHT 1e6
-
+/* A blend weight: a float in [0, LMB_BLEND_MAX_WEIGHT] (blend.h). */
 static float check_weight(lua_State *L, int arg) {
-    lua_Number w = luaL_checknumber(L, arg);
-    if (!isfinite(w) || fabs(w) > 3.4e38)
-        luaL_argerror(L, arg, lua_pushfstring(L, "weight is not a finite float (%f)", w));
-    if (w < 0.0) luaL_argerror(L, arg, lua_pushfstring(L, "weight %f must be >= 0", w));
-    if (w > BLEND_MAX_WEIGHT)
+    float w = lcore_check_float(L, arg, "weight");
+    if (w < 0.0f) luaL_argerror(L, arg, lua_pushfstring(L, "weight %f must be >= 0", (double)w));
+    if ((double)w > LMB_BLEND_MAX_WEIGHT)
         luaL_argerror(L, arg,
-                      lua_pushfstring(L, "weight %f is above the largest blend weight %f", w,
-                                      (lua_Number)BLEND_MAX_WEIGHT));
-    return (float)w;
+                      lua_pushfstring(L, "weight %f is above the largest blend weight %f",
+                                      (double)w, (lua_Number)LMB_BLEND_MAX_WEIGHT));
+    return w;
 }
 
 /** blender:set_weight(i, layer, w): the weight of a layer for instance i, a
@@ -929,6 +868,9 @@ static int l_blender_set_mask(lua_State *L) {
     float small[1024];
     float *tmp = J <= 1024 ? small : (float *)lua_newuserdatauv(L, (size_t)J * sizeof(float), 0);
     read_mask(L, 3, (lua_Integer)l + 1, J, tmp); /* check everything first, then commit */
+    lmb_error err;
+    if (lmb_blend_mask_validate(tmp, J, l, &err) != LMB_OK)
+        return lcore_raise(L, &err, "limber.blender");
     memcpy(mask, tmp, J * sizeof(float));
     b->layers[l].mask = mask;
     return 0;

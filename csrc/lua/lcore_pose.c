@@ -219,11 +219,7 @@ static int l_skel_find(lua_State *L) {
 }
 
 static void push_floats(lua_State *L, const float *v, int n) {
-    lua_createtable(L, n, 0);
-    for (int k = 0; k < n; k++) {
-        lua_pushnumber(L, (lua_Number)v[k]);
-        lua_rawseti(L, -2, k + 1);
-    }
+    lcore_push_floats(L, v, n, 0);
 }
 
 /* Pushes the n floats as a table: the caller's `out` table at out_arg
@@ -293,8 +289,8 @@ static int l_pose_new(lua_State *L) {
     return 1;
 }
 
-/* Reads an optional table of n finite numbers at arg into out; returns 0
- * when the argument is nil. */
+/* Reads an optional table of n floats at arg into out (lcore_read_floats);
+ * returns 0 when the argument is nil. */
 static int opt_vec(lua_State *L, int arg, const char *what, float *out, int n) {
     if (lua_isnoneornil(L, arg)) return 0;
     if (!lua_istable(L, arg))
@@ -304,18 +300,7 @@ static int opt_vec(lua_State *L, int arg, const char *what, float *out, int n) {
         return luaL_argerror(
             L, arg,
             lua_pushfstring(L, "%s must have %d numbers (got %I)", what, n, lcore_rawlen(L, arg)));
-    for (int k = 0; k < n; k++) {
-        int isnum;
-        lua_rawgeti(L, arg, k + 1);
-        lua_Number v = lua_tonumberx(L, -1, &isnum);
-        lua_pop(L, 1);
-        if (!isnum)
-            return luaL_argerror(L, arg, lua_pushfstring(L, "%s[%d] is not a number", what, k + 1));
-        if (!isfinite(v) || fabs(v) > 3.4e38)
-            return luaL_argerror(L, arg,
-                                 lua_pushfstring(L, "%s[%d] is not finite (%f)", what, k + 1, v));
-        out[k] = (float)v;
-    }
+    lcore_read_floats(L, arg, what, 1, out, (size_t)n);
     return 1;
 }
 
@@ -385,13 +370,8 @@ static int l_pose_set_root(lua_State *L) {
         lmb_pose_set_root(p, i, NULL);
         return 0;
     }
-    if (fabsf(m[3]) > 1e-4f || fabsf(m[7]) > 1e-4f || fabsf(m[11]) > 1e-4f ||
-        fabsf(m[15] - 1.0f) > 1e-4f)
-        return luaL_argerror(L, 3,
-                             "root matrix must be affine (bottom row 0 0 0 1: m[4], m[8], "
-                             "m[12] = 0 and m[16] = 1)");
-    m[3] = m[7] = m[11] = 0.0f;
-    m[15] = 1.0f;
+    lmb_error err;
+    if (lmb_pose_root_validate(m, &err) != LMB_OK) return lcore_raise_arg(L, 3, &err);
     lmb_pose_set_root(p, i, m);
     return 0;
 }
@@ -400,6 +380,7 @@ static int l_pose_set_root(lua_State *L) {
  * each one's first changed joint (every joint with force). */
 static int l_pose_l2m(lua_State *L) {
     lmb_pose *p = lcore_check_pose(L, 1);
+    /* every block of a live pose: nothing can fail (lmb_pose_l2m_validate) */
     lmb_pose_local_to_model(p, 0, p->block_count, lua_toboolean(L, 2));
     return 0;
 }
@@ -578,8 +559,9 @@ static int l_palette_new(lua_State *L) {
         lua_settop(L, 3);
     }
     lmb_skin *k = lcore_check_skin(L, 2);
-    if (k->skel != p->skel)
-        return luaL_argerror(L, 2, "skin belongs to another skeleton than the pose");
+    lmb_error err;
+    if (lmb_palette_validate(p, k, layout, 0, p->instance_count, &err) != LMB_OK)
+        return lcore_raise_arg(L, 2, &err);
     uint32_t width = lmb_palette_width(layout);
     size_t floats = (size_t)p->instance_count * k->joint_count * width;
     lpalette *pal =
@@ -615,6 +597,10 @@ static int l_palette_update(lua_State *L) {
     if (count < 0 || count > left)
         return luaL_argerror(L, 3,
                              lua_pushfstring(L, "count %I out of range [0, %I]", count, left));
+    lmb_error err;
+    if (lmb_palette_validate(pal->pose, pal->skin, pal->layout, (uint32_t)(first - 1),
+                             (uint32_t)count, &err) != LMB_OK)
+        return lcore_raise(L, &err, "limber.Palette:update"); /* unreachable: checked above */
     uint32_t width = lmb_palette_width(pal->layout);
     lmb_palette_run(pal->pose, pal->skin, pal->layout,
                     pal->data + (size_t)(first - 1) * pal->joints * width, (uint32_t)(first - 1),

@@ -220,50 +220,11 @@ static int l_mesh_new(lua_State *L) {
     }
     int skin_idx = lua_gettop(L);
 
-    uint32_t counts[5], bad = 0;
-    lmb_status st = lmb_skin_mesh_count(&src, counts, &bad);
-    switch (st) {
-    case LMB_OK:
-        break;
-    case LMB_ENAN:
-        return luaL_error(L, "limber.skinning.mesh: vertex %I: a weight is NaN or infinite",
-                          (lua_Integer)bad + 1);
-    case LMB_EINVAL: {
-        const float *w = weights + (size_t)bad * 4;
-        if (w[0] < 0 || w[1] < 0 || w[2] < 0 || w[3] < 0)
-            return luaL_error(L, "limber.skinning.mesh: vertex %I: negative weight",
-                              (lua_Integer)bad + 1);
-        return luaL_error(L, "limber.skinning.mesh: vertex %I: every weight is zero",
-                          (lua_Integer)bad + 1);
-    }
-    default:
-        if (indices && bad < src.index_count && indices[bad] >= V)
-            return luaL_error(L,
-                              "limber.skinning.mesh: indices[%I] = %I out of range (%I vertices)",
-                              (lua_Integer)bad + 1, (lua_Integer)indices[bad] + 1, (lua_Integer)V);
-        return luaL_error(L,
-                          "limber.skinning.mesh: vertex %I: joint slot out of range [0, %I] "
-                          "(or missing for a non-zero weight)",
-                          (lua_Integer)bad + 1, (lua_Integer)LMB_MAX_JOINTS - 1);
-    }
-    /* Table indices that were 0 (1-based) became UINT32_MAX: invalid. */
-    if (indices)
-        for (uint32_t k = 0; k < src.index_count; k++)
-            if (indices[k] >= V)
-                return luaL_error(L, "limber.skinning.mesh: indices[%I] out of range [1, %I]",
-                                  (lua_Integer)k + 1, (lua_Integer)V);
-    if (skin) {
-        /* joint slots must exist in the skin */
-        for (uint32_t v = 0; v < V; v++)
-            for (int i = 0; i < 4; i++)
-                if (weights[(size_t)v * 4 + i] != 0.0f &&
-                    joints[(size_t)v * 4 + i] >= skin->joint_count)
-                    return luaL_error(L,
-                                      "limber.skinning.mesh: vertex %I: joint slot %I beyond the "
-                                      "skin's %I joints",
-                                      (lua_Integer)v + 1, (lua_Integer)joints[(size_t)v * 4 + i],
-                                      (lua_Integer)skin->joint_count);
-    }
+    src.skin_joints = skin ? skin->joint_count : 0;
+    uint32_t counts[5];
+    lmb_error err;
+    if (lmb_skin_mesh_count(&src, counts, &err) != LMB_OK)
+        return lcore_raise(L, &err, "limber.skinning.mesh");
     void *mem = lcore_newobject(L, lmb_skin_mesh_bytes(&src, counts), 1, SKINMESH_MT);
     lmb_skin_mesh_build(mem, &src, counts);
     lua_pushvalue(L, skin_idx);
@@ -372,16 +333,13 @@ static int l_mesh_tostring(lua_State *L) {
 
 /* ---- SkinTarget -------------------------------------------------------- */
 
-enum { STREAM_POS = 0, STREAM_NRM, STREAM_TAN };
+enum { STREAM_POS = LMB_SKIN_POS, STREAM_NRM = LMB_SKIN_NRM, STREAM_TAN = LMB_SKIN_TAN };
 static const char *const stream_names[] = {"positions", "normals", "tangents"};
 static const char *const offset_names[] = {"position", "normal", "tangent"};
 
-typedef struct ltarget {
-    uint32_t vertices, instances;
-    int file_order, interleaved;
-    int spill_ok;         /* 16-byte stores of narrow streams land on bytes written later */
-    lmb_skin_stream s[3]; /* base NULL when the stream is not written */
-} ltarget;
+/* A SkinTarget userdata: the kernel's validated target; user values 1..3
+ * hold the Buffers the streams write. */
+typedef lmb_skin_target ltarget;
 
 static ltarget *check_target(lua_State *L, int arg) {
     return (ltarget *)luaL_checkudata(L, arg, SKINTARGET_MT);
@@ -394,67 +352,23 @@ static lbuffer *check_out_buffer(lua_State *L, int idx, const char *what) {
     if (b->readonly) luaL_error(L, "limber.skinning.target: %s is a read-only Buffer", what);
     if (b->type != LBUF_F32 && b->type != LBUF_U8)
         luaL_error(L, "limber.skinning.target: %s must be an f32 or u8 Buffer", what);
-    if (((uintptr_t)b->data & 3u) != 0)
-        luaL_error(L, "limber.skinning.target: %s data is not 4-byte aligned", what);
     return b;
-}
-
-/* The bytes one output stream writes: n vertices, `stride` bytes apart,
- * `size` bytes each (size <= stride), from address lo. */
-typedef struct footprint {
-    uintptr_t lo;
-    size_t stride, size, n;
-    uint32_t job, stream;
-} footprint;
-
-static uintptr_t fp_end(const footprint *f) {
-    return f->lo + (f->n - 1) * f->stride + f->size;
-}
-
-static footprint stream_footprint(const lmb_skin_stream *st, int k, size_t n) {
-    footprint f;
-    f.lo = (uintptr_t)(void *)st->base;
-    f.stride = st->stride * sizeof(float);
-    f.size = k == STREAM_TAN || st->wide ? 16 : 12;
-    f.n = n;
-    f.job = 0;
-    f.stream = (uint32_t)k;
-    return f;
-}
-
-/* True when some byte is written by both streams. Equal strides (the
- * interleaved case) are compared exactly: both sets repeat with that
- * period inside the span they share, so they meet there iff one attribute
- * of a meets one of b, period for period. Other strides are compared by
- * their spans (a refusal errs on the safe side). */
-static int fp_overlap(const footprint *fa, const footprint *fb) {
-    footprint ca = *fa, cb = *fb;
-    footprint *a = fa->lo <= fb->lo ? &ca : &cb, *b = fa->lo <= fb->lo ? &cb : &ca;
-    uintptr_t ahi = fp_end(a), bhi = fp_end(b);
-    if (ahi <= b->lo || bhi <= a->lo) return 0; /* disjoint spans */
-    /* one vertex alone repeats with any period at least its size */
-    if (a->n == 1 && b->stride >= a->size) a->stride = b->stride;
-    if (b->n == 1 && a->stride >= b->size) b->stride = a->stride;
-    if (a->stride != b->stride) return 1;
-    /* offsets from a->lo: a writes [m s, m s + p), b writes [d + m s, d + m s + q) */
-    int64_t s = (int64_t)a->stride, p = (int64_t)a->size, q = (int64_t)b->size;
-    int64_t d = (int64_t)(b->lo - a->lo);
-    int64_t hlo = d, hhi = (int64_t)((ahi < bhi ? ahi : bhi) - a->lo); /* shared span */
-    int64_t r = d % s; /* b's attribute within a period of a: [r, r + q) */
-    for (int w = 0; w < 2; w++) {
-        int64_t x = r - w * s;                                  /* b's piece, unwrapped */
-        int64_t lo = x > 0 ? x : 0, hi = x + q < p ? x + q : p; /* meets a's [0, p)? */
-        if (lo >= hi) continue;
-        if (hhi - hlo >= s) return 1; /* the shared span holds a whole period */
-        int64_t m = (hlo - lo) / s;
-        for (int64_t k = m - 2; k <= m + 2; k++)
-            if (lo + k * s < hhi && hi + k * s > hlo) return 1;
-    }
-    return 0;
 }
 
 static size_t buffer_bytes(const lbuffer *b) {
     return b->count * b->width * lbuf_scalar_size(b->type);
+}
+
+/* Reads desc[field] as an integer (absent: def); raises naming it. */
+static int64_t int_field(lua_State *L, const char *field, int64_t def) {
+    int64_t v = def;
+    if (lcore_rawfield(L, 1, field) != LUA_TNIL) {
+        int isint;
+        v = (int64_t)lua_tointegerx(L, -1, &isint);
+        if (!isint) luaL_error(L, "limber.skinning.target: %s must be an integer", field);
+    }
+    lua_pop(L, 1);
+    return v;
 }
 
 /** core.skin_target(desc): where skinned vertices go, for `instances`
@@ -463,126 +377,41 @@ static size_t buffer_bytes(const lbuffer *b) {
  * 4; width 4 gets w written) or true (a new f32 Buffer of width 3 / 3 / 4).
  * Interleaved: desc.buffer (f32 or u8 Buffer), desc.stride (bytes per
  * vertex) and desc.position / normal / tangent (byte offsets). desc.order
- * "sorted" (default, matches mesh:indices()) or "file". */
+ * "sorted" (default, matches mesh:indices()) or "file". The rules are the
+ * kernel's (lmb_skin_target_validate). */
 static int l_target_new(lua_State *L) {
     static const char *const orders[] = {"sorted", "file", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
-    lua_Integer V = 0, N = 1;
-    if (lcore_rawfield(L, 1, "mesh") != LUA_TNIL) V = check_mesh(L, 2)->vertex_count;
+    lmb_skin_target_desc d;
+    memset(&d, 0, sizeof d);
+    if (lcore_rawfield(L, 1, "mesh") != LUA_TNIL) d.vertices = check_mesh(L, 2)->vertex_count;
     lua_pop(L, 1);
-    if (lcore_rawfield(L, 1, "vertices") != LUA_TNIL) {
-        if (!lua_isinteger(L, -1))
-            return luaL_error(L, "limber.skinning.target: vertices must be an integer");
-        V = lua_tointeger(L, -1);
-    }
-    lua_pop(L, 1);
-    if (V < 1 || V > ((lua_Integer)1 << 28))
-        return luaL_error(L,
-                          "limber.skinning.target: vertex count %I out of range [1, %I] (give "
-                          "mesh or vertices)",
-                          V, (lua_Integer)1 << 28);
-    if (lcore_rawfield(L, 1, "instances") != LUA_TNIL) {
-        if (!lua_isinteger(L, -1))
-            return luaL_error(L, "limber.skinning.target: instances must be an integer");
-        N = lua_tointeger(L, -1);
-    }
-    lua_pop(L, 1);
-    if (N < 1 || N > (1 << 24))
-        return luaL_error(L, "limber.skinning.target: instance count %I out of range [1, %I]", N,
-                          (lua_Integer)(1 << 24));
+    d.vertices = int_field(L, "vertices", d.vertices);
+    d.instances = int_field(L, "instances", 1);
     lcore_rawfield(L, 1, "order");
-    int file_order = luaL_checkoption(L, -1, "sorted", orders);
+    d.file_order = luaL_checkoption(L, -1, "sorted", orders);
     lua_pop(L, 1);
-    size_t total = (size_t)V * (size_t)N; /* vertices over all instances */
-
-    ltarget tg;
-    memset(&tg, 0, sizeof tg);
-    tg.vertices = (uint32_t)V;
-    tg.instances = (uint32_t)N;
-    tg.file_order = file_order;
-    /* stack: 1 desc, 2..4 the stream buffers (or nil) */
+    lmb_error err;
+    /* counts first: the streams created for `true` need them */
+    if (lmb_skin_target_validate(&d, &err) != LMB_OK &&
+        (strcmp(err.field, "vertices") == 0 || strcmp(err.field, "instances") == 0))
+        return lcore_raise(L, &err, "limber.skinning.target");
+    size_t total = (size_t)d.vertices * (size_t)d.instances;
+    /* stack: 1 desc, 2..4 the Buffer each stream writes (or nil) */
     if (lcore_rawfield(L, 1, "buffer") != LUA_TNIL) {
         lbuffer *b = check_out_buffer(L, 2, "buffer");
-        tg.interleaved = 1;
-        lcore_rawfield(L, 1, "stride");
-        int isint;
-        lua_Integer stride = lua_tointegerx(L, -1, &isint);
-        lua_pop(L, 1);
-        if (!isint || stride < 4 || stride % 4 != 0 || stride > 4096)
-            return luaL_error(L, "limber.skinning.target: stride must be a multiple of 4 bytes in "
-                                 "[4, 4096]");
-        lua_Integer off[3];
-        int any = 0;
+        d.interleaved = 1;
+        d.buffer = b->data;
+        d.buffer_bytes = buffer_bytes(b);
+        d.stride = int_field(L, "stride", 0);
         for (int k = 0; k < 3; k++) {
-            off[k] = -1;
-            if (lcore_rawfield(L, 1, offset_names[k]) != LUA_TNIL) {
-                lua_Integer o = lua_tointegerx(L, -1, &isint);
-                lua_Integer size = k == STREAM_TAN ? 16 : 12;
-                if (!isint || o < 0 || o % 4 != 0 || o + size > stride)
-                    return luaL_error(L,
-                                      "limber.skinning.target: %s offset must be a multiple of 4 "
-                                      "in [0, %I] (stride %I)",
-                                      offset_names[k], stride - size, stride);
-                off[k] = o;
-                any = 1;
-            }
-            lua_pop(L, 1);
-        }
-        if (!any)
-            return luaL_error(L, "limber.skinning.target: give at least one of position, normal, "
-                                 "tangent offsets");
-        for (int a = 0; a < 3; a++)
-            for (int c = a + 1; c < 3; c++)
-                if (off[a] >= 0 && off[c] >= 0) {
-                    lua_Integer ea = off[a] + (a == STREAM_TAN ? 16 : 12);
-                    lua_Integer ec = off[c] + (c == STREAM_TAN ? 16 : 12);
-                    if (off[a] < ec && off[c] < ea)
-                        return luaL_error(L, "limber.skinning.target: %s and %s offsets overlap",
-                                          offset_names[a], offset_names[c]);
-                }
-        size_t need = (total - 1) * (size_t)stride;
-        lua_Integer last = 0;
-        for (int k = 0; k < 3; k++)
-            if (off[k] >= 0 && off[k] + (k == STREAM_TAN ? 16 : 12) > last)
-                last = off[k] + (k == STREAM_TAN ? 16 : 12);
-        need += (size_t)last;
-        if (buffer_bytes(b) < need)
-            return luaL_error(L,
-                              "limber.skinning.target: buffer too small: %I bytes, need %I "
-                              "(%I vertices x stride %I)",
-                              (lua_Integer)buffer_bytes(b), (lua_Integer)need, (lua_Integer)total,
-                              stride);
-        /* A 12-byte attribute may be stored with 16 bytes when the extra 4
-         * bytes are written afterwards: by a later attribute of the same
-         * vertex (position, normal, tangent order) or, at the end of the
-         * stride, by the next vertex's attribute at offset 0. */
-        tg.spill_ok = 1;
-        for (int k = 0; k < 2; k++) {
-            if (off[k] < 0) continue;
-            lua_Integer q = off[k] + 12;
-            int ok = 0;
-            for (int c = 0; c < 3; c++) {
-                if (off[c] < 0) continue;
-                lua_Integer size = c == STREAM_TAN ? 16 : 12;
-                if (q == stride && off[c] == 0) ok = 1;
-                if (q < stride && c > k && off[c] <= q && q + 4 <= off[c] + size) ok = 1;
-            }
-            if (!ok) tg.spill_ok = 0;
-        }
-        for (int k = 0; k < 3; k++) {
-            if (off[k] < 0) continue;
-            tg.s[k].base = (float *)(void *)((char *)b->data + off[k]);
-            tg.s[k].stride = (size_t)stride / 4;
-            tg.s[k].instance_stride = (size_t)V * ((size_t)stride / 4);
-            tg.s[k].wide = 0;
+            d.offset[k] = int_field(L, offset_names[k], LMB_SKIN_NO_OFFSET);
         }
         lua_pushvalue(L, 2);
         lua_pushvalue(L, 2); /* 2, 3, 4: the buffer for every stream */
     } else {
         lua_pop(L, 1);
-        int any = 0;
-        tg.spill_ok = 1; /* width 3: spills onto the next vertex; width 4: owned */
         for (int k = 0; k < 3; k++) {
             int t = lcore_rawfield(L, 1, stream_names[k]); /* 2 + k */
             if (t == LUA_TNIL || (t == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
@@ -590,50 +419,26 @@ static int l_target_new(lua_State *L) {
                 lua_pushnil(L);
                 continue;
             }
-            any = 1;
-            uint32_t width;
             lbuffer *b;
             if (t == LUA_TBOOLEAN) {
                 lua_pop(L, 1);
-                width = k == STREAM_TAN ? 4 : 3;
-                b = lbuf_push(L, LBUF_F32, width, total);
+                b = lbuf_push(L, LBUF_F32, k == STREAM_TAN ? 4 : 3, total);
             } else {
                 b = check_out_buffer(L, -1, stream_names[k]);
-                if (b->type != LBUF_F32 || (b->width != 4 && (k == STREAM_TAN || b->width != 3)))
+                if (b->type != LBUF_F32)
                     return luaL_error(
                         L, "limber.skinning.target: %s must be an f32 Buffer of width %s",
                         stream_names[k], k == STREAM_TAN ? "4" : "3 or 4");
-                width = b->width;
-                if (b->count < total)
-                    return luaL_error(L,
-                                      "limber.skinning.target: %s buffer too small: %I elements, "
-                                      "need %I (%I instances x %I vertices)",
-                                      stream_names[k], (lua_Integer)b->count, (lua_Integer)total, N,
-                                      V);
             }
-            tg.s[k].base = (float *)b->data;
-            tg.s[k].stride = width;
-            tg.s[k].instance_stride = (size_t)V * width;
-            tg.s[k].wide = width == 4;
+            d.base[k] = (float *)b->data;
+            d.width[k] = b->width;
+            d.elements[k] = b->count;
         }
-        if (!any)
-            return luaL_error(L, "limber.skinning.target: no output stream (give positions, "
-                                 "normals or tangents, or buffer + offsets)");
-        /* one stream must not write another's bytes (the same Buffer twice) */
-        for (int a = 0; a < 3; a++)
-            for (int c = a + 1; c < 3; c++) {
-                if (!tg.s[a].base || !tg.s[c].base) continue;
-                footprint fa = stream_footprint(&tg.s[a], a, total);
-                footprint fc = stream_footprint(&tg.s[c], c, total);
-                if (fp_overlap(&fa, &fc))
-                    return luaL_error(L,
-                                      "limber.skinning.target: %s and %s write the same bytes "
-                                      "(the same Buffer, or overlapping ones)",
-                                      stream_names[a], stream_names[c]);
-            }
     }
+    if (lmb_skin_target_validate(&d, &err) != LMB_OK)
+        return lcore_raise(L, &err, "limber.skinning.target");
     ltarget *t = (ltarget *)lua_newuserdatauv(L, sizeof(ltarget), 3);
-    *t = tg;
+    lmb_skin_target_init(t, &d);
     for (int k = 0; k < 3; k++) {
         lua_pushvalue(L, 2 + k);
         lua_setiuservalue(L, -2, k + 1); /* the target writes these buffers */
@@ -698,54 +503,31 @@ static int l_target_tostring(lua_State *L) {
 /* ---- jobs ------------------------------------------------------------- */
 
 /* Fills a task for palette instances [first, first + count) written to
- * target instances [slot, slot + count), after checking that the objects
- * fit. Raises naming the problem; writes nothing. */
+ * target instances [slot, slot + count), after the kernel checked that the
+ * objects fit (lmb_skin_job_validate). Raises naming the problem; writes
+ * nothing. */
 static void make_task(lua_State *L, int mesh_arg, int pal_arg, int tg_arg, uint32_t first,
                       uint32_t count, uint32_t slot, const char *who, lmb_skin_task *task) {
-    lmb_skin_mesh *m = check_mesh(L, mesh_arg);
+    lmb_skin_job j;
+    memset(&j, 0, sizeof j);
+    j.mesh = check_mesh(L, mesh_arg);
     lpalette *pal = lcore_check_palette(L, pal_arg);
-    ltarget *tg = check_target(L, tg_arg);
+    j.target = check_target(L, tg_arg);
     lua_getiuservalue(L, mesh_arg, 1);
-    if (!lua_isnil(L, -1)) {
-        lua_getiuservalue(L, pal_arg, 2);
-        if (!lua_rawequal(L, -1, -2))
-            luaL_error(L, "%s: the palette belongs to another skin than the mesh", who);
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    if (m->joint_limit > pal->joints)
-        luaL_error(L,
-                   "%s: the mesh uses skin joint slot %I but the palette has %I joints (slots "
-                   "0 .. %I)",
-                   who, (lua_Integer)m->joint_limit - 1, (lua_Integer)pal->joints,
-                   (lua_Integer)pal->joints - 1);
-    if (tg->vertices != m->vertex_count)
-        luaL_error(L, "%s: the target holds %I vertices per instance, the mesh has %I", who,
-                   (lua_Integer)tg->vertices, (lua_Integer)m->vertex_count);
-    if ((uint64_t)first + count > pal->instances)
-        luaL_error(L, "%s: palette instances %I .. %I out of range [1, %I]", who,
-                   (lua_Integer)first + 1, (lua_Integer)first + count, (lua_Integer)pal->instances);
-    if ((uint64_t)slot + count > tg->instances)
-        luaL_error(L, "%s: target too small: instances %I .. %I, the target holds %I", who,
-                   (lua_Integer)slot + 1, (lua_Integer)slot + count, (lua_Integer)tg->instances);
-    if (tg->s[STREAM_NRM].base && !m->has_normals)
-        luaL_error(L, "%s: the target wants normals but the mesh has none", who);
-    if (tg->s[STREAM_TAN].base && !m->has_tangents)
-        luaL_error(L, "%s: the target wants tangents but the mesh has none", who);
-    uint32_t width = lmb_palette_width(pal->layout);
-    memset(task, 0, sizeof *task);
-    task->mesh = m;
-    task->palette_stride = (size_t)pal->joints * width;
-    task->palette = pal->data + (size_t)first * task->palette_stride;
-    task->layout = pal->layout;
-    task->instances = count;
-    task->file_order = tg->file_order;
-    task->full = tg->spill_ok && !tg->file_order;
-    lmb_skin_stream *out[3] = {&task->pos, &task->nrm, &task->tan};
-    for (int k = 0; k < 3; k++) {
-        *out[k] = tg->s[k];
-        if (out[k]->base) out[k]->base += (size_t)slot * tg->s[k].instance_stride;
-    }
+    j.mesh_skin = lua_touserdata(L, -1);
+    lua_getiuservalue(L, pal_arg, 2);
+    j.palette_skin = lua_touserdata(L, -1);
+    lua_pop(L, 2); /* the objects stay anchored by their owners */
+    j.palette = pal->data;
+    j.palette_joints = pal->joints;
+    j.palette_instances = pal->instances;
+    j.layout = pal->layout;
+    j.first = first;
+    j.count = count;
+    j.slot = slot;
+    lmb_error err;
+    if (lmb_skin_job_validate(&j, &err) != LMB_OK) lcore_raise(L, &err, who);
+    lmb_skin_job_task(&j, task);
 }
 
 typedef struct skin_job {
@@ -791,9 +573,7 @@ static int l_skin(lua_State *L) {
                           (lua_Integer)pal->instances, (lua_Integer)tg->instances);
     lmb_skin_task task;
     make_task(L, 1, 2, 3, 0, pal->instances, 0, "limber.skinning.skin", &task);
-    uint64_t items = lmb_skin_task_items(&task);
-    if (items > UINT32_MAX) return luaL_error(L, "limber.skinning.skin: too much work in one call");
-    uint32_t end = (uint32_t)items;
+    uint32_t end = (uint32_t)lmb_skin_task_items(&task); /* < 2^32: validated */
     run_tasks(L, &task, &end, 1);
     return 0;
 }
@@ -834,13 +614,6 @@ static int cmp_range(const void *a, const void *b) {
     if (x->target != y->target) return (uintptr_t)x->target < (uintptr_t)y->target ? -1 : 1;
     if (x->slot != y->slot) return x->slot < y->slot ? -1 : 1;
     return x->job < y->job ? -1 : x->job > y->job;
-}
-
-static int cmp_footprint(const void *a, const void *b) {
-    const footprint *x = (const footprint *)a, *y = (const footprint *)b;
-    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
-    if (x->job != y->job) return x->job < y->job ? -1 : 1;
-    return x->stream < y->stream ? -1 : x->stream > y->stream;
 }
 
 /** core.skin_batch(jobs): a prepared list of skinning jobs run together by
@@ -893,9 +666,7 @@ static int l_batch_new(lua_State *L) {
         ranges[k - 1].count = count;
         ranges[k - 1].job = (uint32_t)k;
         items += lmb_skin_task_items(&b->tasks[k - 1]);
-        if (items > UINT32_MAX)
-            return luaL_error(L, "limber.skinning.batch: too much work in one batch");
-        b->item_end[k - 1] = (uint32_t)items;
+        b->item_end[k - 1] = (uint32_t)(items > UINT32_MAX ? UINT32_MAX : items);
         for (int a = 0; a < 3; a++) {
             lua_pushvalue(L, 6 + a);
             lua_rawseti(L, 4, (k - 1) * 3 + a + 1);
@@ -916,35 +687,13 @@ static int l_batch_new(lua_State *L) {
                               (lua_Integer)y->slot + 1);
     }
     /* Nor may two jobs write the same bytes through different targets (two
-     * targets on one Buffer): compare the bytes each stream of each job
-     * writes, sorted by first address. */
-    footprint *fp = (footprint *)lua_newuserdatauv(L, (size_t)n * 3 * sizeof(footprint), 0);
-    size_t nf = 0;
-    for (lua_Integer k = 0; k < n; k++) {
-        const lmb_skin_task *t = &b->tasks[k];
-        const lmb_skin_stream *st[3] = {&t->pos, &t->nrm, &t->tan};
-        for (int a = 0; a < 3; a++) {
-            if (!st[a]->base || t->instances == 0) continue;
-            fp[nf] = stream_footprint(st[a], a, (size_t)t->instances * t->mesh->vertex_count);
-            fp[nf].job = (uint32_t)k + 1;
-            nf++;
-        }
-    }
-    qsort(fp, nf, sizeof *fp, cmp_footprint);
-    for (size_t i = 0; i < nf; i++) {
-        uintptr_t end = fp_end(&fp[i]);
-        for (size_t j = i + 1; j < nf && fp[j].lo < end; j++)
-            if (fp_overlap(&fp[i], &fp[j])) {
-                const footprint *x = fp[i].job <= fp[j].job ? &fp[i] : &fp[j];
-                const footprint *y = x == &fp[i] ? &fp[j] : &fp[i];
-                return luaL_error(L,
-                                  "limber.skinning.batch: jobs %I and %I write the same bytes "
-                                  "(%s of job %I, %s of job %I: their targets share a Buffer)",
-                                  (lua_Integer)x->job, (lua_Integer)y->job, stream_names[x->stream],
-                                  (lua_Integer)x->job, stream_names[y->stream],
-                                  (lua_Integer)y->job);
-            }
-    }
+     * targets on one Buffer), nor do more than 2^32 work items: the
+     * kernel's batch rules. */
+    lmb_skin_footprint *fp =
+        (lmb_skin_footprint *)lua_newuserdatauv(L, (size_t)n * 3 * sizeof(lmb_skin_footprint), 0);
+    lmb_error err;
+    if (lmb_skin_batch_validate(b->tasks, (uint32_t)n, fp, &err) != LMB_OK)
+        return lcore_raise(L, &err, "limber.skinning.batch");
     lua_pop(L, 1);
     b->count = (uint32_t)n;
     lua_setiuservalue(L, 3, 1); /* the batch reads meshes, palettes and targets */

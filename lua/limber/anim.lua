@@ -282,7 +282,7 @@ function M.reference_pose(skeleton, clip, time)
   if time ~= nil then check_finite(time, 3, "reference_pose", "time") end
   local pose = core.pose(skeleton, 1)
   local ok, s = pcall(core.sampler, pose, { clip })
-  if not ok then error(s, 2) end
+  if not ok then check.rethrow(s, "limber.anim.reference_pose", "sampler") end
   s:set(1, 1, time or 0, false)
   s:run()
   return pose
@@ -290,18 +290,24 @@ end
 
 --- Low-level batched sampler (see `limber.core.sampler`): plays one clip
 -- of `clips` per instance of `pose`.
--- @function sampler
 -- @tparam limber.Pose pose
 -- @tparam table clips array of limber.Clip that fit the pose's skeleton
 -- @treturn limber.Sampler
-M.sampler = core.sampler
+function M.sampler(pose, clips)
+  local ok, s = pcall(core.sampler, pose, clips)
+  if not ok then check.rethrow(s, "limber.anim.sampler", "sampler") end
+  return s
+end
 --- Low-level blender (see `limber.core.blender`): blends layer poses into
 -- `out` with per-instance weights, masks and additive layers.
--- @function blender
 -- @tparam limber.Pose out
 -- @tparam table layers `{ pose =, mask =, additive =, reference = }` entries
 -- @treturn limber.Blender
-M.blender = core.blender
+function M.blender(out, layers)
+  local ok, b = pcall(core.blender, out, layers)
+  if not ok then check.rethrow(b, "limber.anim.blender", "blender") end
+  return b
+end
 
 -- ---- players ----------------------------------------------------------
 

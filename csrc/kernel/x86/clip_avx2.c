@@ -90,7 +90,7 @@ LMB_AVX2 void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, u
     const int full = lanes == 0xFFu;
     int32_t bits[LMB_LANES];
     lmb_cursor *cur[LMB_LANES];
-    for (int l = 0; l < LMB_LANES; l++) {
+    for (uint32_t l = 0; l < LMB_LANES; l++) {
         bits[l] = (lanes >> l & 1u) ? -1 : 0;
         cur[l] = s->cursors + (size_t)(block * LMB_LANES + l) * s->cursor_stride;
     }

@@ -18,10 +18,10 @@ LMB_AVX2 void lmb_l2m_block_avx2(lmb_pose *p, uint32_t block, uint32_t start) {
 
     /* the block's root matrices, 3x4, structure of arrays */
     float rootf[12 * LMB_LANES] __attribute__((aligned(32)));
-    for (int l = 0; l < LMB_LANES; l++) {
+    for (uint32_t l = 0; l < LMB_LANES; l++) {
         const float *R = p->root + (size_t)(block * LMB_LANES + l) * 16;
-        for (int c = 0; c < 4; c++)
-            for (int r = 0; r < 3; r++)
+        for (uint32_t c = 0; c < 4; c++)
+            for (uint32_t r = 0; r < 3; r++)
                 rootf[(c * 3 + r) * LMB_LANES + l] = R[c * 4 + r];
     }
     float *model0 = p->model + (size_t)block * LMB_LANES * J * 16;
@@ -74,7 +74,7 @@ LMB_AVX2 void lmb_l2m_block_avx2(lmb_pose *p, uint32_t block, uint32_t start) {
         lmb_transpose8(lo);
         lmb_transpose8(hi);
         float *out = model0 + (size_t)j * 16;
-        for (int l = 0; l < LMB_LANES; l++) {
+        for (size_t l = 0; l < LMB_LANES; l++) {
             _mm256_store_ps(out + l * lane_stride, lo[l]);
             _mm256_store_ps(out + l * lane_stride + 8, hi[l]);
         }
