@@ -98,8 +98,8 @@ local function synth_mesh(V, tris, mix, joints)
   for _ = 1, tris * 3 do idx[#idx + 1] = math.random(0, V - 1) end
   return {
     positions = core.buffer("f32", 3, pos), normals = core.buffer("f32", 3, nrm),
-    joints = core.buffer("u16", 4, jnt), weights = core.buffer("f32", 4, wgt),
-    indices = core.buffer("u32", 1, idx),
+    gpu_joints = core.buffer("u16", 4, jnt), weights = core.buffer("f32", 4, wgt),
+    gpu_indices = core.buffer("u32", 1, idx),
   }
 end
 
@@ -143,9 +143,9 @@ local function cesium_mesh()
   return {
     positions = core.buffer("f32", 3, read(at.POSITION, "f", 3)),
     normals = core.buffer("f32", 3, read(at.NORMAL, "f", 3)),
-    joints = core.buffer("u16", 4, read(at.JOINTS_0, "I2", 4)),
+    gpu_joints = core.buffer("u16", 4, read(at.JOINTS_0, "I2", 4)),
     weights = core.buffer("f32", 4, read(at.WEIGHTS_0, "f", 4)),
-    indices = core.buffer("u32", 1, read(prim.indices, "I2", 1)),
+    gpu_indices = core.buffer("u32", 1, read(prim.indices, "I2", 1)),
   }, #g.skins[1].joints
 end
 
@@ -187,7 +187,7 @@ local function run_case(name, desc, joints, with_naive)
   local pp, ps = a[1], a[2]
   a = { desc.normals:ptr() }
   local qp, qs = a[1], a[2]
-  a = { desc.joints:ptr() }
+  a = { desc.gpu_joints:ptr() }
   local jp, js = a[1], a[2]
   a = { desc.weights:ptr() }
   local wp, ws = a[1], a[2]

@@ -130,7 +130,7 @@ end
 -- `mesh_world` the skinned node's world matrix.
 -- @treturn table positions (flat), table normals (flat or nil)
 function D.reference_skin(prim, mats, mesh_world)
-  local P, N, J, W = prim.positions, prim.normals, prim.joints, prim.weights
+  local P, N, J, W = prim.positions, prim.normals, prim.gpu_joints, prim.weights
   local pos, nor = {}, N and {} or nil
   local winv, wit = normal_mats(mesh_world)
   for v = 1, #P do

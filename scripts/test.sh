@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds with LuaRocks,
-# runs busted (Lua 5.4), clang-format --Werror, luacheck and LDoc (scripts/docs.sh: the API reference
+# runs busted (Lua 5.4), clang-format --Werror, luacheck and LDoc (the
+# builds use -Werror with -Wconversion among the project's warnings) (scripts/docs.sh: the API reference
 # renders without warnings), then builds with ASan + UBSan and runs
 # the specs again under the sanitizers (with the fuzz regression corpus
 # replayed by the sanitized driver), then runs each libFuzzer harness for
@@ -51,6 +52,13 @@ if [ "${LIMBER_TEST_QUICK:-0}" != "1" ]; then
       "fuzz pass skipped (the regression corpus was still replayed above)"
   fi
   rm -rf "$probe"
+
+  if command -v clang >/dev/null; then
+    echo "== clang build, -Werror (the project's warnings, -Wconversion included, under clang too)"
+    CC=clang cmake -S . -B build-clang -DLIMBER_WERROR=ON -DLIMBER_BASELINES=ON \
+      -DLIMBER_FUZZ_REPLAY=ON >/dev/null
+    cmake --build build-clang -j "$(nproc)" >/dev/null
+  fi
 
   echo "== valgrind memcheck (examples/smoke.lua)"
   bash scripts/valgrind.sh

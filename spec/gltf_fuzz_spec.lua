@@ -53,13 +53,13 @@ local function check_asset(asset)
         local lo, hi = core.gltf_stats(buf)
         assert(finite(lo) and finite(hi), name .. " not finite")
       end
-      if prim.indices then
-        local lo, hi = core.gltf_stats(prim.indices)
+      if prim.gpu_indices then
+        local lo, hi = core.gltf_stats(prim.gpu_indices)
         assert(lo >= 0 and hi < prim.vertex_count, "index out of range")
       end
-      if prim.joints then
-        assert.are.equal(prim.vertex_count, #prim.joints)
-        local _, hi = core.gltf_stats(prim.joints)
+      if prim.gpu_joints then
+        assert.are.equal(prim.vertex_count, #prim.gpu_joints)
+        local _, hi = core.gltf_stats(prim.gpu_joints)
         assert.are.equal(prim.max_joint, math.tointeger(hi))
         for v = 1, #prim.weights, math.max(1, #prim.weights // 64) do
           local w = prim.weights:get(v)

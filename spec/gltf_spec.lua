@@ -116,9 +116,9 @@ describe("glTF accessors", function()
         { POSITION = 1 })
       doc.meshes[1].primitives[1].indices = 0
       local prim = gltf.load_bytes(cjson.encode(doc)).meshes[1].primitives[1]
-      local n, w, t = #prim.indices, prim.indices:width(), prim.indices:scalar_type()
+      local n, w, t = #prim.gpu_indices, prim.gpu_indices:width(), prim.gpu_indices:scalar_type()
       assert.are.same({ 6, 1, "u32" }, { n, w, t })
-      for k = 1, 6 do assert.are.equal(idx[k], prim.indices[k]) end
+      for k = 1, 6 do assert.are.equal(idx[k], prim.gpu_indices[k]) end
       assert.near({ 1, 0, 0 }, prim.positions[2], 0)
     end
   end)
@@ -176,7 +176,7 @@ describe("glTF skin influences", function()
       for k = 1, 4 do assert.near(r[k] / rs, w[k], 1e-6) end
     end
     assert.is_true(lowest < 0.2)
-    local n, w, t = #prim.joints, prim.joints:width(), prim.joints:scalar_type()
+    local n, w, t = #prim.gpu_joints, prim.gpu_joints:width(), prim.gpu_joints:scalar_type()
     assert.are.same({ 3273, 4, "u16" }, { n, w, t })
   end)
 
@@ -220,7 +220,7 @@ describe("glTF skin influences", function()
       local prim = a.meshes[1].primitives[1]
       local flat = {}
       for v = 1, #prim.weights do
-        for c = 1, 4 do flat[#flat + 1] = prim.weights[v][c]; flat[#flat + 1] = prim.joints[v][c] end
+        for c = 1, 4 do flat[#flat + 1] = prim.weights[v][c]; flat[#flat + 1] = prim.gpu_joints[v][c] end
       end
       if ref then assert.near(ref, flat, 3e-3) else ref = flat end
     end

@@ -33,7 +33,7 @@ local function mesh()
   end
   return sk.mesh {
     positions = core.buffer("f32", 3, pos), normals = core.buffer("f32", 3, nrm),
-    joints = core.buffer("u16", 4, jnt), weights = core.buffer("f32", 4, wgt),
+    gpu_joints = core.buffer("u16", 4, jnt), weights = core.buffer("f32", 4, wgt),
   }
 end
 

@@ -55,9 +55,9 @@ local function mesh_desc(m, opts)
     positions = core.buffer("f32", 3, m.pos),
     normals = not opts.no_normals and core.buffer("f32", 3, m.nrm) or nil,
     tangents = opts.tangents and core.buffer("f32", 4, m.tan) or nil,
-    joints = core.buffer("u16", 4, m.jnt),
+    gpu_joints = core.buffer("u16", 4, m.jnt),
     weights = core.buffer("f32", 4, m.wgt),
-    indices = core.buffer("u32", 1, m.idx),
+    gpu_indices = core.buffer("u32", 1, m.idx),
     skin = opts.skin,
   }
   return desc
@@ -378,7 +378,7 @@ describe("skinning", function()
     for v = 0, m.V - 1 do -- keep every vertex with at least one non-zero quantised weight
       if wq[v * 4 + 1] + wq[v * 4 + 2] + wq[v * 4 + 3] + wq[v * 4 + 4] == 0 then wq[v * 4 + 1] = 1 end
     end
-    local c = sk.mesh { positions = core.buffer("f32", 3, m.pos), joints = core.buffer("u8", 4, m.jnt),
+    local c = sk.mesh { positions = core.buffer("f32", 3, m.pos), gpu_joints = core.buffer("u8", 4, m.jnt),
                         weights = core.buffer("u8", 4, wq) }
     assert.equal(b:gpu_index_buffer():bytes(), a:gpu_index_buffer():bytes())
     assert.equal(b:gpu_permutation_buffer():bytes(), a:gpu_permutation_buffer():bytes())
@@ -573,6 +573,10 @@ describe("skinning", function()
       local function desc_with(field, value)
         local d = mesh_desc(m)
         d[field] = value
+        -- one index base per field: joints / indices are 1-based tables,
+        -- gpu_joints / gpu_indices 0-based Buffers
+        local other = field:match("^gpu_(.*)") or ("gpu_" .. field)
+        if field:find("joints$") or field:find("indices$") then d[other] = nil end
         return d
       end
       local w = {}
@@ -595,17 +599,27 @@ describe("skinning", function()
       assert.error_matches(function() sk.mesh(d) end, "vertex 3: joint slot 69999 out of range [0, 65534]", 1, true)
       assert.error_matches(function() sk.mesh(desc_with("normals", core.buffer("f32", 3, 49))) end,
         "normals has 49 vertices, positions have 50", 1, true)
-      assert.error_matches(function() sk.mesh(desc_with("indices", core.buffer("u32", 1, { 0, 50 }))) end,
+      assert.error_matches(function() sk.mesh(desc_with("gpu_indices", core.buffer("u32", 1, { 0, 50 }))) end,
         "indices[2] = 51 (1-based) out of range [1, 50]", 1, true)
       assert.error_matches(function() sk.mesh(desc_with("positions", nil)) end, "positions are required", 1, true)
-      assert.error_matches(function() sk.mesh(desc_with("joints", core.buffer("f32", 4, 50))) end,
-        "joints must be a u8/u16/u32 Buffer of width 4", 1, true)
+      assert.error_matches(function() sk.mesh(desc_with("gpu_joints", core.buffer("f32", 4, 50))) end,
+        "gpu_joints must be a u8/u16/u32 Buffer of width 4 (0-based; a table of 1-based indices goes in joints)",
+        1, true)
+      -- the index base follows the field, never the container
+      assert.error_matches(function() sk.mesh(desc_with("joints", core.buffer("u16", 4, 50))) end,
+        "joints must be a flat table of 1-based indices (a Buffer of 0-based ones goes in gpu_joints)", 1, true)
+      assert.error_matches(function() sk.mesh(desc_with("gpu_indices", { 1, 2, 3 })) end,
+        "gpu_indices must be a u8/u16/u32 Buffer of width 1", 1, true)
+      local both = desc_with("indices", { 1, 2, 3 })
+      both.gpu_indices = core.buffer("u32", 1, { 0, 1, 2 })
+      assert.error_matches(function() sk.mesh(both) end,
+        "give indices (1-based table) or gpu_indices (0-based Buffer), not both", 1, true)
       assert.error_matches(function() sk.mesh(desc_with("positions", { 1, 2 })) end,
         "not a multiple of 3", 1, true)
       -- zero-weight slots may hold anything
       local j = {}
       for q = 1, #m.jnt do j[q] = m.wgt[q] == 0 and 65535 or m.jnt[q] end
-      local ok = sk.mesh(desc_with("joints", core.buffer("u16", 4, j)))
+      local ok = sk.mesh(desc_with("gpu_joints", core.buffer("u16", 4, j)))
       assert.equal(mesh:joint_limit(), ok:joint_limit())
     end)
 

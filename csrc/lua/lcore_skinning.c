@@ -1,6 +1,7 @@
 /* lcore_skinning.c: Lua types SkinMesh, SkinTarget and SkinBatch, the
  * skinning calls and the module's worker pool. Every check runs before
  * anything is written. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,15 +108,33 @@ static float *read_vec_stream(lua_State *L, int desc, const char *field, uint32_
 /* Reads integer data: a u8/u16/u32 Buffer of `width` (values as stored) or
  * a flat table of integers (1-based: 1 is subtracted, 0 becomes 0xFFFFFFFF
  * "unused"). */
+/* An index stream (joint slots, vertex indices) from one of two fields:
+ * `field`, a flat table of 1-based indices (0 = no joint), or "gpu_" ..
+ * field, a u8/u16/u32 Buffer of 0-based ones as a GPU (and glTF) stores
+ * them. One field, one index base: a Buffer in `field` or a table in the
+ * gpu_ field is an error that names the other. Decoded 0-based. */
 static uint32_t *read_int_stream(lua_State *L, int desc, const char *field, uint32_t width,
                                  size_t *count) {
+    char gpu[32];
+    snprintf(gpu, sizeof gpu, "gpu_%s", field);
     int t = lcore_rawfield(L, desc, field);
-    if (t == LUA_TNIL) {
-        lua_pop(L, 1);
+    int tg = lcore_rawfield(L, desc, gpu);
+    if (t != LUA_TNIL && tg != LUA_TNIL)
+        luaL_error(L,
+                   "limber.skinning.mesh: give %s (1-based table) or %s (0-based Buffer), not both",
+                   field, gpu);
+    if (t == LUA_TNIL && tg == LUA_TNIL) {
+        lua_pop(L, 2);
         return NULL;
     }
     uint32_t *out;
-    if (t == LUA_TTABLE) {
+    if (t != LUA_TNIL) {
+        lua_pop(L, 1); /* the nil gpu_ field */
+        if (t != LUA_TTABLE)
+            luaL_error(L,
+                       "limber.skinning.mesh: %s must be a flat table of 1-based indices (a Buffer "
+                       "of 0-based ones goes in %s)",
+                       field, gpu);
         lua_Integer n = (lua_Integer)lcore_rawlen(L, -1);
         if (n % width != 0)
             luaL_error(L, "limber.skinning.mesh: %s has %I numbers, not a multiple of %d", field, n,
@@ -134,12 +153,13 @@ static uint32_t *read_int_stream(lua_State *L, int desc, const char *field, uint
             out[k] = v == 0 ? UINT32_MAX : (uint32_t)(v - 1);
         }
     } else {
+        lua_remove(L, -2); /* the nil table field */
         lbuffer *b = (lbuffer *)luaL_testudata(L, -1, BUFFER_MT);
         if (!b || b->type == LBUF_F32 || b->width != width)
             luaL_error(L,
-                       "limber.skinning.mesh: %s must be a u8/u16/u32 Buffer of width %d or a "
-                       "flat table",
-                       field, (int)width);
+                       "limber.skinning.mesh: %s must be a u8/u16/u32 Buffer of width %d (0-based; "
+                       "a table of 1-based indices goes in %s)",
+                       gpu, (int)width, field);
         *count = b->count;
         size_t n = b->count * width;
         out = (uint32_t *)scratch(L, n * sizeof(uint32_t));
@@ -176,8 +196,9 @@ static int count_error(lua_State *L, const char *what, size_t n, size_t V) {
                       (lua_Integer)n, (lua_Integer)V);
 }
 
-/** core.skin_mesh(desc): an immutable skinned mesh (see skinning.h and the
- * CONTRACTS: positions, normals, tangents, joints, weights, indices, skin). */
+/** core.skinning_mesh(desc): an immutable skinned mesh (see skinning.h and
+ * docs/api.luadoc: positions, normals, tangents, joints or gpu_joints,
+ * weights, indices or gpu_indices, skin). */
 static int l_mesh_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
@@ -196,7 +217,7 @@ static int l_mesh_new(lua_State *L) {
     src.tan = read_vec_stream(L, 1, "tangents", 4, &n);
     if (src.tan && n != V) return count_error(L, "tangents", n, V);
     uint32_t *joints = read_int_stream(L, 1, "joints", 4, &n);
-    if (!joints) return luaL_error(L, "limber.skinning.mesh: joints are required");
+    if (!joints) return luaL_error(L, "limber.skinning.mesh: joints (or gpu_joints) are required");
     if (n != V) return count_error(L, "joints", n, V);
     float *weights = read_weights(L, 1, &n);
     if (!weights) return luaL_error(L, "limber.skinning.mesh: weights are required");

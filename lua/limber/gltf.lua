@@ -496,8 +496,8 @@ function Loader:meshes()
       out.colors = out.attributes.COLOR_0
       if prim.indices ~= nil then
         local ai = ref(prim.indices, self.acc, where, "indices accessor")
-        out.indices = self:decode(ai, "u32", where, "indices", { "SCALAR" })
-        local _, hi = core.gltf_stats(out.indices)
+        out.gpu_indices = self:decode(ai, "u32", where, "indices", { "SCALAR" })
+        local _, hi = core.gltf_stats(out.gpu_indices)
         if hi >= count then
           fail(where, "index %d out of range (vertex count %d)", math.floor(hi), count)
         end
@@ -511,7 +511,7 @@ function Loader:meshes()
         if (j1 == nil) ~= (w1 == nil) then
           fail(where, "JOINTS_1 and WEIGHTS_1 must come together")
         end
-        out.joints, out.weights, out.max_joint =
+        out.gpu_joints, out.weights, out.max_joint =
           core.gltf_influences(where, a.JOINTS_0, a.WEIGHTS_0, j1, w1)
         self:take(where, count * 24)
       end
@@ -768,7 +768,7 @@ function Loader:check_skinned_nodes()
           fail(where, "skinned, but meshes[%d].primitives[%d] has no POSITION", node.mesh - 1,
             p - 1)
         end
-        if not prim.joints then
+        if not prim.gpu_joints then
           fail(where, "skinned, but meshes[%d].primitives[%d] has no JOINTS_0/WEIGHTS_0",
             node.mesh - 1, p - 1)
         end
