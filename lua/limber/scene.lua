@@ -18,7 +18,7 @@
 -- their parent included. Reads (`world`, `gather`, `changed`, ...) first
 -- catch up with a followed pose that changed after the update, so the order
 -- of `scene:update()` and `pose:local_to_model()` in a frame does not
--- matter. See docs/notes-scene.md for the algorithm, the figures and the
+-- matter. See docs/scene.md for the algorithm, the figures and the
 -- decisions (destroy takes the subtree, ids are recycled first in, first
 -- out, ...), and docs/api.luadoc (Scene, Slots) for every method.
 --
