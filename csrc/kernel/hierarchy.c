@@ -151,10 +151,38 @@ lmb_status lmb_hier_check_rotation(const float r[4]) {
     return len > 1e-12 && isfinite(len) ? LMB_OK : LMB_EINVAL;
 }
 
+static int finite_floats(const float *v, int n) {
+    for (int k = 0; k < n; k++)
+        if (!(fabsf(v[k]) <= LMB_FLOAT_LIMIT)) return 0; /* NaN fails too */
+    return 1;
+}
+
+lmb_status lmb_hier_link_validate(const lmb_hier *h, uint32_t id, uint32_t parent, int mode,
+                                  lmb_error *err) {
+    lmb_error_clear(err);
+    if (!lmb_hier_alive(h, id))
+        return lmb_error_set(err, LMB_EINVAL, "node", "node {v} does not exist", 0, 0, id, 0);
+    if (parent != 0 && !lmb_hier_alive(h, parent))
+        return lmb_error_set(err, LMB_EINVAL, "parent", "node {l} does not exist", 0, 0, id,
+                             parent);
+    if (parent == id)
+        return lmb_error_set(err, LMB_EINVAL, "parent", "node {v} cannot be its own parent", 0, 0,
+                             id, parent);
+    if (parent != 0 && lmb_hier_is_below(h, parent, id))
+        return lmb_error_set(err, LMB_EINVAL, "parent",
+                             "node {v} cannot hang below its descendant {l} (cycle refused)", 0, 0,
+                             id, parent);
+    if (mode != LMB_FOLLOW_FULL && mode != LMB_FOLLOW_RIGID && mode != LMB_FOLLOW_TRANSLATION)
+        return lmb_error_set(err, LMB_EINVAL, "follow", "unknown follow mode {l}", 0, 0, id, mode);
+    return LMB_OK;
+}
+
 lmb_status lmb_hier_set_srt(lmb_hier *h, uint32_t id, const float *t, const float *r,
                             const float *s) {
     float *d = h->node[id].srt;
     float q[4];
+    if ((t && !finite_floats(t, 3)) || (r && !finite_floats(r, 4)) || (s && !finite_floats(s, 3)))
+        return LMB_EINVAL;
     if (r) {
         double r0 = (double)r[0], r1 = (double)r[1], r2 = (double)r[2], r3 = (double)r[3];
         double len = sqrt(r0 * r0 + r1 * r1 + r2 * r2 + r3 * r3);

@@ -142,8 +142,15 @@ uint32_t lmb_hier_next_id(const lmb_hier *h);
  * pending; returns it. */
 uint32_t lmb_hier_create(lmb_hier *h);
 
-/* Hangs live node id below parent (0 = none; live, not id nor one of its
- * descendants: see lmb_hier_is_below) with a slot matrix (NULL = identity)
+/* The rules of lmb_hier_link: id is a live node; parent is 0 (none) or a
+ * live node that is neither id nor one of its descendants; mode is a
+ * LMB_FOLLOW_*. Returns LMB_OK, or fills err (field "node", "parent" or
+ * "follow"; value = id, limit = parent) and returns its code. */
+lmb_status lmb_hier_link_validate(const lmb_hier *h, uint32_t id, uint32_t parent, int mode,
+                                  lmb_error *err);
+
+/* Hangs live node id below parent (see lmb_hier_link_validate, whose rules
+ * it assumes) with a slot matrix (NULL = identity)
  * and follow mode. `generation` is NULL for a static slot, or the counter
  * of the pose whose model matrix `slot` is (bumped whenever the pose's
  * model matrices change): the node then follows the pose. Keeps the
@@ -155,8 +162,9 @@ void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t parent, const float *slot,
 int lmb_hier_is_below(const lmb_hier *h, uint32_t a, uint32_t b);
 
 /* Sets translation (3), rotation (4, normalised here; must be non-zero)
- * and scale (3); NULL keeps a component. Values must be finite (the binding
- * checks). Returns LMB_EINVAL for a zero quaternion, changing nothing. */
+ * and scale (3); NULL keeps a component. Returns LMB_EINVAL, changing
+ * nothing, for a value that is not finite within LMB_FLOAT_LIMIT or a zero
+ * quaternion. */
 lmb_status lmb_hier_set_srt(lmb_hier *h, uint32_t id, const float *t, const float *r,
                             const float *s);
 

@@ -409,14 +409,13 @@ static int l_create(lua_State *L) {
  * cycle, resolves, commits. */
 static void relink(lua_State *L, lmb_hier *h, const char *m, uint32_t id, uint32_t parent,
                    int parent_arg, int slot_idx, int follow_idx) {
-    if (parent && lmb_hier_is_below(h, parent, id)) {
-        if (parent == id)
-            scene_argerror(L, m, parent_arg, "node %I cannot be its own parent", (lua_Integer)id);
-        scene_argerror(L, m, parent_arg,
-                       "node %I cannot hang below its descendant %I (cycle refused)",
-                       (lua_Integer)id, (lua_Integer)parent);
-    }
     int mode = check_follow(L, m, follow_idx, follow_idx);
+    lmb_error err;
+    if (lmb_hier_link_validate(h, id, parent, mode, &err) != LMB_OK) {
+        char msg[160];
+        lmb_error_format(&err, msg, sizeof msg);
+        scene_argerror(L, m, parent_arg, "%s", msg);
+    }
     target tg = resolve_slot(L, m, slot_idx, parent, slot_idx);
     commit_link(L, h, id, parent, mode, slot_idx, tg);
 }
