@@ -187,13 +187,13 @@ end
 -- world(joint j) * inverse bind j, ready for the mesh primitives whose
 -- JOINTS_0 name the skin's slots.
 -- @tparam table asset
--- @tparam limber.Pose pose a pose of the skin's skeleton
+-- @tparam limber.Pose p a pose of the skin's skeleton
 -- @tparam[opt] table opts `skin` (integer, default 1: the skin's index in
 --   `asset.skins`) and `layout` ("mat4", the default, or "mat3x4"), as for
 --   `limber.palette`
 -- @treturn limber.Palette
-function M.palette(asset, pose_, opts)
-  return (asset_call(1, "limber.gltf.palette", palette, asset, pose_, opts))
+function M.palette(asset, p, opts)
+  return (asset_call(1, "limber.gltf.palette", palette, asset, p, opts))
 end
 
 return M
