@@ -83,7 +83,7 @@ describe("API rules", function()
       local filled = c[1](out)
       assert.equal(out, filled)
       assert.equal(c[2], #fresh)
-      assert.same(fresh, { table.unpack(filled, 1, c[2]) })
+      assert.same(fresh, { H.tunpack(filled, 1, c[2]) })
     end
     assert.error_matches(function() o.pose:model(1, 1, "out") end, "table expected, got string", 1, true)
   end)

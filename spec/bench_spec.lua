@@ -4,7 +4,7 @@ local H = require "spec.helper"
 
 local function run(cmd)
   local p = io.popen(cmd)
-  local text = p:read("a")
+  local text = p:read("*a")
   local ok = p:close()
   return ok, text
 end

@@ -26,7 +26,7 @@ local function run(seed)
     .. " --trace %s --lpath %s --cpath %s 2>&1"):format(q(H.root), q(asan), seed, CALLS, q(trace),
     q(package.path), q(package.cpath))
   local p = assert(io.popen(cmd))
-  local out = p:read("a")
+  local out = p:read("*a")
   local ok, how, code = p:close()
   local last = {}
   for line in io.lines(trace) do
@@ -86,7 +86,7 @@ describe("the binding fuzzer", function()
         .. " --lpath %s --cpath %s 2>&1"):format(q(H.root), q(trace), q(dir .. "/?.lua;" .. package.path),
         q(package.cpath))
       local p = assert(io.popen(cmd))
-      local out = p:read("a")
+      local out = p:read("*a")
       local ok = p:close()
       os.remove(trace)
       assert.is_falsy(ok, body .. ": " .. out)

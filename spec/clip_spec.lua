@@ -71,7 +71,7 @@ local function wrap(t, d, loop)
 end
 
 local function pack(...) return { ... } end
-local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
+local function f32(x) return (H.unpack("<f", H.pack("<f", x))) end
 
 local function rand_track(target, path, interp, nkeys, node)
   local times, values, t = {}, {}, H.rand(0, 0.3)
@@ -209,7 +209,7 @@ describe("InterpolationTest reference (three.js)", function()
   local dir = H.assets .. "InterpolationTest/"
   local function read(path)
     local f = assert(io.open(path, "rb"))
-    local s = f:read("a")
+    local s = f:read("*a")
     f:close()
     return s
   end
@@ -227,7 +227,7 @@ describe("InterpolationTest reference (three.js)", function()
     local out = {}
     for k = 0, a.count - 1 do
       for m = 0, nc - 1 do
-        out[#out + 1] = string.unpack("<f", bin, base + k * stride + m * 4 + 1)
+        out[#out + 1] = H.unpack("<f", bin, base + k * stride + m * 4 + 1)
       end
     end
     return out

@@ -84,8 +84,8 @@ describe("the portable and SIMD kernels", function()
     assert.equal(#a, #b)
     local worst = 0
     for k = 0, n - 1 do
-      local x = string.unpack("<f", a, k * 4 + 1)
-      local y = string.unpack("<f", b, k * 4 + 1)
+      local x = H.unpack("<f", a, k * 4 + 1)
+      local y = H.unpack("<f", b, k * 4 + 1)
       worst = math.max(worst, math.abs(x - y) / math.max(1, math.abs(x)))
     end
     assert.is_true(worst < 1e-4, "worst relative difference " .. worst)
@@ -331,7 +331,7 @@ describe("palette", function()
     local b = pal:matrix_buffer():bytes()
     assert.equal(#a, #b)
     for k = 1, #a, 4 do
-      assert.near(string.unpack("<f", a, k), string.unpack("<f", b, k), 1e-4)
+      assert.near(H.unpack("<f", a, k), H.unpack("<f", b, k), 1e-4)
     end
   end)
 
@@ -405,8 +405,8 @@ describe("buffer", function()
     assert.same({ 1, 2, 3 }, b:get(1))
     local s = b:bytes()
     assert.equal(24, #s)
-    assert.same({ 1, 2, 3, 4.5, 5, 6, 25 }, { string.unpack("<ffffff", s) })
-    assert.equal(string.pack("<fff", 4.5, 5, 6), b:bytes(2, 1))
+    assert.same({ 1, 2, 3, 4.5, 5, 6, 25 }, { H.unpack("<ffffff", s) })
+    assert.equal(H.pack("<fff", 4.5, 5, 6), b:bytes(2, 1))
     assert.equal("", b:bytes(3, 0))
     b:set(1, { 7, 8, 9 })
     assert.same({ 7, 8, 9 }, b[1])
@@ -421,7 +421,7 @@ describe("buffer", function()
     assert.equal(2, n) assert.equal(3, w) assert.equal("f32", t)
     local u = limber.buffer("u16", 1, { 1, 65535 })
     assert.equal(65535, u[2])
-    assert.equal(string.pack("<I2I2", 1, 65535), u:bytes())
+    assert.equal(H.pack("<I2I2", 1, 65535), u:bytes())
   end)
 
   it("checks values and ranges before writing", function()
@@ -430,11 +430,11 @@ describe("buffer", function()
     assert.error_matches(function() b:set(2, { 1, 2, 3 }) end, "element index 2 out of range [1, 1]", 1, true)
     assert.error_matches(function() b:bytes(1, 2) end, "count 2 out of range [0, 1]", 1, true)
     assert.error_matches(function() b:set_bytes("abc") end, "not a whole number", 1, true)
-    assert.error_matches(function() b:set_bytes(string.pack("<fff", 1, 2, 3), 3) end,
+    assert.error_matches(function() b:set_bytes(H.pack("<fff", 1, 2, 3), 3) end,
       "first element 3 out of range [1, 2]", 1, true)
-    assert.error_matches(function() b:set_bytes(string.pack("<ffffff", 1, 2, 3, 4, 5, 6)) end,
+    assert.error_matches(function() b:set_bytes(H.pack("<ffffff", 1, 2, 3, 4, 5, 6)) end,
       "string is longer than the buffer", 1, true)
-    assert.error_matches(function() b:set_bytes(string.pack("<fff", 1, 0 / 0, 1)) end, "NaN", 1, true)
+    assert.error_matches(function() b:set_bytes(H.pack("<fff", 1, 0 / 0, 1)) end, "NaN", 1, true)
     assert.same({ 1, 2, 3 }, b[1])
     local u = limber.buffer("u8", 1, 2)
     assert.error_matches(function() u:set(1, 256) end, "not an integer in [0, 255]", 1, true)
@@ -449,8 +449,8 @@ end)
 -- clear range error and no signed overflow (UBSan stops the sanitizer run on
 -- one); the shared float reader names the function and argument.
 describe("buffer ranges over the whole integer range", function()
-  local ints = { math.mininteger, math.mininteger + 1, -1, 0, 1, 2, 3, 4, 5,
-                 math.maxinteger - 1, math.maxinteger }
+  local ints = { H.mininteger, H.mininteger + 1, -1, 0, 1, 2, 3, 4, 5,
+                 H.maxinteger - 1, H.maxinteger }
 
   it("bytes, set_bytes, get and [] refuse every out-of-range integer", function()
     local b = core.buffer("f32", 1, { 1, 2, 3, 4 })
@@ -469,17 +469,17 @@ describe("buffer ranges over the whole integer range", function()
       local ok, s = pcall(b.bytes, b, first)
       assert.equal(first >= 1 and first <= 5, ok, s)
       if ok then assert.equal(ref:sub((first - 1) * 4 + 1), s) end
-      ok = pcall(b.set_bytes, b, string.pack("<f", 9), first)
+      ok = pcall(b.set_bytes, b, H.pack("<f", 9), first)
       assert.equal(first >= 1 and first <= 4, ok)
       if ok then b:set_bytes(ref) end
       ok = pcall(b.get, b, first)
       assert.equal(first >= 1 and first <= 4, ok)
       assert.equal(first >= 1 and first <= 4 and first or nil, b[first])
     end
-    assert.error_matches(function() b:bytes(math.mininteger) end,
-      "bad argument #1 to 'limber.Buffer:bytes' (first element " .. math.mininteger .. " out of range [1, 5])", 1, true)
-    assert.error_matches(function() b:bytes(2, math.maxinteger) end,
-      "bad argument #2 to 'limber.Buffer:bytes' (count " .. math.maxinteger .. " out of range [0, 3])", 1, true)
+    assert.error_matches(function() b:bytes(H.mininteger) end,
+      "bad argument #1 to 'limber.Buffer:bytes' (first element " .. H.mininteger .. " out of range [1, 5])", 1, true)
+    assert.error_matches(function() b:bytes(2, H.maxinteger) end,
+      "bad argument #2 to 'limber.Buffer:bytes' (count " .. H.maxinteger .. " out of range [0, 3])", 1, true)
     assert.equal(ref, b:bytes())
   end)
 

@@ -14,7 +14,7 @@ local function demo(out_dir, env)
     .. "--threads 2 --out %s 2>/dev/null"):format(env or "", q(package.path), q(package.cpath),
     q(H.root .. "examples/demo.lua"), q(out_dir))
   local p = io.popen(cmd)
-  local text = p:read("a")
+  local text = p:read("*a")
   return p:close(), text
 end
 
@@ -85,7 +85,7 @@ local function png_size(png)
   assert.equal("\137PNG\r\n\26\n", png:sub(1, 8))
   local pos, chunks = 9, {}
   while pos <= #png do
-    local len, typ = string.unpack(">I4c4", png, pos)
+    local len, typ = H.unpack(">I4c4", png, pos)
     chunks[#chunks + 1] = typ
     pos = pos + 12 + len
   end
@@ -95,8 +95,8 @@ local function png_size(png)
   local idat = 0
   for _, c in ipairs(chunks) do if c == "IDAT" then idat = idat + 1 end end
   assert.truthy(idat >= 1, "no IDAT chunk")
-  assert.equal(13, string.unpack(">I4", png, 9))
-  local width, height = string.unpack(">I4I4", png, 17)
+  assert.equal(13, H.unpack(">I4", png, 9))
+  local width, height = H.unpack(">I4I4", png, 17)
   return width, height
 end
 
@@ -207,7 +207,7 @@ describe("examples/demo.lua", function()
       .. "--characters 4 --out %s 2>&1"):format(q(bin), q(package.path), q(package.cpath),
       q(H.root .. "examples/demo.lua"), q(out_dir))
     local p = io.popen(cmd)
-    local text = p:read("a")
+    local text = p:read("*a")
     local ok, _, code = p:close()
     assert.is_falsy(ok)
     assert.equal(1, code)
@@ -221,7 +221,7 @@ describe("examples/demo.lua", function()
       .. "--no-pictures --out %s 2>/dev/null"):format(q(package.path), q(package.cpath),
       q(H.root .. "examples/demo.lua"), q(out_dir))
     local p = io.popen(cmd)
-    local text = p:read("a")
+    local text = p:read("*a")
     assert.is_true(p:close(), text)
     assert.truthy(text:find("4 characters (2 Fox, 2 CesiumMan)", 1, true), text)
     assert.is_nil(text:find("pictures:", 1, true), text)
@@ -230,7 +230,7 @@ describe("examples/demo.lua", function()
 
   it("refuses bad options", function()
     local p = io.popen(("lua5.4 %sexamples/demo.lua --frames x 2>&1"):format(H.root))
-    local text = p:read("a")
+    local text = p:read("*a")
     local ok = p:close()
     assert.is_falsy(ok)
     assert.truthy(text:find("needs a number", 1, true), text)

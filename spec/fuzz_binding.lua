@@ -26,6 +26,7 @@
 --   --only PREFIX: call only the functions whose names start with PREFIX.
 -- Exit status 0 and a last line "fuzz_binding: ok ..." when nothing was found;
 -- 1 and the failure with the calls that led to it otherwise.
+local H = require "spec.helper"
 local opts = { seed = os.time(), calls = 20000, quiet = false }
 do
   local k = 1
@@ -36,7 +37,7 @@ do
     else io.stderr:write("fuzz_binding: unknown argument ", a, "\n"); os.exit(2) end
   end
 end
-opts.seed, opts.calls = math.tointeger(tonumber(opts.seed)), math.tointeger(tonumber(opts.calls))
+opts.seed, opts.calls = H.tointeger(tonumber(opts.seed)), H.tointeger(tonumber(opts.calls))
 assert(opts.seed and opts.calls, "fuzz_binding: --seed and --calls take integers")
 if opts.lpath then package.path = opts.lpath .. ";" .. package.path end
 if opts.cpath then package.cpath = opts.cpath .. ";" .. package.cpath end
@@ -77,7 +78,7 @@ local function try(f, ...)
   local ok, v = pcall(f, ...)
   if ok then
     add(v)
-    remember("seed call", f, table.pack(...), select("#", ...))
+    remember("seed call", f, H.tpack(...), select("#", ...))
   end
   return ok and v or nil
 end
@@ -273,7 +274,7 @@ end
 
 local NUMBERS = { 0, -0.0, 1, -1, 2, 3, 4, 0.5, -0.5, 1 / 60, 16, 65535, 65536, 2 ^ 31, 2 ^ 32, 2 ^ 53,
                   2 ^ 63, -2 ^ 63, 3e38, -3e38, 3.5e38, 1e308, -1e308, 1e-45, 0 / 0, math.huge, -math.huge,
-                  math.maxinteger, math.mininteger, math.maxinteger - 1, math.mininteger + 1, 0x7fffffff,
+                  H.maxinteger, H.mininteger, H.maxinteger - 1, H.mininteger + 1, 0x7fffffff,
                   0x80000000, 0xffffffff, 0x100000000, -0x80000000, 1024, 1025, 2 ^ 24 + 1 }
 
 local function lying_table(base)
@@ -292,7 +293,7 @@ local function lying_table(base)
     if calls % 3 == 0 then return nil end
     if calls % 5 == 0 then return "x" end
     if calls % 7 == 0 then error("lying table") end
-    return base[k] or (math.type(k) == "integer" and calls) or nil
+    return base[k] or (H.math_type(k) == "integer" and calls) or nil
   end
   return setmetatable({}, mt)
 end
@@ -367,7 +368,7 @@ local function mutate(v, depth)
     return copy
   end
   if type(v) == "number" and r <= 6 then
-    return ({ v + 1, v - 1, -v, v * 2 ^ 40, 0 / 0, math.huge, math.maxinteger, math.mininteger, 0, v + 0.5 })[rnd(10)]
+    return ({ v + 1, v - 1, -v, v * 2 ^ 40, 0 / 0, math.huge, H.maxinteger, H.mininteger, 0, v + 0.5 })[rnd(10)]
   end
   return gen(depth)
 end
@@ -395,19 +396,19 @@ local function digest(v, depth, seen)
     local ok, n, j = pcall(function() return v:instance_count(), v:joint_count() end)
     if ok and n * j <= 256 then
       for i = 1, n do
-        for jj = 1, j do parts[#parts + 1] = serialize(table.pack(pcall(v.get_local, v, i, jj)), depth, seen) end
-        parts[#parts + 1] = serialize(table.pack(pcall(v.dirty, v, i)), depth, seen)
+        for jj = 1, j do parts[#parts + 1] = serialize(H.tpack(pcall(v.get_local, v, i, jj)), depth, seen) end
+        parts[#parts + 1] = serialize(H.tpack(pcall(v.dirty, v, i)), depth, seen)
       end
     end
   elseif c == "limber.Sampler" then
     local ok, p = pcall(v.pose, v)
     local n = ok and select(2, pcall(p.instances, p)) or 0
     for i = 1, math.min(tonumber(n) or 0, 64) do
-      parts[#parts + 1] = serialize(table.pack(pcall(v.get, v, i)), depth, seen)
+      parts[#parts + 1] = serialize(H.tpack(pcall(v.get, v, i)), depth, seen)
     end
   elseif c == "limber.Blender" then
     for i = 1, 4 do
-      for l = 1, 3 do parts[#parts + 1] = serialize(table.pack(pcall(v.weight, v, i, l)), depth, seen) end
+      for l = 1, 3 do parts[#parts + 1] = serialize(H.tpack(pcall(v.weight, v, i, l)), depth, seen) end
     end
   elseif c == "limber.anim.Crowd" then
     for i = 1, 8 do
@@ -416,9 +417,9 @@ local function digest(v, depth, seen)
     end
   elseif c == "limber.Scene" then
     for id = 1, 16 do
-      parts[#parts + 1] = serialize(table.pack(pcall(v.trs, v, id)), depth, seen)
-      parts[#parts + 1] = serialize(table.pack(pcall(v.parent, v, id)), depth, seen)
-      parts[#parts + 1] = serialize(table.pack(pcall(v.world, v, id)), depth, seen)
+      parts[#parts + 1] = serialize(H.tpack(pcall(v.trs, v, id)), depth, seen)
+      parts[#parts + 1] = serialize(H.tpack(pcall(v.parent, v, id)), depth, seen)
+      parts[#parts + 1] = serialize(H.tpack(pcall(v.world, v, id)), depth, seen)
     end
   end
   for _, m in ipairs(methods_of(v)) do
@@ -428,10 +429,10 @@ local function digest(v, depth, seen)
       local n = #v
       for k = 0, 63 do
         local first = 1 + (n - 16) * k // 63
-        parts[#parts + 1] = serialize(table.pack(pcall(m[2], v, first, 16)), depth, seen)
+        parts[#parts + 1] = serialize(H.tpack(pcall(m[2], v, first, 16)), depth, seen)
       end
     elseif READ[m[1]] then
-      local res = table.pack(pcall(m[2], v))
+      local res = H.tpack(pcall(m[2], v))
       parts[#parts + 1] = m[1] .. "=" .. serialize(res, depth, seen)
     end
   end
@@ -441,7 +442,7 @@ serialize = function(x, depth, seen)
   local t = type(x)
   if t == "number" then
     if x ~= x then return "nan" end
-    return math.type(x) == "integer" and tostring(x) or string.format("%a", x)
+    return H.math_type(x) == "integer" and tostring(x) or string.format("%a", x)
   elseif t == "string" then
     if #x > 64 then
       -- a hash of at most about 4,096 bytes spread over the string (a huge
@@ -537,7 +538,7 @@ local RAW = { ["limber.Buffer:get"] = true, ["limber.Buffer:bytes"] = true, ["li
 local log, LOGN = {}, 40
 local function describe(v)
   local t = type(v)
-  if t == "number" then return math.type(v) == "integer" and tostring(v) or string.format("%.17g", v) end
+  if t == "number" then return H.math_type(v) == "integer" and tostring(v) or string.format("%.17g", v) end
   if t == "string" then return #v > 20 and ("string(" .. #v .. ")") or string.format("%q", v) end
   if t == "table" then
     local c = classof(v)
@@ -547,7 +548,7 @@ local function describe(v)
     for k, x in pairs(v) do
       n = n + 1
       if n > 6 then parts[#parts + 1] = "..."; break end
-      parts[#parts + 1] = (math.type(k) == "integer" and "" or (tostring(k) .. "=")) .. describe(x)
+      parts[#parts + 1] = (H.math_type(k) == "integer" and "" or (tostring(k) .. "=")) .. describe(x)
     end
     return "{" .. table.concat(parts, ", ") .. "}"
   end
@@ -595,7 +596,7 @@ for n = 1, opts.calls do
     local s = successes[rnd(#successes)]
     c = { name = fn_name[s.fn] or "unnamed-function", fn = s.fn }
     nargs = s.nargs
-    args = table.move(s.args, 1, nargs, 1, {})
+    args = H.move(s.args, 1, nargs, 1, {})
     if nargs == 0 or rnd(6) == 1 then nargs = nargs + 1; args[nargs] = gen(0)
     else
       local k = rnd(nargs)
@@ -625,7 +626,7 @@ for n = 1, opts.calls do
   local entry = string.format("#%d %s(%s)", n, c.name, table.concat(parts, ", "))
   log[#log + 1] = entry
   if trace then trace:write(entry, "\n") end
-  if #log > 2 * LOGN then table.move(log, LOGN + 1, 2 * LOGN, 1); for k = LOGN + 1, 2 * LOGN do log[k] = nil end end
+  if #log > 2 * LOGN then H.move(log, LOGN + 1, 2 * LOGN, 1); for k = LOGN + 1, 2 * LOGN do log[k] = nil end end
 
   -- the objects the call can touch, as they are
   local touched, before = {}, {}
@@ -636,7 +637,7 @@ for n = 1, opts.calls do
 
   budget_exceeded = false
   debug.sethook(hook, "", 50000000)
-  local res = table.pack(pcall(c.fn, table.unpack(args, 1, nargs)))
+  local res = H.tpack(pcall(c.fn, H.tunpack(args, 1, nargs)))
   debug.sethook()
   stats.calls = stats.calls + 1
   called[c.name] = true

@@ -7,7 +7,7 @@
 -- with the C compiler (the installed tree has no CMake build directory).
 local function sh(cmd)
   local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
+  local out = p:read("*a")
   local ok, _, code = p:close()
   return ok, out, code
 end

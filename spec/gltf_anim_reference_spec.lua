@@ -15,7 +15,7 @@ local read_json = H.read_json
 -- Rotation keys are normalised, as limber does (a joint gets a rigid
 -- rotation; SimpleSkin's keys are off unit length by up to 2.3e-4).
 local function value(ch, k, width, cubic)
-  local v = table.move(ch.values[cubic and (k - 1) * 3 + 2 or k], 1, width, 1, {})
+  local v = H.move(ch.values[cubic and (k - 1) * 3 + 2 or k], 1, width, 1, {})
   if width == 4 and not cubic then
     local n = math.sqrt(v[1] ^ 2 + v[2] ^ 2 + v[3] ^ 2 + v[4] ^ 2)
     for c = 1, 4 do v[c] = v[c] / n end
@@ -83,7 +83,7 @@ end
 
 -- ---- comparisons ---------------------------------------------------------
 
-local ANIMATED <const> = {
+local ANIMATED = {
   { "CesiumMan", "CesiumMan/CesiumMan.gltf", 1 },
   { "Fox", "Fox/Fox.glb", 3 },
   { "RiggedFigure", "RiggedFigure/RiggedFigure.glb", 1 },

@@ -10,7 +10,7 @@ local cjson = require "cjson"
 
 -- floats -> little-endian bytes
 local function f32(t)
-  return string.pack("<" .. ("f"):rep(#t), table.unpack(t))
+  return H.pack("<" .. ("f"):rep(#t), H.tunpack(t))
 end
 
 -- A node 0 (translated by a 2 s channel unless `no_translation`) with a mesh

@@ -6,9 +6,9 @@ local gltf = require "limber.gltf"
 
 local read = H.read
 
-local SIMPLE <const> = H.assets .. "SimpleSkin/SimpleSkin.gltf"
-local SKIN00_DIR <const> = H.assets .. "asset-generator/Animation_Skin/"
-local FOX <const> = H.assets .. "Fox/Fox.glb"
+local SIMPLE = H.assets .. "SimpleSkin/SimpleSkin.gltf"
+local SKIN00_DIR = H.assets .. "asset-generator/Animation_Skin/"
+local FOX = H.assets .. "Fox/Fox.glb"
 
 -- A fresh decoded SimpleSkin document (self-contained: data: buffers).
 local function simple() return cjson.decode(read(SIMPLE)) end
@@ -72,11 +72,11 @@ describe("glTF bad input", function()
       fails("shorter than the 12-byte header", function() gltf.load_bytes(fox:sub(1, 8)) end)
     end)
     it("chunk longer than the file", function()
-      local bad = fox:sub(1, 12) .. string.pack("<I4", 0x7fffffff) .. fox:sub(17)
+      local bad = fox:sub(1, 12) .. H.pack("<I4", 0x7fffffff) .. fox:sub(17)
       fails("GLB: chunk 0 length 2147483647 runs past the end of the file", function() gltf.load_bytes(bad) end)
     end)
     it("truncated chunk header and length mismatch after editing", function()
-      local cut = fox:sub(1, 8) .. string.pack("<I4", 16) .. fox:sub(13, 16)
+      local cut = fox:sub(1, 8) .. H.pack("<I4", 16) .. fox:sub(13, 16)
       fails("GLB: chunk 0 header truncated", function() gltf.load_bytes(cut) end)
     end)
     it("wrong magic", function()
@@ -85,7 +85,7 @@ describe("glTF bad input", function()
     end)
     it("wrong version", function()
       fails("limber.gltf: GLB: unsupported version 3", function()
-        gltf.load_bytes(fox:sub(1, 4) .. string.pack("<I4", 3) .. fox:sub(9))
+        gltf.load_bytes(fox:sub(1, 4) .. H.pack("<I4", 3) .. fox:sub(9))
       end)
     end)
     it("first chunk not JSON", function()
@@ -143,7 +143,7 @@ describe("glTF bad input", function()
 
     it("vertex index past the vertex count", function()
       local doc = simple()
-      local v = add_view(doc, string.pack("<I2I2I2", 0, 1, 99))
+      local v = add_view(doc, H.pack("<I2I2I2", 0, 1, 99))
       doc.meshes[1].primitives[1].indices = add_accessor(doc,
         { bufferView = v, componentType = 5123, count = 3, type = "SCALAR" })
       fails("limber.gltf: meshes[0].primitives[0]: index 99 out of range (vertex count 10)",
@@ -152,7 +152,7 @@ describe("glTF bad input", function()
 
     it("JOINTS_0 naming a joint the skin does not have", function()
       local doc = simple()
-      local v = add_view(doc, string.rep(string.pack("<I2I2I2I2", 0, 5, 0, 0), 10))
+      local v = add_view(doc, string.rep(H.pack("<I2I2I2I2", 0, 5, 0, 0), 10))
       doc.meshes[1].primitives[1].attributes.JOINTS_0 = add_accessor(doc,
         { bufferView = v, componentType = 5123, count = 10, type = "VEC4" })
       fails("limber.gltf: nodes[0]: meshes[0].primitives[0] names joint 5 but skin 0 has 2 joints",
@@ -246,8 +246,8 @@ describe("glTF bad input", function()
 
   it("key times not increasing (sparse substitution into the real times)", function()
     local doc = simple()
-    local vi = add_view(doc, string.pack("<I2", 5))
-    local vv = add_view(doc, string.pack("<f", 0.25))
+    local vi = add_view(doc, H.pack("<I2", 5))
+    local vv = add_view(doc, H.pack("<f", 0.25))
     doc.accessors[6].sparse = { count = 1, indices = { bufferView = vi, componentType = 5123 },
                                 values = { bufferView = vv } }
     fails("limber.gltf: animations[0].samplers[0]: key times not increasing at key 5", function() load_doc(doc) end)
@@ -255,13 +255,13 @@ describe("glTF bad input", function()
 
   it("NaN and infinite values", function()
     local doc = simple()
-    local vi = add_view(doc, string.pack("<I2", 3))
-    local vv = add_view(doc, string.pack("<ffff", 0, 0 / 0, 0, 1))
+    local vi = add_view(doc, H.pack("<I2", 3))
+    local vv = add_view(doc, H.pack("<ffff", 0, 0 / 0, 0, 1))
     doc.accessors[7].sparse = { count = 1, indices = { bufferView = vi, componentType = 5123 },
                                 values = { bufferView = vv } }
     fails("limber.gltf: accessors[6].sparse.values: element 0 is NaN or infinite", function() load_doc(doc) end)
     doc = simple()
-    local v = add_view(doc, string.pack("<fff", 1, math.huge, 0) .. string.rep("\0", 108))
+    local v = add_view(doc, H.pack("<fff", 1, math.huge, 0) .. string.rep("\0", 108))
     doc.meshes[1].primitives[1].attributes.POSITION = add_accessor(doc,
       { bufferView = v, componentType = 5126, count = 10, type = "VEC3" })
     fails("limber.gltf: accessors[7]: element 0 is NaN or infinite", function() load_doc(doc) end)

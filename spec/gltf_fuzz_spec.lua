@@ -14,9 +14,9 @@ local core = require "limber.core"
 
 local read = H.read
 
-local SKIN_DIR <const> = H.assets .. "asset-generator/Animation_Skin/"
-local TYPE_DIR <const> = H.assets .. "asset-generator/Animation_SkinType/"
-local SOURCES <const> = {
+local SKIN_DIR = H.assets .. "asset-generator/Animation_Skin/"
+local TYPE_DIR = H.assets .. "asset-generator/Animation_SkinType/"
+local SOURCES = {
   { path = H.assets .. "SimpleSkin/SimpleSkin.gltf" },
   { path = H.assets .. "RiggedSimple/RiggedSimple.gltf" },
   { path = H.assets .. "RiggedFigure/RiggedFigure.glb" },
@@ -60,7 +60,7 @@ local function check_asset(asset)
       if prim.gpu_joints then
         assert.are.equal(prim.vertex_count, #prim.gpu_joints)
         local _, hi = core.gltf_stats(prim.gpu_joints)
-        assert.are.equal(prim.max_joint, math.tointeger(hi))
+        assert.are.equal(prim.max_joint, H.tointeger(hi))
         for v = 1, #prim.weights, math.max(1, #prim.weights // 64) do
           local w = prim.weights:get(v)
           local s = 0
@@ -142,11 +142,11 @@ end
 -- ---- mutations ------------------------------------------------------------
 
 local function glb_split(bytes)
-  local jlen = string.unpack("<I4", bytes, 13)
+  local jlen = H.unpack("<I4", bytes, 13)
   local json = bytes:sub(21, 20 + jlen)
   local bin
   if #bytes >= 28 + jlen then
-    local blen = string.unpack("<I4", bytes, 21 + jlen)
+    local blen = H.unpack("<I4", bytes, 21 + jlen)
     bin = bytes:sub(29 + jlen, 28 + jlen + blen)
   end
   return json, bin
@@ -154,12 +154,12 @@ end
 
 local function glb_pack(json, bin)
   json = json .. (" "):rep((4 - #json % 4) % 4)
-  local body = string.pack("<I4I4", #json, 0x4E4F534A) .. json
+  local body = H.pack("<I4I4", #json, 0x4E4F534A) .. json
   if bin then
     bin = bin .. ("\0"):rep((4 - #bin % 4) % 4)
-    body = body .. string.pack("<I4I4", #bin, 0x004E4942) .. bin
+    body = body .. H.pack("<I4I4", #bin, 0x004E4942) .. bin
   end
-  return string.pack("<c4I4I4", "glTF", 2, 12 + #body) .. body
+  return H.pack("<c4I4I4", "glTF", 2, 12 + #body) .. body
 end
 
 -- Every (table, key) holding a number or a table, depth first.
@@ -180,7 +180,7 @@ local function slots(doc)
   return nums, tabs
 end
 
-local SPECIAL <const> = { 0, -1, 1, 2, 3, 4, 255, 256, 65534, 65535, 65536, 2 ^ 31 - 1, 2 ^ 31,
+local SPECIAL = { 0, -1, 1, 2, 3, 4, 255, 256, 65534, 65535, 65536, 2 ^ 31 - 1, 2 ^ 31,
   2 ^ 32, 2 ^ 32 + 1, 2 ^ 53, 2 ^ 60, 1e30, -1e30, 1e300, 0.5, -0.0, 1e-40, 5120, 5121, 5123,
   5125, 5126, 7 }
 
@@ -237,7 +237,7 @@ local function edit_bytes(bytes)
         .. bytes:sub(at + n)
     else -- a 32-bit little-endian value somewhere (lengths, counts)
       local v = ({ 0, 0xffffffff, 0x7fffffff, 0x80000000, math.random(0, 1 << 20) })[math.random(5)]
-      bytes = bytes:sub(1, at - 1) .. string.pack("<I4", v) .. bytes:sub(at + 4)
+      bytes = bytes:sub(1, at - 1) .. H.pack("<I4", v) .. bytes:sub(at + 4)
     end
   end
   return bytes

@@ -5,7 +5,7 @@ local H = require "spec.helper"
 local gltf = require "limber.gltf"
 local D = dofile(H.root .. "examples/gltf_dump.lua")
 
-local MODELS <const> = {
+local MODELS = {
   { "CesiumMan", "CesiumMan/CesiumMan.gltf" },
   { "Fox", "Fox/Fox.glb" },
   { "RiggedFigure", "RiggedFigure/RiggedFigure.glb" },

@@ -14,7 +14,7 @@ local read = H.read
 local base64 = H.base64
 
 -- component type -> string.pack format, normalisation divisor, random value
-local CT <const> = {
+local CT = {
   [5120] = { "i1", 127, function() return math.random(-128, 127) end },
   [5121] = { "I1", 255, function() return math.random(0, 255) end },
   [5122] = { "i2", 32767, function() return math.random(-32768, 32767) end },
@@ -22,11 +22,11 @@ local CT <const> = {
   [5125] = { "I4", nil, function() return math.random(0, 1 << 31) end },
   [5126] = { "f", nil, function() return H.rand(-100, 100) end },
 }
-local WIDTH <const> = { SCALAR = 1, VEC2 = 2, VEC3 = 3, VEC4 = 4 }
+local WIDTH = { SCALAR = 1, VEC2 = 2, VEC3 = 3, VEC4 = 4 }
 
 -- Plain decoder: what glTF says the value of a stored component is.
 local function expected(ct, v, normalized)
-  if ct == 5126 or ct == 5125 then return (string.unpack("<f", string.pack("<f", v))) end
+  if ct == 5126 or ct == 5125 then return (H.unpack("<f", H.pack("<f", v))) end
   if normalized then return math.max(v / CT[ct][2], -1) end
   return v
 end
@@ -63,7 +63,7 @@ describe("glTF accessors", function()
             for c = 1, w do
               local v = info[3]()
               elem[c] = expected(ct, v, normalized)
-              bytes[#bytes + 1] = string.pack("<" .. info[1], v)
+              bytes[#bytes + 1] = H.pack("<" .. info[1], v)
             end
             vals[i] = elem
             if stride > 0 and i < count then bytes[#bytes + 1] = string.rep("\0", stride - es) end
@@ -105,10 +105,10 @@ describe("glTF accessors", function()
       local fmt = CT[ct][1]
       local idx = { 0, 2, 1, 2, 1, 0 }
       local ib = {}
-      for _, v in ipairs(idx) do ib[#ib + 1] = string.pack("<" .. fmt, v) end
+      for _, v in ipairs(idx) do ib[#ib + 1] = H.pack("<" .. fmt, v) end
       local ibytes = table.concat(ib)
       local pad = string.rep("\0", (4 - #ibytes % 4) % 4)
-      local pbytes = string.pack("<fffffffff", 0, 0, 0, 1, 0, 0, 0, 1, 0)
+      local pbytes = H.pack("<fffffffff", 0, 0, 0, 1, 0, 0, 0, 1, 0)
       local doc = make_doc(ibytes .. pad .. pbytes,
         { { buffer = 0, byteLength = #ibytes }, { buffer = 0, byteOffset = #ibytes + #pad, byteLength = 36 } },
         { { bufferView = 0, componentType = ct, count = 6, type = "SCALAR" },
@@ -124,8 +124,8 @@ describe("glTF accessors", function()
   end)
 
   it("fill accessors without a bufferView with zeros, then apply sparse values", function()
-    local ib = string.pack("<I2I2", 1, 3)
-    local vb = string.pack("<ffffff", 1, 2, 3, 4, 5, 6)
+    local ib = H.pack("<I2I2", 1, 3)
+    local vb = H.pack("<ffffff", 1, 2, 3, 4, 5, 6)
     local doc = make_doc(ib .. vb, { { buffer = 0, byteLength = 4 }, { buffer = 0, byteOffset = 4, byteLength = 24 } },
       { { componentType = 5126, count = 5, type = "VEC3" },
         { componentType = 5126, count = 5, type = "VEC3",
@@ -139,7 +139,7 @@ describe("glTF accessors", function()
     assert.are.same({ 4, 5, 6 }, prim.normals[4])
     -- sparse indices must increase and stay below count
     doc.accessors[2].sparse.count = 2
-    local bad = make_doc(string.pack("<I2I2", 3, 1) .. vb, doc.bufferViews, doc.accessors, { NORMAL = 1 })
+    local bad = make_doc(H.pack("<I2I2", 3, 1) .. vb, doc.bufferViews, doc.accessors, { NORMAL = 1 })
     assert.error_matches(function() gltf.load_bytes(cjson.encode(bad)) end,
       "limber.gltf: accessors[1].sparse.indices: index 1 (1) is out of range or not increasing (count 5)", 1, true)
   end)
@@ -199,7 +199,7 @@ describe("glTF skin influences", function()
       for v = 1, nv do
         local list = {}
         for k = 1, 8 do
-          list[k] = { infl[v][k][1], string.unpack("<f", string.pack("<f", infl[v][k][2])), k }
+          list[k] = { infl[v][k][1], H.unpack("<f", H.pack("<f", infl[v][k][2])), k }
           mj = math.max(mj, infl[v][k][1])
         end
         table.sort(list, function(a, b) return a[2] > b[2] or (a[2] == b[2] and a[3] < b[3]) end)
@@ -247,9 +247,9 @@ describe("glTF loading", function()
   it("builds a GLB around JSON padded with NULs, skips unknown chunks, accepts a byte order mark", function()
     local json = read(H.assets .. "SimpleSkin/SimpleSkin.gltf")
     local padded = json .. string.rep("\0", (4 - #json % 4) % 4 + 4)
-    local extra = string.pack("<I4I4", 4, 0x12345678) .. "abcd"
-    local body = string.pack("<I4I4", #padded, 0x4E4F534A) .. padded .. extra
-    local glb = "glTF" .. string.pack("<I4I4", 2, 12 + #body) .. body
+    local extra = H.pack("<I4I4", 4, 0x12345678) .. "abcd"
+    local body = H.pack("<I4I4", #padded, 0x4E4F534A) .. padded .. extra
+    local glb = "glTF" .. H.pack("<I4I4", 2, 12 + #body) .. body
     local a = gltf.load_bytes(glb)
     local b = gltf.load_bytes("\239\187\191" .. json)
     assert.are.same(gltf.info(a), gltf.info(b))
@@ -404,7 +404,7 @@ describe("examples/gltf_dump.lua", function()
     local cmd = ("LUA_PATH_5_4='%s' LUA_CPATH_5_4='%s' lua5.4 %sexamples/gltf_dump.lua %s 2>&1")
         :format(package.path, package.cpath, H.root, args)
     local p = io.popen(cmd)
-    local out = p:read("a")
+    local out = p:read("*a")
     local ok, _, code = p:close()
     return out, ok and 0 or code
   end
@@ -414,7 +414,7 @@ describe("examples/gltf_dump.lua", function()
     assert.are.equal(0, code, out)
     local got = cjson.decode(out)
     local f = assert(io.open(H.reference .. "RiggedSimple/rest.json"))
-    local ref = cjson.decode(f:read("a"))
+    local ref = cjson.decode(f:read("*a"))
     f:close()
     assert.are.equal("rest", got.mode)
     assert.are.equal(ref.skins[1].skeleton, got.skins[1].skeleton)

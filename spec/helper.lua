@@ -6,6 +6,149 @@ local say = require "say"
 
 local H = {}
 
+-- ---- Lua 5.1 to 5.4 and LuaJIT ------------------------------------------
+-- The specs run on every supported Lua (scripts/test.sh). Library calls
+-- newer than 5.1 are reached through H, never polyfilled into the global
+-- tables: a polyfill would hide a missing fallback in limber's own modules.
+
+--- "5.1", "5.2", "5.3", "5.4" or "luajit".
+H.lua = rawget(_G, "jit") and "luajit" or _VERSION:match("%d+%.%d+")
+--- True where Lua has a separate integer subtype (5.3 and later): there
+-- 2.0 and 2 differ, and 2^63 is out of range of integers.
+H.integers = math.type ~= nil
+--- The largest integer and the smallest (exact as floats before 5.3,
+-- where they are -2^63 and 2^63, both outside what limber accepts).
+H.maxinteger = math.maxinteger or 2 ^ 63
+H.mininteger = math.mininteger or -2 ^ 63
+
+local floor = math.floor
+local function need(ok, msg) if not ok then error("spec.helper: " .. msg, 3) end return ok end
+H.math_type = math.type or function(v)
+  if type(v) ~= "number" then return nil end
+  return (v == floor(v) and v >= -2 ^ 63 and v < 2 ^ 63) and "integer" or "float"
+end
+H.tointeger = math.tointeger or function(v)
+  if H.math_type(v) == "integer" then return v end
+end
+H.tpack = table.pack or function(...) return { n = select("#", ...), ... } end
+H.tunpack = table.unpack or unpack -- luacheck: ignore 113
+H.move = table.move or function(a1, f, e, t, a2)
+  a2 = a2 or a1
+  for i = 0, e - f do a2[t + i] = a1[f + i] end
+  return a2
+end
+
+-- Rounds v (>= 0) to the nearest integer, ties to even: exact in doubles.
+local function round_even(v)
+  local f = floor(v)
+  local d = v - f
+  if d > 0.5 or (d == 0.5 and f % 2 == 1) then f = f + 1 end
+  return f
+end
+
+-- The IEEE 754 binary32 bits of x (as a number in [0, 2^32)).
+local function f32_bits(x)
+  if x ~= x then return 0x7FC00000 end
+  local sign = 0
+  if x < 0 or (x == 0 and 1 / x < 0) then sign, x = 0x80000000, -x end
+  if x == 0 then return sign end
+  if x == math.huge then return sign + 0x7F800000 end
+  local m, e = math.frexp(x) -- x = m * 2^e, 0.5 <= m < 1
+  local be = e + 126
+  if be <= 0 then return sign + round_even(x * 2 ^ 149) end -- subnormal (2^23 becomes the least normal)
+  local mant = round_even((m * 2 - 1) * 2 ^ 23)
+  if mant == 2 ^ 23 then mant, be = 0, be + 1 end
+  if be >= 255 then return sign + 0x7F800000 end
+  return sign + be * 2 ^ 23 + mant
+end
+
+local function f32_value(bits)
+  local sign = bits >= 0x80000000 and -1 or 1
+  bits = bits % 0x80000000
+  local be, mant = floor(bits / 2 ^ 23), bits % 2 ^ 23
+  if be == 255 then return mant == 0 and sign * math.huge or 0 / 0 end
+  if be == 0 then return sign * mant * 2 ^ -149 end
+  return sign * (1 + mant / 2 ^ 23) * 2 ^ (be - 127)
+end
+
+-- The items of a string.pack format, for the subset the specs use:
+-- < > = (= is little-endian here), f, d (only through string.pack), B, b,
+-- H, h, I[n], i[n], c<n>, x.
+local function items(fmt)
+  local out, little, i = {}, true, 1
+  while i <= #fmt do
+    local c = fmt:sub(i, i)
+    local n = fmt:match("^%d+", i + 1)
+    i = i + 1 + (n and #n or 0)
+    n = tonumber(n)
+    if c == "<" or c == "=" then little = true
+    elseif c == ">" then little = false
+    elseif c == "f" then out[#out + 1] = { "f", 4, little }
+    elseif c == "B" or c == "b" then out[#out + 1] = { c == "B" and "I" or "i", 1, little }
+    elseif c == "H" or c == "h" then out[#out + 1] = { c == "H" and "I" or "i", 2, little }
+    elseif c == "I" or c == "i" then out[#out + 1] = { c, n or 4, little }
+    elseif c == "c" then out[#out + 1] = { "c", need(n, "c needs a size"), little }
+    elseif c == "x" then out[#out + 1] = { "x", 1, little }
+    elseif c ~= " " then error("spec.helper pack: format '" .. c .. "' not supported", 3) end
+  end
+  return out
+end
+
+local function int_bytes(v, size, little)
+  need(v == floor(v), "pack: integer expected")
+  if v < 0 then v = v + 2 ^ (8 * size) end
+  local b = {}
+  for k = 1, size do
+    b[k] = string.char(v % 256)
+    v = floor(v / 256)
+  end
+  local s = table.concat(b)
+  return little and s or s:reverse()
+end
+
+local function bytes_int(s, signed, little)
+  if not little then s = s:reverse() end
+  local v = 0
+  for k = #s, 1, -1 do v = v * 256 + s:byte(k) end
+  if signed and v >= 2 ^ (8 * #s - 1) then v = v - 2 ^ (8 * #s) end
+  return v
+end
+
+--- string.pack, or a plain-Lua fallback for the formats above.
+H.pack = string.pack or function(fmt, ...)
+  local out, k = {}, 0
+  for _, it in ipairs(items(fmt)) do
+    local kind, size, little = it[1], it[2], it[3]
+    if kind == "x" then out[#out + 1] = "\0"
+    else
+      k = k + 1
+      local v = select(k, ...)
+      if kind == "f" then out[#out + 1] = int_bytes(f32_bits(v), 4, little)
+      elseif kind == "c" then
+        need(#v <= size, "pack: string longer than the given size")
+        out[#out + 1] = v .. ("\0"):rep(size - #v)
+      else out[#out + 1] = int_bytes(v, size, little) end
+    end
+  end
+  return table.concat(out)
+end
+
+--- string.unpack, or the fallback: the values, then the next position.
+H.unpack = string.unpack or function(fmt, s, pos)
+  local vals, p = {}, pos or 1
+  for _, it in ipairs(items(fmt)) do
+    local kind, size, little = it[1], it[2], it[3]
+    local chunk = s:sub(p, p + size - 1)
+    need(#chunk == size, "unpack: data string too short")
+    if kind == "f" then vals[#vals + 1] = f32_value(bytes_int(chunk, false, little))
+    elseif kind == "c" then vals[#vals + 1] = chunk
+    elseif kind ~= "x" then vals[#vals + 1] = bytes_int(chunk, kind == "i", little) end
+    p = p + size
+  end
+  vals[#vals + 1] = p
+  return H.tunpack(vals, 1, #vals)
+end
+
 --- Largest absolute difference between two arrays of numbers (inf when
 -- lengths differ).
 function H.maxdiff(a, b)
@@ -145,12 +288,12 @@ end
 --- A whole file's bytes.
 function H.read(path)
   local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   return s
 end
 
-local B64 <const> = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 --- Base64 text of a string (to build data: URIs in specs).
 function H.base64(s)
@@ -160,7 +303,7 @@ function H.base64(s)
     local n = a * 65536 + (b or 0) * 256 + (c or 0)
     local q = {}
     for k = 3, 0, -1 do
-      local d = (n >> (6 * k)) % 64 + 1
+      local d = math.floor(n / 2 ^ (6 * k)) % 64 + 1
       q[#q + 1] = B64:sub(d, d)
     end
     if not b then q[3], q[4] = "=", "=" elseif not c then q[4] = "=" end
@@ -214,10 +357,31 @@ H.reference = H.root .. "spec/reference/"
 -- preload the test command puts into lua5.4 (compilers and C hosts bring
 -- their own runtime); returns ok, output.
 function H.sh(cmd)
-  local p = assert(io.popen("unset LD_PRELOAD; (" .. cmd .. ") 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  return ok, out
+  -- the exit status is echoed, not taken from close(): Lua 5.1 and LuaJIT's
+  -- popen close() does not report it
+  local p = assert(io.popen("unset LD_PRELOAD; (" .. cmd .. ") 2>&1; echo \"@@exit=$?\""))
+  local out = p:read("*a")
+  p:close()
+  local body, code = out:match("^(.-)@@exit=(%d+)%s*$")
+  code = tonumber(code)
+  return code == 0 or nil, body or out, code
+end
+
+--- The command of the interpreter this spec runs under ("lua5.4",
+-- "luajit" ...): programs a spec starts run on the same Lua.
+H.lua_exe = H.lua == "luajit" and "luajit" or "lua" .. H.lua
+
+--- A shell prefix that gives a program started by a spec this run's module
+-- paths (package.path and package.cpath, which busted set from the run
+-- profile), for every Lua version's variable: `H.lua_env() .. " " ..
+-- H.lua_exe .. " examples/x.lua"`. lpath / cpath replace them when given.
+function H.lua_env(lpath, cpath)
+  lpath, cpath = lpath or package.path, cpath or package.cpath
+  local parts = {}
+  for _, suffix in ipairs({ "", "_5_2", "_5_3", "_5_4" }) do
+    parts[#parts + 1] = ("LUA_PATH%s='%s' LUA_CPATH%s='%s'"):format(suffix, lpath, suffix, cpath)
+  end
+  return table.concat(parts, " ")
 end
 
 --- Registers, with the spec file's busted `setup` and `teardown`, a temporary

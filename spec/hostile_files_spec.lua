@@ -31,7 +31,7 @@ local function write(path, bytes)
   f:close()
 end
 
-local function floats(t) return string.pack("<" .. ("f"):rep(#t), table.unpack(t)) end
+local function floats(t) return H.pack("<" .. ("f"):rep(#t), H.tunpack(t)) end
 
 -- A .gltf whose one buffer is the external file `uri` of `len` bytes, with
 -- a VEC2 float accessor over its first 8 bytes (a texcoord of a point).
@@ -104,7 +104,7 @@ describe("hostile files: external buffers", function()
     local script = root .. "/fifo.lua"
     write(script, code)
     local p = assert(io.popen(("timeout 10 lua5.4 '%s' 2>&1; echo \" exit=$?\""):format(script)))
-    local out = p:read("a")
+    local out = p:read("*a")
     p:close()
     assert.falsy(out:find("exit=124", 1, true), "the load hung on a FIFO: " .. out)
     assert.truthy(out:find("buffers[0]: '" .. dir .. "fifo.bin' is not a regular file", 1, true), out)
@@ -168,7 +168,7 @@ describe("hostile files: the model path given to gltf.load", function()
     local script = root .. "/fifo_model.lua"
     write(script, code)
     local p = assert(io.popen(("timeout 10 lua5.4 '%s' 2>&1; echo \" exit=$?\""):format(script)))
-    local out = p:read("a")
+    local out = p:read("*a")
     p:close()
     assert.falsy(out:find("exit=124", 1, true), "gltf.load hung on a FIFO: " .. out)
     assert.truthy(out:find("limber.gltf.load: '" .. root .. "/models/fifo.gltf' is not a regular file", 1, true), out)
@@ -423,7 +423,7 @@ describe("hostile files: arrays, skins and scales", function()
   end)
 
   it("refuses a skinned primitive without POSITION at load", function()
-    local j = string.pack("<I2I2I2I2", 0, 0, 0, 0)
+    local j = H.pack("<I2I2I2I2", 0, 0, 0, 0)
     local w = floats { 1, 0, 0, 0 }
     local bytes = j .. w
     local doc = {

@@ -15,15 +15,15 @@
 -- create left the size counting a node that did not exist.
 local H = require "spec.helper"
 
-local DENSE <const> = 300
-local RUNS <const> = 550
+local DENSE = 300
+local RUNS = 550
 
 local sh = H.sh
 
 local tmp = H.tmpdir(setup, teardown)
 
 -- The workload: SETUP (not injected), WORK (resumable steps), VERIFY.
-local WORKLOAD <const> = [==[
+local WORKLOAD = [==[
 local limber, gltf, anim, scene, skinning
 local STEPS = 14
 

@@ -4,7 +4,7 @@ local H = require "spec.helper"
 describe("README tour", function()
   it("runs as written and its results are right", function()
     local f = assert(io.open(H.root .. "README.md"))
-    local text = f:read("a")
+    local text = f:read("*a")
     f:close()
     local tour = text:match("## A short tour.-```lua\n(.-)```")
     assert.truthy(tour, "README has a Lua block in 'A short tour'")

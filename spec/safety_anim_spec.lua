@@ -255,7 +255,7 @@ describe("shared keys", function()
     assert.is_true(grown < 1024, ("clip took %.0f KB"):format(grown))
     assert.equal(N * K, shared:key_count())
     -- reference: one track per clip, each with private copies of the keys
-    local function copy(a) return table.move(a, 1, #a, 1, {}) end
+    local function copy(a) return H.move(a, 1, #a, 1, {}) end
     local ref_t = core.clip({ { node = 1, path = "translation", times = copy(t), values = copy(v) } })
     local ref_r = core.clip({ { node = 1, path = "rotation", times = copy(t), values = copy(q) } })
     for _ = 1, 200 do

@@ -3,11 +3,12 @@
 -- errors in the standard form, changes that an allocation failure cannot
 -- leave half done, and skeleton scratch memory seen by the Lua allocator.
 -- The out-of-memory injection over a whole workload is spec/oom_spec.lua.
+local H = require "spec.helper"
 local limber = require "limber"
 local scene = require "limber.scene"
 local core = limber.core
 
-local MAXI, MINI = math.maxinteger, math.mininteger
+local MAXI, MINI = H.maxinteger, H.mininteger
 local H_IDENTITY = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
 
 -- a slot owner that only the scene keeps alive
@@ -258,7 +259,7 @@ describe("changes that allocate", function()
       end
     end
     local list, n = sc:changed()
-    local got = { table.unpack(list, 1, n) }
+    local got = { H.tunpack(list, 1, n) }
     table.sort(got)
     table.sort(want)
     assert.are.same(want, got)

@@ -137,7 +137,7 @@ for _, level in ipairs(levels) do
           local pal = random_palette(J, N, layout)
           local m = random_mesh(V, J)
           local mesh = sk.mesh(mesh_desc(m, { tangents = true }))
-          local c1, c2, c3, c4 = table.unpack(mesh:influence_counts())
+          local c1, c2, c3, c4 = H.tunpack(mesh:influence_counts())
           assert.equal(V, c1 + c2 + c3 + c4)
           for _, order in ipairs({ "file", "sorted" }) do
             for _, width in ipairs({ 3, 4 }) do
@@ -446,7 +446,7 @@ describe("skinning", function()
     f:write(script)
     f:close()
     local p = assert(io.popen("lua5.4 " .. path .. " 2>&1"))
-    local out = p:read("a")
+    local out = p:read("*a")
     local ok, how, code = p:close()
     os.remove(path)
     assert.equal("done", out)

@@ -8,7 +8,7 @@ describe("examples/soak.lua", function()
       .. "--report 1000 --reload 2000 --seed %d 2>&1"):format(package.path, package.cpath, H.root,
       math.random(1, 1 << 30))
     local p = io.popen(cmd)
-    local text = p:read("a")
+    local text = p:read("*a")
     p:close()
     local frames, reloads, checks, mismatches = text:match(
       "soak: (%d+) frames in [%d.]+ s, (%d+) reloads, (%d+) world checks, (%d+) mismatches")

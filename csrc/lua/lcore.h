@@ -5,8 +5,7 @@
 #ifndef LIMBER_LCORE_H
 #define LIMBER_LCORE_H
 
-#include <lauxlib.h>
-#include <lua.h>
+#include "lcompat.h"
 
 #include "limber.h"
 
@@ -53,8 +52,8 @@ static inline int lcore_rawfield(lua_State *L, int t, const char *k) {
     return lua_rawget(L, t);
 }
 static inline lua_Integer lcore_rawlen(lua_State *L, int t) {
-    lua_Unsigned n = lua_rawlen(L, t);
-    return n > (lua_Unsigned)LUA_MAXINTEGER ? LUA_MAXINTEGER : (lua_Integer)n;
+    size_t n = (size_t)lua_rawlen(L, t);
+    return n > (size_t)LUA_MAXINTEGER ? LUA_MAXINTEGER : (lua_Integer)n;
 }
 
 /* Raises "bad argument #arg (<what> index <i> out of range [1, n])" unless

@@ -12,8 +12,7 @@
  *     joint.
  * Both are deliberately plain; they are what limber is measured against. */
 #include <cglm/cglm.h>
-#include <lauxlib.h>
-#include <lua.h>
+#include "lcompat.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -8,8 +8,7 @@
  *   "table":   the Hands-on book's fast track: a table sampled at a fixed
  *              rate maps time to a key index (then a short forward walk).
  * Data comes in as limber Buffers' borrowed pointers (buf:ptr()). */
-#include <lauxlib.h>
-#include <lua.h>
+#include "lcompat.h"
 #include <math.h>
 #include <stdint.h>
 

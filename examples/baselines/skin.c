@@ -9,8 +9,7 @@
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE
 #endif
-#include <lauxlib.h>
-#include <lua.h>
+#include "lcompat.h"
 #include <math.h>
 #include <stdint.h>
 #include <time.h>

@@ -10,10 +10,11 @@
 local core = require "limber.core"
 local check = require "limber.check"
 local snapshot, typename, is_a = check.snapshot, check.typename, check.is_a
+local math_type, rawlen = check.math_type, check.rawlen
 
 local M = {}
 
-local floor <const> = math.floor
+local floor = math.floor
 
 -- clip -> { times = {...}, names = {...}, loop_times = {...}, loop_names = {...} }
 local events_of = setmetatable({}, { __mode = "k" })
@@ -24,13 +25,13 @@ local function fail(msg, level)
 end
 
 -- Largest magnitude of times, rates and dt (the float range the C side keeps).
-local MAX_FLOAT <const> = 3.4e38
+local MAX_FLOAT = 3.4e38
 -- Largest player weight (the blender's bound: sums of 64 layers stay finite).
-local MAX_WEIGHT <const> = 1e6
+local MAX_WEIGHT = 1e6
 
 
 -- The public name of a function of this module or a method of its classes.
-local METHOD_OF <const> = { play = "Player", seek = "Player", set_rate = "Player",
+local METHOD_OF = { play = "Player", seek = "Player", set_rate = "Player",
                             set_weight = "Player", advance = "Crowd" }
 local function qualified(fname)
   local class = METHOD_OF[fname]
@@ -120,7 +121,7 @@ function M.clip(desc, skeleton)
       local j = skeleton:find(joint)
       if not j then missing[#missing + 1] = joint end
       joint = j
-    elseif joint ~= nil and J and (math.type(joint) ~= "integer" or joint < 1 or joint > J) then
+    elseif joint ~= nil and J and (math_type(joint) ~= "integer" or joint < 1 or joint > J) then
       fail(("clip: tracks[%d]: joint %s out of range [1, %d]"):format(k, tostring(joint), J), 2)
     end
     if joint or tr.node ~= nil or tr.joint == nil then
@@ -541,7 +542,7 @@ function M.crowd(pose, clips, opts)
     fail("crowd: opts.on_event must be a function", 2)
   end
   local rm = opts.root_motion
-  if rm ~= nil and (type(rm) ~= "table" or math.type(rm.joint) ~= "integer") then
+  if rm ~= nil and (type(rm) ~= "table" or math_type(rm.joint) ~= "integer") then
     fail("crowd: opts.root_motion must be { joint = integer, yaw = boolean }", 2)
   end
   local skel = pose:skeleton()

@@ -3,6 +3,53 @@
 -- @local
 local M = {}
 
+-- Lua 5.1 to 5.4 and LuaJIT: the library calls newer than 5.1, with
+-- fallbacks that behave the same on the values limber passes them.
+local floor = math.floor
+
+--- `math.type` (5.3+); before 5.3 a number is an "integer" when it is
+-- integral and within [-2^63, 2^63) (what limber.core accepts as one).
+-- @param v any value
+-- @treturn string|nil "integer", "float" or nil (not a number)
+M.math_type = math.type or function(v)
+  if type(v) ~= "number" then return nil end
+  if v == floor(v) and v >= -2 ^ 63 and v < 2 ^ 63 then return "integer" end
+  return "float"
+end
+
+--- `math.tointeger` (5.3+): `v` as an integer if it is one, else nil.
+-- @param v any value
+-- @treturn integer|nil
+M.tointeger = math.tointeger or function(v)
+  if M.math_type(v) == "integer" then return v end
+  return nil
+end
+
+--- `rawlen` (5.2+); on 5.1 and LuaJIT `#` ignores `__len` on tables.
+-- @tparam table t
+-- @treturn integer
+M.rawlen = rawlen or function(t) return #t end
+
+--- `table.move` (5.3+), for the forward copies limber makes.
+-- @tparam table a1 source
+-- @tparam integer f first index
+-- @tparam integer e last index
+-- @tparam integer t destination index
+-- @tparam[opt=a1] table a2 destination
+-- @treturn table a2
+M.move = table.move or function(a1, f, e, t, a2)
+  a2 = a2 or a1
+  for i = 0, e - f do a2[t + i] = a1[f + i] end
+  return a2
+end
+
+--- `table.pack` (5.2+).
+-- @treturn table the arguments, with `n`
+M.pack = table.pack or function(...) return { n = select("#", ...), ... } end
+
+--- `table.unpack` (5.2+; `unpack` before).
+M.unpack = table.unpack or unpack -- luacheck: ignore 113 (unpack: 5.1's global)
+
 --- The type name of a value for error messages: its metatable's `__name`
 -- (read raw) if it has one, else `type(v)`.
 -- @param v any value
@@ -64,7 +111,7 @@ end
 
 -- the type test of one `options` spec entry
 local function is_type(v, want)
-  if want == "integer" then return math.type(v) == "integer" end
+  if want == "integer" then return M.math_type(v) == "integer" end
   return type(v) == want
 end
 

@@ -28,6 +28,7 @@ local limber = require "limber"
 local anim_mod = require "limber.anim"
 local asset_fns = require "limber.gltf.asset"
 local cjson = require "cjson"
+local tointeger, move = check.tointeger, check.move
 
 local M = {}
 
@@ -72,7 +73,7 @@ M.SUPPORTED_EXTENSIONS = {
 }
 
 -- the identity matrix (column-major), for skins without inverse binds
-local IDENTITY <const> = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
+local IDENTITY = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
 
 -- A content error: "limber.gltf: <where>: <what>", no source position (the
 -- position that matters is the JSON path).
@@ -88,7 +89,7 @@ end
 -- ---- JSON value checks ----------------------------------------------------
 
 local function show(v)
-  if type(v) == "number" and math.tointeger(v) then return tostring(math.tointeger(v)) end
+  if type(v) == "number" and tointeger(v) then return tostring(tointeger(v)) end
   return tostring(v)
 end
 
@@ -98,7 +99,7 @@ end
 
 local function int(v, where, what, min)
   if not is_int(v) then fail(where, "%s must be a non-negative integer (got %s)", what, show(v)) end
-  v = math.tointeger(v)
+  v = tointeger(v)
   if min and v < min then fail(where, "%s must be at least %d (got %d)", what, min, v) end
   return v
 end
@@ -110,7 +111,7 @@ end
 
 -- core.gltf_mark_empty writes each empty JSON object as {"\0": null}, so
 -- that it is not taken for an empty array; object() removes the marker.
-local EMPTY_MARK <const> = "\0"
+local EMPTY_MARK = "\0"
 
 local function list(v, where, what)
   if v == nil then return {} end
@@ -133,7 +134,7 @@ end
 --- Checks a 0-based reference into `arr` and returns it 1-based.
 local function ref(v, arr, where, what)
   if not is_int(v) then fail(where, "%s must be an index (got %s)", what, show(v)) end
-  v = math.tointeger(v)
+  v = tointeger(v)
   if v >= #arr then fail(where, "%s %d does not exist", what, v) end
   return v + 1
 end
@@ -204,10 +205,10 @@ end
 
 -- ---- loading ------------------------------------------------------------------
 
-local TYPES <const> = { SCALAR = 1, VEC2 = 2, VEC3 = 3, VEC4 = 4, MAT2 = 4, MAT3 = 9, MAT4 = 16 }
-local COMPONENT <const> = { [5120] = 1, [5121] = 1, [5122] = 2, [5123] = 2, [5125] = 4, [5126] = 4 }
-local PATHS <const> = { translation = 3, rotation = 4, scale = 3, weights = 0 }
-local INTERP <const> = { LINEAR = true, STEP = true, CUBICSPLINE = true }
+local TYPES = { SCALAR = 1, VEC2 = 2, VEC3 = 3, VEC4 = 4, MAT2 = 4, MAT3 = 9, MAT4 = 16 }
+local COMPONENT = { [5120] = 1, [5121] = 1, [5122] = 2, [5123] = 2, [5125] = 4, [5126] = 4 }
+local PATHS = { translation = 3, rotation = 4, scale = 3, weights = 0 }
+local INTERP = { LINEAR = true, STEP = true, CUBICSPLINE = true }
 
 local Loader = {}
 Loader.__index = Loader
@@ -443,7 +444,7 @@ function Loader:nodes()
   if self.doc.scene ~= nil then self.asset.scene = ref(self.doc.scene, scenes, "scene", "scene") end
 end
 
-local ATTR_TYPES <const> = {
+local ATTR_TYPES = {
   POSITION = { "VEC3" }, NORMAL = { "VEC3" }, TANGENT = { "VEC4" }, COLOR_0 = { "VEC3", "VEC4" },
 }
 
@@ -662,7 +663,7 @@ function Loader:skeleton_nodes(members, where)
   end
   -- every node on the joints' paths to their tree roots (each node visited once)
   local set, steps = {}, 0
-  local budget = (self.max_bytes - self.used) // M.COSTS.path_step
+  local budget = math.floor((self.max_bytes - self.used) / M.COSTS.path_step)
   for n in pairs(joints) do
     local x = n
     while x and not set[x] do
@@ -742,7 +743,7 @@ function Loader:bind_skin(t, si)
   local idx, ibm = {}, {}
   for k, n in ipairs(skin.joints) do
     idx[k] = entry.joint_of[n]
-    table.move(skin.inverse_binds and skin.inverse_binds[k] or IDENTITY, 1, 16,
+    move(skin.inverse_binds and skin.inverse_binds[k] or IDENTITY, 1, 16,
       (k - 1) * 16 + 1, ibm)
   end
   local ok, lskin = pcall(limber.skin, entry.skeleton, idx, ibm)
@@ -955,7 +956,7 @@ local function is_glb(bytes)
   return bytes:sub(1, 4) == "glTF" or bytes:sub(1, 12):find("%z") ~= nil
 end
 
-local LOAD_OPTIONS <const> = { base_dir = "string", name = "string", max_bytes = "number",
+local LOAD_OPTIONS = { base_dir = "string", name = "string", max_bytes = "number",
                                clips = "boolean" }
 
 -- the options of load / load_bytes (argument #2 of fname), checked and copied

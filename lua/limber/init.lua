@@ -9,6 +9,7 @@
 -- @module limber
 local core = require "limber.core"
 local check = require "limber.check"
+local math_type, tointeger, rawlen, move = check.math_type, check.tointeger, check.rawlen, check.move
 local snapshot, is_a = check.snapshot, check.is_a
 
 local M = {}
@@ -32,7 +33,7 @@ local function argcheck(ok, n, name, expected, v)
 end
 
 
-local IDENTITY <const> = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
+local IDENTITY = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }
 
 local function vec(v, n, default, what, level)
   if v == nil then return default end
@@ -83,7 +84,7 @@ local function parent_index(j, i, n, by_name, fname)
     if not k then fail(fname, ("joint %d: parent '%s' is not a joint name"):format(i, p), 3) end
     return k
   end
-  if math.type(p) ~= "integer" then
+  if math_type(p) ~= "integer" then
     fail(fname, ("joint %d: parent must be a name or an integer index"):format(i), 3)
   end
   if p < 1 or p > n then
@@ -196,7 +197,7 @@ end
 function M.pose(skeleton, instances)
   argcheck(is_a(skeleton, "limber.Skeleton"), 1, "pose", "limber.Skeleton", skeleton)
   if instances == nil then instances = 1 end
-  argcheck(math.tointeger(instances) ~= nil, 2, "pose", "integer", instances)
+  argcheck(tointeger(instances) ~= nil, 2, "pose", "integer", instances)
   local ok, pose = pcall(core.pose, skeleton, instances)
   if not ok then check.rethrow(pose, "limber.pose", "pose") end
   return pose
@@ -237,7 +238,7 @@ function M.skin(skeleton, joints, inverse_binds)
         if type(m) ~= "table" or #m ~= 16 then
           fail("limber.skin", ("inverse_binds[%d] must have 16 numbers"):format(k), 2)
         end
-        table.move(m, 1, 16, (k - 1) * 16 + 1, flat)
+        move(m, 1, 16, (k - 1) * 16 + 1, flat)
       end
     else
       flat = inverse_binds
@@ -287,7 +288,7 @@ function M.buffer(type_name, width, count_or_values)
   return b
 end
 
-local submodules <const> = { anim = true, gltf = true, scene = true, skinning = true }
+local submodules = { anim = true, gltf = true, scene = true, skinning = true }
 
 return setmetatable(M, {
   __index = function(t, k)

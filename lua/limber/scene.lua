@@ -27,11 +27,12 @@
 local core = require "limber.core"
 local check = require "limber.check"
 local lmath = require "limber.math"
+local math_type, move = check.math_type, check.move
 local typename = check.typename
 
 local M = {}
 
-local HUGE <const> = 3.4e38
+local HUGE = 3.4e38
 local fmt = string.format
 
 local function fail(msg, level)
@@ -59,11 +60,11 @@ function M.new(opts)
     end
   end
   local cap = opts.capacity or 1024
-  if math.type(cap) ~= "integer" or cap < 1 or cap > 1 << 26 then
+  if math_type(cap) ~= "integer" or cap < 1 or cap > 2 ^ 26 then
     error("bad argument #1 to 'limber.scene.new' (capacity must be an integer in [1, 67108864])", 2)
   end
   local bound = opts.stale_bound or 256
-  if math.type(bound) ~= "integer" or bound < 0 or bound > 0xFFFFFFFF then
+  if math_type(bound) ~= "integer" or bound < 0 or bound > 0xFFFFFFFF then
     error("bad argument #1 to 'limber.scene.new' (stale_bound must be a non-negative integer)", 2)
   end
   return core.scene(cap, bound)
@@ -105,7 +106,7 @@ function M.slots(def)
         name), 2)
     end
     if #v == 16 then
-      table.move(v, 1, 16, (i - 1) * 16 + 1, flat)
+      move(v, 1, 16, (i - 1) * 16 + 1, flat)
     else
       local t = slot_vec(name, "translation", v.translation, 3, { 0, 0, 0 })
       local r = slot_vec(name, "rotation", v.rotation, 4, { 0, 0, 0, 1 })
@@ -113,7 +114,7 @@ function M.slots(def)
       local n = math.sqrt(r[1] ^ 2 + r[2] ^ 2 + r[3] ^ 2 + r[4] ^ 2)
       if n <= 1e-12 then fail(fmt("slots: slot '%s': rotation is a zero quaternion", name), 3) end
       r = { r[1] / n, r[2] / n, r[3] / n, r[4] / n }
-      table.move(lmath.trs_raw(t, r, sc), 1, 16, (i - 1) * 16 + 1, flat)
+      move(lmath.trs_raw(t, r, sc), 1, 16, (i - 1) * 16 + 1, flat)
     end
   end
   local ok, s = pcall(core.slots, names, flat)

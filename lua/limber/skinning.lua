@@ -12,6 +12,7 @@
 -- @module limber.skinning
 local core = require "limber.core"
 local check = require "limber.check"
+local math_type = check.math_type
 local skin_run = core.skinning_run
 
 local M = {}
@@ -92,8 +93,8 @@ end
 -- @treturn integer cores
 -- @treturn boolean whether the build has threads (CMake option LIMBER_THREADS)
 function M.threads(n)
-  if n ~= nil and math.type(n) ~= "integer" then
-    local got = math.type(n) == "float" and "number (not an integer)" or type(n)
+  if n ~= nil and math_type(n) ~= "integer" then
+    local got = math_type(n) == "float" and "number (not an integer)" or type(n)
     error(("bad argument #1 to 'limber.skinning.threads' (integer expected, got %s)")
       :format(got), 2)
   end

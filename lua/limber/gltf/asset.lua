@@ -13,13 +13,14 @@
 -- @module limber.gltf.asset
 local core = require "limber.core"
 local check = require "limber.check"
+local math_type, pack, unpack = check.math_type, check.pack, check.unpack
 local limber = require "limber"
 
 local M = {}
 
 local arg_error, arg_fail = check.arg_error, check.arg_fail
 
-local FIELDS <const> = { "nodes", "roots", "scenes", "skins", "skeletons", "meshes", "animations",
+local FIELDS = { "nodes", "roots", "scenes", "skins", "skeletons", "meshes", "animations",
                          "warnings" }
 
 -- argument #n of fname must be an asset returned by load / load_bytes
@@ -38,8 +39,8 @@ end
 -- naming the function, at the caller's line; limber's own errors pass
 -- through with the caller's position.
 local function asset_call(n, fname, f, ...)
-  local res = table.pack(pcall(f, ...))
-  if res[1] then return table.unpack(res, 2, res.n) end
+  local res = pack(pcall(f, ...))
+  if res[1] then return unpack(res, 2, res.n) end
   local err = res[2]
   if type(err) == "string" then
     err = err:gsub("^[^:]*%.lua:%d+: ", "")
@@ -118,10 +119,10 @@ function M.describe(asset) return (asset_call(1, "limber.gltf.describe", describ
 local function pose(asset, s, instances)
   local fname = "limber.gltf.pose"
   check_asset(1, fname, asset)
-  if s ~= nil and math.type(s) ~= "integer" then
+  if s ~= nil and math_type(s) ~= "integer" then
     arg_error(2, fname, "skeleton index (integer)", s)
   end
-  if instances ~= nil and math.type(instances) ~= "integer" then
+  if instances ~= nil and math_type(instances) ~= "integer" then
     arg_error(3, fname, "instance count (integer)", instances)
   end
   if instances ~= nil and instances < 1 then
@@ -157,8 +158,8 @@ function M.pose(asset, s, instances)
   return (asset_call(1, "limber.gltf.pose", pose, asset, s, instances))
 end
 
-local PALETTE_OPTIONS <const> = { skin = "integer", layout = "string" }
-local LAYOUTS <const> = { mat4 = true, mat3x4 = true }
+local PALETTE_OPTIONS = { skin = "integer", layout = "string" }
+local LAYOUTS = { mat4 = true, mat3x4 = true }
 
 local function palette(asset, p, opts)
   local fname = "limber.gltf.palette"
