@@ -5,7 +5,7 @@ source = {
   url = "git+https://example.invalid/limber.git",
 }
 description = {
-  summary = "Scene tree and skeletal animation runtime for Lua 5.4",
+  summary = "Scene tree and skeletal animation runtime for Lua 5.1 to 5.4 and LuaJIT",
   detailed = [[
     limber keeps skeletons, pose batches, clips, skins and palettes in flat C
     arrays and runs every per-frame job for a whole crowd in one call: local-to-model,
@@ -16,7 +16,7 @@ description = {
   labels = { "animation", "gamedev", "gltf" },
 }
 dependencies = {
-  "lua >= 5.4, < 5.5",
+  "lua >= 5.1, < 5.5",
 }
 external_dependencies = {
   CGLM = { header = "cglm/cglm.h" },

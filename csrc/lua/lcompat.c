@@ -55,11 +55,21 @@ static void push_item(lua_State *L, char conv, va_list *ap) {
         lua_pushstring(L, s ? s : "(null)");
         return;
     }
-    case 'd': snprintf(buf, sizeof buf, "%d", va_arg(*ap, int)); break;
-    case 'c': buf[0] = (char)va_arg(*ap, int), buf[1] = '\0'; break;
-    case 'I': snprintf(buf, sizeof buf, "%td", (ptrdiff_t)va_arg(*ap, lua_Integer)); break;
-    case 'p': snprintf(buf, sizeof buf, "%p", va_arg(*ap, void *)); break;
-    case '%': buf[0] = '%', buf[1] = '\0'; break;
+    case 'd':
+        snprintf(buf, sizeof buf, "%d", va_arg(*ap, int));
+        break;
+    case 'c':
+        buf[0] = (char)va_arg(*ap, int), buf[1] = '\0';
+        break;
+    case 'I':
+        snprintf(buf, sizeof buf, "%td", (ptrdiff_t)va_arg(*ap, lua_Integer));
+        break;
+    case 'p':
+        snprintf(buf, sizeof buf, "%p", va_arg(*ap, void *));
+        break;
+    case '%':
+        buf[0] = '%', buf[1] = '\0';
+        break;
     case 'f': {
         int n = snprintf(buf, sizeof buf, "%.14g", (double)va_arg(*ap, lua_Number));
         /* "looks like an int": Lua 5.3 adds ".0" so the value reads as a float */
@@ -67,7 +77,9 @@ static void push_item(lua_State *L, char conv, va_list *ap) {
             memcpy(buf + n, ".0", 3);
         break;
     }
-    default: luaL_error(L, "invalid option '%%%c' to 'lua_pushfstring'", conv); return;
+    default:
+        luaL_error(L, "invalid option '%%%c' to 'lua_pushfstring'", conv);
+        return;
     }
     lua_pushstring(L, buf);
 }
