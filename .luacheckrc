@@ -1,4 +1,4 @@
-std = "lua54"
+std = "min"
 -- 100 columns, as STYLE.md says for C (clang-format ColumnLimit 100) and Lua
 max_line_length = 100
 exclude_files = { "lua_modules/", "build/", "build.luarocks/", "build-*/" }

@@ -10,6 +10,7 @@ local H = {}
 -- The specs run on every supported Lua (scripts/test.sh). Library calls
 -- newer than 5.1 are reached through H, never polyfilled into the global
 -- tables: a polyfill would hide a missing fallback in limber's own modules.
+-- luacheck: push ignore 113 143
 
 --- "5.1", "5.2", "5.3", "5.4" or "luajit".
 H.lua = rawget(_G, "jit") and "luajit" or _VERSION:match("%d+%.%d+")
@@ -31,11 +32,27 @@ H.tointeger = math.tointeger or function(v)
   if H.math_type(v) == "integer" then return v end
 end
 H.tpack = table.pack or function(...) return { n = select("#", ...), ... } end
-H.tunpack = table.unpack or unpack -- luacheck: ignore 113
+H.tunpack = table.unpack or unpack
 H.move = table.move or function(a1, f, e, t, a2)
   a2 = a2 or a1
   for i = 0, e - f do a2[t + i] = a1[f + i] end
   return a2
+end
+
+--- package.searchpath (5.2+, LuaJIT): the first file of `path` that
+-- exists for module `name`, or nil and the list of places tried.
+H.searchpath = package.searchpath or function(name, path)
+  local tried = {}
+  for templ in path:gmatch("[^;]+") do
+    local file = templ:gsub("%?", (name:gsub("%.", "/")))
+    local f = io.open(file, "rb")
+    if f then
+      f:close()
+      return file
+    end
+    tried[#tried + 1] = "\n\tno file '" .. file .. "'"
+  end
+  return nil, table.concat(tried)
 end
 
 -- Rounds v (>= 0) to the nearest integer, ties to even: exact in doubles.
@@ -148,6 +165,7 @@ H.unpack = string.unpack or function(fmt, s, pos)
   vals[#vals + 1] = p
   return H.tunpack(vals, 1, #vals)
 end
+-- luacheck: pop
 
 --- Largest absolute difference between two arrays of numbers (inf when
 -- lengths differ).

@@ -5,6 +5,9 @@ local M = {}
 
 -- Lua 5.1 to 5.4 and LuaJIT: the library calls newer than 5.1, with
 -- fallbacks that behave the same on the values limber passes them.
+-- (luacheck's std is "min", the globals every version has: these reads are
+-- the only places that reach past it.)
+-- luacheck: push ignore 113 143
 local floor = math.floor
 
 --- `math.type` (5.3+); before 5.3 a number is an "integer" when it is
@@ -48,7 +51,8 @@ end
 M.pack = table.pack or function(...) return { n = select("#", ...), ... } end
 
 --- `table.unpack` (5.2+; `unpack` before).
-M.unpack = table.unpack or unpack -- luacheck: ignore 113 (unpack: 5.1's global)
+M.unpack = table.unpack or unpack
+-- luacheck: pop
 
 --- The type name of a value for error messages: its metatable's `__name`
 -- (read raw) if it has one, else `type(v)`.

@@ -9,7 +9,8 @@
 -- @module limber
 local core = require "limber.core"
 local check = require "limber.check"
-local math_type, tointeger, rawlen, move = check.math_type, check.tointeger, check.rawlen, check.move
+local math_type, tointeger = check.math_type, check.tointeger
+local rawlen, move = check.rawlen, check.move
 local snapshot, is_a = check.snapshot, check.is_a
 
 local M = {}
