@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds with LuaRocks,
-# runs busted (Lua 5.4), clang-format --Werror, luacheck and LDoc (the
+# runs busted on Lua 5.4, then on every other supported Lua installed here
+# (5.1, 5.2, 5.3, LuaJIT 2.1; CI installs all of them: see
+# scripts/lua-versions.sh), clang-format --Werror, luacheck and LDoc (the
 # builds use -Werror with -Wconversion among the project's warnings) (scripts/docs.sh: the API reference
 # renders without warnings), then builds with ASan + UBSan and runs
 # the specs again under the sanitizers (with the fuzz regression corpus
@@ -14,9 +16,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
+# CI runs the LOVE game's spec (spec/love_spec.lua): LOVE 11 and Xvfb
+[ "${CI:-}" = "true" ] && bash scripts/deps.sh love xvfb xauth
 
-echo "== busted (installed tree)"
+echo "== busted, Lua 5.4 (installed tree)"
 busted --exclude-tags=slow "$@"
+
+# The other Lua versions: each builds its own limber.core (LuaRocks for 5.1 to
+# 5.3, CMake -DLIMBER_LUA=luajit for LuaJIT) and runs the suite under its own
+# interpreter, two at a time (logs in build-test/). Specs tagged #once test
+# something no interpreter changes (C programs, documents, the LOVE game with
+# its own LuaJIT) and run in the 5.4 pass only.
+bash scripts/lua-versions.sh run --exclude-tags=slow,once "$@"
 
 echo "== clang-format (.clang-format, every C file in the repository)"
 git ls-files -z '*.c' '*.h' | xargs -0 clang-format --dry-run --Werror
