@@ -131,8 +131,9 @@ local function bytes_int(s, signed, little)
   return v
 end
 
---- string.pack, or a plain-Lua fallback for the formats above.
-H.pack = string.pack or function(fmt, ...)
+--- A plain-Lua string.pack for the formats above (H.pack uses it where
+-- string.pack is missing; spec/compat_spec.lua checks it against 5.3+'s).
+function H.pack_lua(fmt, ...)
   local out, k = {}, 0
   for _, it in ipairs(items(fmt)) do
     local kind, size, little = it[1], it[2], it[3]
@@ -150,8 +151,8 @@ H.pack = string.pack or function(fmt, ...)
   return table.concat(out)
 end
 
---- string.unpack, or the fallback: the values, then the next position.
-H.unpack = string.unpack or function(fmt, s, pos)
+--- The same for string.unpack: the values, then the next position.
+function H.unpack_lua(fmt, s, pos)
   local vals, p = {}, pos or 1
   for _, it in ipairs(items(fmt)) do
     local kind, size, little = it[1], it[2], it[3]
@@ -165,6 +166,9 @@ H.unpack = string.unpack or function(fmt, s, pos)
   vals[#vals + 1] = p
   return H.tunpack(vals, 1, #vals)
 end
+--- string.pack / string.unpack, or the plain-Lua versions before 5.3.
+H.pack = string.pack or H.pack_lua
+H.unpack = string.unpack or H.unpack_lua
 -- luacheck: pop
 
 --- Largest absolute difference between two arrays of numbers (inf when
