@@ -424,9 +424,10 @@ H.int_min = math.mininteger or -2 ^ 63
 
 --- Numbers at the edges of the 64-bit integer range, the same list on every
 -- Lua: the two ends, the first doubles beyond them (no integer
--- representation: 2^63 and -2^63 - 2048), integers past the doubles' exact
--- range (+-(2^53 + 2)) and a non-integral number.
-H.int_edges = { H.int_max, H.int_min, 2 ^ 63, -2 ^ 63 - 2048, 2 ^ 53 + 2, -(2 ^ 53 + 2), 2.5 }
+-- representation: 2^63 and -2^63 - 2048), 2^53 and integers past the
+-- doubles' exact range (+-(2^53 + 2)), and a non-integral number. From 5.3
+-- on the ends are integers and the others floats.
+H.int_edges = { H.int_max, H.int_min, 2 ^ 63, -2 ^ 63 - 2048, 2 ^ 53, 2 ^ 53 + 2, -(2 ^ 53 + 2), 2.5 }
 
 --- True when limber reads v as an integer (integral, within [-2^63, 2^63)).
 function H.is_int(v)
