@@ -43,7 +43,10 @@ package.preload["mime_b64"] = function()
       local a, b, c = s:byte(i, i + 2)
       local n = a * 65536 + (b or 0) * 256 + (c or 0)
       local q = {}
-      for k = 3, 0, -1 do q[#q + 1] = abc:sub((n >> (6 * k)) % 64 + 1, (n >> (6 * k)) % 64 + 1) end
+      for k = 3, 0, -1 do
+        local d = math.floor(n / 2 ^ (6 * k)) % 64 + 1
+        q[#q + 1] = abc:sub(d, d)
+      end
       if not b then q[3], q[4] = "=", "=" elseif not c then q[4] = "=" end
       out[#out + 1] = table.concat(q)
     end

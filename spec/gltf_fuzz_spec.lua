@@ -61,7 +61,7 @@ local function check_asset(asset)
         assert.are.equal(prim.vertex_count, #prim.gpu_joints)
         local _, hi = core.gltf_stats(prim.gpu_joints)
         assert.are.equal(prim.max_joint, H.tointeger(hi))
-        for v = 1, #prim.weights, math.max(1, #prim.weights // 64) do
+        for v = 1, #prim.weights, math.max(1, math.floor(#prim.weights / 64)) do
           local w = prim.weights:get(v)
           local s = 0
           for k = 1, 4 do
@@ -112,7 +112,7 @@ local function check_asset(asset)
     local pose = gltf.pose(asset, s, 2)
     pose:local_to_model()
     local moderate = moderate_nodes(entry)
-    for j = 1, entry.skeleton:joint_count(), math.max(1, entry.skeleton:joint_count() // 32) do
+    for j = 1, entry.skeleton:joint_count(), math.max(1, math.floor(entry.skeleton:joint_count() / 32)) do
       local m = pose:model(2, j)
       if moderate then all_finite(m, 16, "model matrix") end
     end
@@ -226,8 +226,9 @@ local function edit_bytes(bytes)
   for _ = 1, math.random(1, 4) do
     local r = math.random()
     local at = math.random(1, #bytes)
-    if r < 0.45 then -- bit flips
-      local b = bytes:byte(at) ~ (1 << math.random(0, 7))
+    if r < 0.45 then -- bit flips (b xor 2^k, without 5.3's operators)
+      local b, bit = bytes:byte(at), 2 ^ math.random(0, 7)
+      b = math.floor(b / bit) % 2 == 1 and b - bit or b + bit
       bytes = bytes:sub(1, at - 1) .. string.char(b) .. bytes:sub(at + 1)
     elseif r < 0.6 then -- truncation
       bytes = bytes:sub(1, at)
@@ -236,7 +237,7 @@ local function edit_bytes(bytes)
       bytes = bytes:sub(1, at - 1) .. string.char(({ 0, 0xff, 0x7f, 0x80 })[math.random(4)]):rep(n)
         .. bytes:sub(at + n)
     else -- a 32-bit little-endian value somewhere (lengths, counts)
-      local v = ({ 0, 0xffffffff, 0x7fffffff, 0x80000000, math.random(0, 1 << 20) })[math.random(5)]
+      local v = ({ 0, 0xffffffff, 0x7fffffff, 0x80000000, math.random(0, 2 ^ 20) })[math.random(5)]
       bytes = bytes:sub(1, at - 1) .. H.pack("<I4", v) .. bytes:sub(at + 4)
     end
   end

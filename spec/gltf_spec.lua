@@ -13,14 +13,16 @@ local read = H.read
 
 local base64 = H.base64
 
--- component type -> string.pack format, normalisation divisor, random value
+-- component type -> string.pack format, normalisation divisor, random value,
+-- size in bytes (math.random(m, n) takes C ints on 5.1: the u32 values are
+-- drawn as floor(random() * (2^31 + 1)), 0 to 2^31)
 local CT = {
-  [5120] = { "i1", 127, function() return math.random(-128, 127) end },
-  [5121] = { "I1", 255, function() return math.random(0, 255) end },
-  [5122] = { "i2", 32767, function() return math.random(-32768, 32767) end },
-  [5123] = { "I2", 65535, function() return math.random(0, 65535) end },
-  [5125] = { "I4", nil, function() return math.random(0, 1 << 31) end },
-  [5126] = { "f", nil, function() return H.rand(-100, 100) end },
+  [5120] = { "i1", 127, function() return math.random(-128, 127) end, 1 },
+  [5121] = { "I1", 255, function() return math.random(0, 255) end, 1 },
+  [5122] = { "i2", 32767, function() return math.random(-32768, 32767) end, 2 },
+  [5123] = { "I2", 65535, function() return math.random(0, 65535) end, 2 },
+  [5125] = { "I4", nil, function() return math.floor(math.random() * (2 ^ 31 + 1)) end, 4 },
+  [5126] = { "f", nil, function() return H.rand(-100, 100) end, 4 },
 }
 local WIDTH = { SCALAR = 1, VEC2 = 2, VEC3 = 3, VEC4 = 4 }
 
@@ -52,9 +54,9 @@ describe("glTF accessors", function()
       for ct, info in pairs(CT) do
         for tname, w in pairs(WIDTH) do
           local normalized = info[2] ~= nil and math.random() < 0.5
-          local cs = string.packsize(info[1])
+          local cs = info[4]
           local es = cs * w
-          local stride = math.random() < 0.5 and 0 or (es + 3) // 4 * 4 + 4 * math.random(0, 3)
+          local stride = math.random() < 0.5 and 0 or math.floor((es + 3) / 4) * 4 + 4 * math.random(0, 3)
           local count = math.random(1, 7)
           local offset = cs * math.random(0, 3)
           local vals, bytes = {}, { string.rep("\0", offset) }
@@ -400,13 +402,10 @@ describe("glTF clips through limber.anim", function()
 end)
 
 describe("examples/gltf_dump.lua", function()
+  -- runs under this run's interpreter and module paths
   local function run(args)
-    local cmd = ("LUA_PATH_5_4='%s' LUA_CPATH_5_4='%s' lua5.4 %sexamples/gltf_dump.lua %s 2>&1")
-        :format(package.path, package.cpath, H.root, args)
-    local p = io.popen(cmd)
-    local out = p:read("*a")
-    local ok, _, code = p:close()
-    return out, ok and 0 or code
+    local _, out, code = H.run(("%s %s %sexamples/gltf_dump.lua %s"):format(H.lua_env(), H.lua_exe, H.root, args))
+    return out, code
   end
 
   it("prints the reference schema for --rest (RiggedSimple)", function()

@@ -421,4 +421,39 @@ function H.tmpdir(setup, teardown)
   return function() return dir end
 end
 
+-- specs2: ------------------------------------------------------------------
+
+--- Runs a shell command with its output (stdout and stderr) captured, in
+-- this run's environment: unlike H.sh it keeps a sanitizer preload, so a Lua
+-- program started under the ASan run can load the sanitized modules. Returns
+-- ok (true or nil), output, exit code (echoed by the shell: close() does
+-- not report it on 5.1 and LuaJIT).
+function H.run(cmd)
+  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"@@exit=$?\""))
+  local out = p:read("*a")
+  p:close()
+  local body, code = out:match("^(.-)@@exit=(%d+)%s*$")
+  code = tonumber(code)
+  return code == 0 or nil, body or out, code
+end
+
+--- The largest and the smallest number limber reads as an integer:
+-- math.maxinteger and math.mininteger from 5.3 on; before, where numbers
+-- are doubles, the largest double below 2^63 (2^63 - 1024) and -2^63
+-- (csrc/lua/lcompat.h: integral and within [-2^63, 2^63)).
+H.int_max = math.maxinteger or 2 ^ 63 - 1024
+H.int_min = math.mininteger or -2 ^ 63
+
+--- Numbers at the edges of the 64-bit integer range, the same list on every
+-- Lua: the two ends, the first doubles beyond them (no integer
+-- representation: 2^63 and -2^63 - 2048), 2^53 and integers past the
+-- doubles' exact range (+-(2^53 + 2)), and a non-integral number. From 5.3
+-- on the ends are integers and the others floats.
+H.int_edges = { H.int_max, H.int_min, 2 ^ 63, -2 ^ 63 - 2048, 2 ^ 53, 2 ^ 53 + 2, -(2 ^ 53 + 2), 2.5 }
+
+--- True when limber reads v as an integer (integral, within [-2^63, 2^63)).
+function H.is_int(v)
+  return H.tointeger(v) ~= nil
+end
+
 return H

@@ -108,7 +108,7 @@ describe("hostile: allocation bombs", function()
   it("stops many large zero accessors at the decode budget", function()
     local doc = new_doc()
     for k = 1, 40 do
-      doc.accessors[k] = { componentType = 5126, count = 1 << 22, type = "VEC3" }
+      doc.accessors[k] = { componentType = 5126, count = 2 ^ 22, type = "VEC3" }
       doc.meshes[k] = { primitives = { { attributes = { POSITION = k - 1 } } } }
     end
     refused("over the limit of", function() load(doc) end)
@@ -229,7 +229,7 @@ describe("hostile: deep hierarchies", function()
 
   it("refuses a glTF skin whose skeleton needs 65,536 nodes (65,535 joints plus their common parent)", function()
     local doc = new_doc()
-    local half = (N + 1) // 2
+    local half = math.floor((N + 1) / 2)
     doc.nodes[1] = { children = { 1, half } } -- node 0: not a joint, parent of two chains
     local sj = {}
     for k = 2, N + 1 do

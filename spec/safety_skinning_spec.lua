@@ -39,9 +39,10 @@ end
 
 -- vertex v (1-based, of all instances) of an interleaved f32 buffer: floats at a byte offset
 local function attr(buf, stride, off, v)
-  assert(buf:width() == stride // 4)
+  assert(buf:width() == stride / 4)
   local e = buf:get(v)
-  return { e[off // 4 + 1], e[off // 4 + 2], e[off // 4 + 3] }
+  local o = off / 4
+  return { e[o + 1], e[o + 2], e[o + 3] }
 end
 
 local function flat(buf, v)
@@ -72,7 +73,7 @@ describe("skinning targets that alias", function()
     -- stride 24: position at 0, normal at 12; and stride 32 with a gap, normal first
     for _, lay in ipairs({ { 24, 0, 12 }, { 32, 16, 0 }, { 28, 0, 16 } }) do
       local stride, po, no = lay[1], lay[2], lay[3]
-      local buf = core.buffer("f32", stride // 4, 2 * V)
+      local buf = core.buffer("f32", stride / 4, 2 * V)
       local tg = sk.target { mesh = m, instances = 2, buffer = buf, stride = stride, position = po, normal = no }
       sk.run(m, pal, tg)
       for v = 1, 2 * V do

@@ -256,7 +256,7 @@ for _, level in ipairs(levels) do
         { stride = 44, position = 28, normal = 0, tangent = 12 },     -- position ends the stride
       }
       for _, l in ipairs(layouts) do
-        local floats = l.stride // 4
+        local floats = math.floor(l.stride / 4)
         local buf = core.buffer("f32", floats, N * V)
         local sentinel = {}
         for c = 1, floats do sentinel[c] = -7 end
@@ -268,7 +268,7 @@ for _, level in ipairs(levels) do
           local row = buf[e]
           local used = {}
           local function check(off, want, n)
-            local o = off // 4
+            local o = math.floor(off / 4)
             for c = 1, n do
               assert.equal(want[c], row[o + c])
               used[o + c] = true
@@ -403,6 +403,10 @@ describe("skinning", function()
     local batch = sk.batch { { mesh = mesh, palette = pal, target = tg } }
     sk.run(mesh, pal, tg)
     batch:run()
+    -- LuaJIT's trace compiler keeps the traces it makes of this loop in the
+    -- GC heap: it is off while the frames are counted
+    local jit = rawget(_G, "jit")
+    if jit then jit.off() end
     collectgarbage("collect")
     collectgarbage("stop")
     local before = collectgarbage("count")
@@ -412,6 +416,7 @@ describe("skinning", function()
     end
     local after = collectgarbage("count")
     collectgarbage("restart")
+    if jit then jit.on() end
     assert.equal(before, after)
   end)
 
@@ -445,12 +450,10 @@ describe("skinning", function()
     local f = assert(io.open(path, "w"))
     f:write(script)
     f:close()
-    local p = assert(io.popen("lua5.4 " .. path .. " 2>&1"))
-    local out = p:read("*a")
-    local ok, how, code = p:close()
+    local ok, out, code = H.run(H.lua_exe .. " " .. path) -- this run's interpreter
     os.remove(path)
     assert.equal("done", out)
-    assert.is_true(ok, tostring(how) .. " " .. tostring(code))
+    assert.is_true(ok, "exit status " .. tostring(code))
   end)
 
   it("keeps meshes, palettes and buffers alive while targets and batches use them", function()
@@ -565,7 +568,7 @@ describe("skinning", function()
       target_fails({ mesh = mesh, instances = 3, tangents = core.buffer("f32", 3, 150) },
         "tangents must be an f32 Buffer of width 4 (got width 3)")
       target_fails({ vertices = 0, positions = true }, "vertex count 0 out of range [1, 268435456]")
-      target_fails({ vertices = 4, instances = 1 << 25, positions = true },
+      target_fails({ vertices = 4, instances = H.tointeger(2 ^ 25), positions = true },
         "instance count 33554432 out of range [1, 16777216]")
     end)
 

@@ -173,4 +173,12 @@ int lcompat_typeerror(lua_State *L, int arg, const char *tname) {
     return luaL_argerror(L, arg, lua_pushfstring(L, "%s expected, got %s", tname, actual));
 }
 
+#if LUA_VERSION_NUM < 503
+void *lcompat_checkudata(lua_State *L, int arg, const char *tname) {
+    void *p = luaL_testudata(L, arg, tname);
+    if (!p) lcompat_typeerror(L, arg, tname);
+    return p;
+}
+#endif
+
 #endif

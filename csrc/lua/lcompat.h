@@ -20,6 +20,8 @@
  *   * lua_pushfstring, lua_pushvfstring and luaL_error with 5.3's formats
  *     (%I for lua_Integer, %f printed as "%.14g"; before 5.3 an unknown
  *     format would desynchronise the arguments);
+ *   * luaL_checkudata's error naming the object given by its __name
+ *     ("limber.SkinMesh expected, got limber.Palette"), as from 5.3 on;
  *   * 5.4's numbered user values (lua_newuserdatauv, lua_getiuservalue,
  *     lua_setiuservalue) on one table per userdata: the 5.1 environment or
  *     the 5.2 / 5.3 user value. A value stored there is reachable from the
@@ -104,6 +106,12 @@ int lcompat_error(lua_State *L, const char *fmt, ...);
 #define lua_pushvfstring lcompat_pushvfstring
 #define lua_pushfstring lcompat_pushfstring
 #define luaL_error lcompat_error
+
+/* luaL_checkudata naming the value given by its __name, as 5.3 does (5.1
+ * and 5.2 say "got userdata" for any other object) (lcompat.c). */
+void *lcompat_checkudata(lua_State *L, int arg, const char *tname);
+#undef luaL_checkudata
+#define luaL_checkudata lcompat_checkudata
 #endif
 
 #if LUA_VERSION_NUM < 504
