@@ -23,13 +23,20 @@ local XVFB = "xvfb-run -a -s '-screen 0 960x540x24'"
 
 -- scripts/love.sh run from the temporary directory (so relative FILE names
 -- land there), with a time limit: a game that hangs fails instead
+local staged = false
 local function love_sh(args)
+  staged = true
   return H.sh(("cd %s && timeout 300 bash %s %s"):format(q(tmp()), q(root .. "scripts/love.sh"),
     args))
 end
 
--- the game folder love.sh put together, run by love directly
+-- the game folder love.sh puts together (build-luajit/love-game, made
+-- afresh once in this run), run by love directly
 local function love(args, xvfb)
+  if not staged then
+    local ok, out = love_sh("--help")
+    assert(ok, out)
+  end
   return H.sh(("cd %s && timeout 120 %s love %s %s"):format(q(tmp()), xvfb and XVFB or "",
     q(root .. "build-luajit/love-game"), args))
 end
