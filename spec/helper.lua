@@ -399,4 +399,46 @@ function H.tmpdir(setup, teardown)
   return function() return dir end
 end
 
+-- examples: running the programs in examples/ under this run's interpreter.
+
+--- Runs a shell command with its output (stdout and stderr) captured and
+-- its exit status echoed, as H.sh does (Lua 5.1 and LuaJIT's popen close()
+-- does not report it), but keeping the environment as it is, LD_PRELOAD
+-- included: a Lua program a spec starts runs under the sanitizer runtime
+-- the test command preloads, as the spec's own interpreter does.
+-- @treturn true|nil ok, string output, number exit status
+function H.run(cmd)
+  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"@@exit=$?\""))
+  local out = p:read("*a")
+  p:close()
+  local body, code = out:match("^(.-)@@exit=(%d+)%s*$")
+  code = tonumber(code)
+  return code == 0 or nil, body or out, code
+end
+
+--- `package.searchpath` (5.2+): the first file of `path`'s templates that
+-- exists for module `name`, or nil and the list of files tried.
+H.searchpath = package.searchpath or function(name, path)
+  local file = name:gsub("%.", "/")
+  local tried = {}
+  for template in path:gmatch("[^;]+") do
+    local candidate = template:gsub("%?", file)
+    local f = io.open(candidate, "rb")
+    if f then
+      f:close()
+      return candidate
+    end
+    tried[#tried + 1] = "\n\tno file '" .. candidate .. "'"
+  end
+  return nil, table.concat(tried)
+end
+
+--- The shell command running examples/`name` with `args` (a string, shell
+-- syntax) under this run's interpreter (H.lua_exe) and module paths
+-- (H.lua_env()); `env` (shell assignments) goes in front.
+function H.example(name, args, env)
+  return ("%s%s %s '%sexamples/%s' %s"):format(env and env .. " " or "", H.lua_env(), H.lua_exe,
+    H.root, name, args or "")
+end
+
 return H
