@@ -29,7 +29,7 @@ pose:local_to_model(true)
 base:time("flat", 1)
 base:time("recursive", 1)
 local worst = 0
-for _, i in ipairs({ 1, N // 2, N }) do
+for _, i in ipairs({ 1, math.floor(N / 2), N }) do
   for j = 1, J do
     local a = pose:model(i, j)
     for _, kind in ipairs({ "flat", "recursive" }) do
@@ -56,6 +56,7 @@ local joints = N * J
 local function row(name, med, min)
   print(("%-44s %9.3f %9.3f %8.2f"):format(name, med, min, med * 1e6 / joints))
 end
+print(C.interpreter_line())
 print(("local-to-model: %d instances x %d joints = %d joints per frame, %d frames, AVX2 %s")
   :format(N, J, joints, frames, select(2, core.simd()) and "yes" or "no"))
 print(("%-44s %9s %9s %8s"):format("", "median ms", "min ms", "ns/joint"))
@@ -75,5 +76,6 @@ if opt.json then
     ratio_vs_recursive = rec_med / l2m_med, ratio_vs_flat = flat_med / l2m_med,
     palette_ms = pal_med, joints = J, instances = N,
     l2m_from_c_ms = c_med, l2m_portable_ms = port_med, palette_mat3x4_ms = pal3_med,
+    lua = C.lua,
   }))
 end

@@ -16,7 +16,7 @@
 -- values in separate arrays. Also a two-layer blend of all instances.
 -- Usage: lua5.4 examples/bench_sampling.lua [--json] [--frames N]
 package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
-require "common" -- finds limber: the LuaRocks tree ./lua_modules, or the CMake build (LIMBER_DEV=1)
+local C = require "common" -- finds limber for this Lua: the LuaRocks tree or the CMake build
 local limber = require "limber"
 local anim = require "limber.anim"
 local baseline = require "limber.baseline_sampling"
@@ -268,6 +268,7 @@ r.ns_per_joint = ns(r.sample_ms)
 r.ns_per_joint_long = ns(r.sample_long_ms)
 r.ns_per_joint_seek = ns(r.sample_seek_ms)
 
+print(C.interpreter_line())
 print(("limber clip sampling: %d instances x %d joints (T, R, S tracks), %d frames, medians (min);"
   .. " AVX2: %s"):format(N, J, FRAMES, tostring(limber.core.simd())))
 local function line(label, med, mn, note)
@@ -310,5 +311,6 @@ if JSON then
     "bsearch_long_ms", "ns_per_joint", "ns_per_joint_long", "ns_per_joint_seek", "blend2_ms" }
   local parts = {}
   for _, k in ipairs(keys) do parts[#parts + 1] = ('"%s": %.4f'):format(k, r[k]) end
+  parts[#parts + 1] = '"lua": ' .. C.json_string(C.lua)
   print("{" .. table.concat(parts, ", ") .. "}")
 end

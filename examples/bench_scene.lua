@@ -14,7 +14,7 @@
 -- random nodes every frame; "cached" frames change the same nodes as the
 -- frame before.
 package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
-require "common" -- finds limber: the LuaRocks tree ./lua_modules, or the CMake build (LIMBER_DEV=1)
+local C = require "common" -- finds limber for this Lua: the LuaRocks tree or the CMake build
 local scene = require "limber.scene"
 local core = require "limber.core"
 -- the raw world-matrix calls of the naive baselines (not limber's API)
@@ -40,7 +40,7 @@ local clock = os.clock
 
 -- ---- the random forest ------------------------------------------------------
 
-local MAX_DEPTH <const> = 12
+local MAX_DEPTH = 12
 local n_internal = math.floor(N * 0.3)
 local n_roots = math.max(1, math.floor(n_internal / 60))
 local parent, depth, has_slots, slot_of, srt = {}, {}, {}, {}, {}
@@ -126,8 +126,9 @@ end
 local function median(t)
   table.sort(t)
   local n = #t
-  if n % 2 == 1 then return t[(n + 1) // 2] end
-  return (t[n // 2] + t[n // 2 + 1]) / 2
+  local h = math.floor(n / 2)
+  if n % 2 == 1 then return t[h + 1] end
+  return (t[h] + t[h + 1]) / 2
 end
 
 local out = {}
@@ -366,6 +367,7 @@ local full_one_c = bench_full_one_c_call(10)
 local full_plain = bench_full_plain_lua(3)
 
 local function f3(v) return ("%.3f"):format(v) end
+print(C.interpreter_line())
 print(("limber.scene benchmark: %d nodes (%d leaves = %.0f%%, %d on slots = %.0f%%, %d roots,"
   .. " depth <= %d)")
   :format(N, leaves, 100 * leaves / N, on_slots, 100 * on_slots / N, n_roots, max_depth))
@@ -416,10 +418,10 @@ if args.json then
     .. "\"k1000_ms\": %s, "
     .. "\"k10000_ms\": %s, \"k1000_cached_ms\": %s, \"slope_us_per_node\": %.4f, "
     .. "\"k1000_update_ms\": %s, \"k1000_reads_ms\": %s, \"full_loop_ms\": %s, "
-    .. "\"k1000_per_node_ms\": %s, \"full_per_node_ms\": %s}")
+    .. "\"k1000_per_node_ms\": %s, \"full_per_node_ms\": %s, \"lua\": %s}")
     :format(N, f3(full_lua_c), f3(full_plain), f3(full_one_c), f3(res.dirty[1000]),
       f3(res.fresh[0]),
       f3(res.fresh[10]), f3(res.fresh[100]), f3(res.fresh[1000]), f3(res.fresh[10000]),
       f3(res.cached[1000]), slope_new, f3(split_update), f3(split_read), f3(full_loop),
-      f3(per_node_ms), f3(full_per_node)))
+      f3(per_node_ms), f3(full_per_node), C.json_string(C.lua)))
 end

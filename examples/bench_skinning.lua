@@ -24,7 +24,7 @@
 -- default 20 and 3.)
 local root = (arg and arg[0] or ""):match("^(.*)examples/[^/]*$") or "./"
 package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
-require "common" -- finds limber: the LuaRocks tree ./lua_modules, or the CMake build (LIMBER_DEV=1)
+local C = require "common" -- finds limber for this Lua: the LuaRocks tree or the CMake build
 
 local limber = require "limber"
 local core = limber.core
@@ -41,7 +41,7 @@ do
   end
 end
 
-local N <const> = 100
+local N = 100
 math.randomseed(1234)
 
 local function rquat()
@@ -109,7 +109,7 @@ local function cesium_mesh()
   if not ok then return nil, "lua-cjson missing" end
   local f = io.open(root .. "examples/assets/CesiumMan/CesiumMan.gltf", "rb")
   if not f then return nil, "examples/assets/CesiumMan/CesiumMan.gltf missing" end
-  local g = cjson.decode(f:read("a"))
+  local g = cjson.decode(f:read("*a"))
   f:close()
   local b64 = g.buffers[1].uri:match("^data:[^,]*;base64,(.*)$")
   local map = {}
@@ -118,8 +118,8 @@ local function cesium_mesh()
   local out = {}
   for i = 1, #b64 - 3, 4 do
     local a, b, c, d = b64:byte(i, i + 3)
-    local n = (map[a] << 18) | (map[b] << 12) | ((map[c] or 0) << 6) | (map[d] or 0)
-    out[#out + 1] = string.char(n >> 16, (n >> 8) & 255, n & 255)
+    local n = ((map[a] * 64 + map[b]) * 64 + (map[c] or 0)) * 64 + (map[d] or 0)
+    out[#out + 1] = string.char(math.floor(n / 65536), math.floor(n / 256) % 256, n % 256)
     if d == 61 then out[#out] = out[#out]:sub(1, c == 61 and 1 or 2) end
   end
   local bin = table.concat(out)
@@ -127,14 +127,14 @@ local function cesium_mesh()
   local function read(acc_index, fmt, comps)
     local a = g.accessors[acc_index + 1]
     local view = g.bufferViews[a.bufferView + 1]
-    local size = string.packsize(fmt) * comps
+    local size = C.packsize(fmt) * comps
     local stride = view.byteStride or size
     local start = (view.byteOffset or 0) + (a.byteOffset or 0)
     local vals = {}
     for e = 0, a.count - 1 do
       local o = start + e * stride + 1
       for c = 0, comps - 1 do
-        vals[#vals + 1] = string.unpack("<" .. fmt, bin, o + c * string.packsize(fmt))
+        vals[#vals + 1] = C.string_unpack("<" .. fmt, bin, o + c * C.packsize(fmt))
       end
     end
     return vals
@@ -154,7 +154,8 @@ local function median(t)
   for i = 1, #t do s[i] = t[i] end
   table.sort(s)
   local n = #s
-  return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
+  local h = math.floor(n / 2)
+  return n % 2 == 1 and s[h + 1] or (s[h] + s[h + 1]) / 2
 end
 
 local function minimum(t)
@@ -223,7 +224,7 @@ local function run_case(name, desc, joints, with_naive)
   -- same crowd every frame.
   local block, warm = tonumber(os.getenv("BENCH_BLOCK") or 20),
     tonumber(os.getenv("BENCH_WARM") or 3)
-  for _ = 1, math.max(1, frames // block) do
+  for _ = 1, math.max(1, math.floor(frames / block)) do
     for _, v in ipairs(variants) do
       sk.threads(v.threads)
       core.simd(v.level or best_level)
@@ -251,7 +252,7 @@ local function run_case(name, desc, joints, with_naive)
     local fastest, speeds = math.huge, {}
     for _, c in ipairs(host_cpus) do fastest = math.min(fastest, res["cpu" .. c].median) end
     for i, c in ipairs(host_cpus) do speeds[i] = fastest / res["cpu" .. c].median end
-    local sorted = { table.unpack(speeds) }
+    local sorted = { C.unpack(speeds) }
     table.sort(sorted, function(x, y) return x > y end)
     local ceiling = 0
     for i = 1, math.min(all_threads, #sorted) do ceiling = ceiling + sorted[i] end
@@ -300,6 +301,7 @@ local function report(r)
   end
 end
 
+print(C.interpreter_line())
 print(("limber %s, kernel %s, %d cores, %d frames per variant"):format(
   limber._VERSION, best_level, cores, frames))
 local m1 = run_case("mesh 1 (mix 25/20/25/30)",
@@ -364,6 +366,7 @@ if json_out then
       and ("%.3f"):format(m1.host.fastest / m1.mt.median) or "null"),
     ('"mix2_ns_per_vertex_1t_avx2": %s'):format(m2["1t_avx2"]
       and ("%.4f"):format(m2["1t_avx2"].ns) or "null"),
+    ('"lua": %s'):format(C.json_string(C.lua)),
   }
   print("{" .. table.concat(fields, ", ") .. "}")
 end

@@ -1,21 +1,187 @@
--- Shared by the examples and benchmarks: finds limber (the LuaRocks tree
--- ./lua_modules first, then the sources + CMake build when LIMBER_DEV=1 or
--- nothing is installed) and the benchmarks' C baselines (build-bench/, last),
--- timing statistics and a humanoid test skeleton.
+-- Shared by the examples and benchmarks: finds limber for the interpreter
+-- running them, and the benchmarks' C baselines; small fallbacks for the
+-- library calls newer than Lua 5.1; timing statistics and a humanoid test
+-- skeleton. Runs unchanged on Lua 5.1, 5.2, 5.3, 5.4 and LuaJIT.
+--
+-- Where limber is looked for, per interpreter (C modules are built for one
+-- Lua: a 5.4 module does not load into 5.1 or LuaJIT):
+--   * LUA_CPATH (LUA_CPATH_5_x) that already finds limber.core: kept first;
+--   * Lua 5.1 to 5.4: the LuaRocks tree ./lua_modules/{share,lib}/lua/5.x/
+--     (`luarocks --lua-version 5.x make --tree lua_modules limber-scm-1.rockspec`),
+--     then the sources lua/ and the CMake build (build/ for 5.4, build-5.x/
+--     for the others: `cmake -S . -B build-5.x -DLIMBER_LUA=5.x`); LIMBER_DEV=1,
+--     or no tree for this version, puts the sources and the build first;
+--   * LuaJIT: the sources lua/ and the CMake build build-luajit/
+--     (`cmake -S . -B build-luajit -DLIMBER_LUA=luajit`) first; the 5.1 tree
+--     only as a fallback (its limber.core is built against PUC Lua 5.1's
+--     headers; LuaJIT loads it, but build-luajit/ is the build for LuaJIT).
+-- The benchmarks' C baselines (limber.baseline_*, not part of the rock) are
+-- found after all that in build-bench/ for 5.4 and build-bench-<v>/ for the
+-- others (build-bench-5.1, ..., build-bench-luajit); scripts/build.sh builds
+-- them for every interpreter it finds (CMake -DLIMBER_LUA=<v>
+-- -DLIMBER_BASELINES=ON). A CMake build (build/, build-luajit/ ...) has them
+-- too.
 local here = (arg and arg[0] or ""):match("^(.*)/examples/[^/]*$") or "."
+
+local C = {}
+C.root = here
+
+-- ---- the interpreter -------------------------------------------------------
+
+local jit = rawget(_G, "jit")
+--- The interpreter, as the benchmarks report it: "Lua 5.4", "LuaJIT 2.1.0-beta3".
+C.lua = jit and jit.version or _VERSION
+local V = _VERSION:match("%d+%.%d+")        -- "5.1" under LuaJIT
+--- "5.1" .. "5.4" or "luajit".
+C.lua_tag = jit and "luajit" or V
+
+-- ---- library calls newer than 5.1 ------------------------------------------
+
+local floor = math.floor
+
+--- `package.searchpath` (5.2+).
+C.searchpath = package.searchpath or function(name, path)
+  local file = name:gsub("%.", "/")
+  local tried = {}
+  for template in path:gmatch("[^;]+") do
+    local candidate = template:gsub("%?", file)
+    local f = io.open(candidate, "rb")
+    if f then
+      f:close()
+      return candidate
+    end
+    tried[#tried + 1] = "\n\tno file '" .. candidate .. "'"
+  end
+  return nil, table.concat(tried)
+end
+
+--- `math.type` (5.3+); before 5.3 every number is a float, and an integral
+-- one in [-2^53, 2^53] counts as an integer (what the examples pass as one).
+C.math_type = math.type or function(v)
+  if type(v) ~= "number" then return nil end
+  return (v == floor(v) and v >= -2 ^ 53 and v <= 2 ^ 53) and "integer" or "float"
+end
+
+--- `math.tointeger` (5.3+).
+function C.tointeger(v)
+  if math.tointeger then return math.tointeger(v) end
+  return C.math_type(v) == "integer" and v or nil
+end
+
+--- `table.unpack` (5.2+; `unpack` before).
+C.unpack = table.unpack or unpack -- luacheck: ignore 113 (unpack: 5.1's global)
+
+--- `math.atan(y, x)` (5.3+; `math.atan2` before, `math.atan` takes one argument).
+C.atan2 = math.atan2 or math.atan -- luacheck: ignore 143 (math.atan2: before 5.3)
+
+--- `os.execute(cmd)` as a boolean: true when the command exited with status
+-- 0 (5.1 and LuaJIT return the status as a number, 5.2+ true or nil).
+function C.execute(cmd)
+  local ok = os.execute(cmd)
+  if type(ok) == "number" then return ok == 0 end
+  return ok == true
+end
+
+-- A little-endian float32 at byte `pos` of `s`, in plain Lua.
+local function f32(s, pos)
+  local b1, b2, b3, b4 = s:byte(pos, pos + 3)
+  local sign = b4 >= 128 and -1 or 1
+  local e = (b4 % 128) * 2 + floor(b3 / 128)
+  local m = ((b3 % 128) * 256 + b2) * 256 + b1
+  if e == 255 then return m == 0 and sign * math.huge or 0 / 0 end
+  if e == 0 then return sign * m * 2 ^ -149 end
+  return sign * (m + 8388608) * 2 ^ (e - 150)
+end
+
+-- A little-endian unsigned integer of n bytes at byte `pos` of `s`.
+local function uint(s, pos, n)
+  local v, scale = 0, 1
+  for k = pos, pos + n - 1 do
+    v = v + s:byte(k) * scale
+    scale = scale * 256
+  end
+  return v
+end
+
+--- `string.unpack` (5.3+) for the formats the examples read: "<" followed
+-- by "f" (float32), "I2" and "I4" (unsigned); the plain Lua decoder above
+-- before 5.3.
+C.string_unpack = string.unpack or function(fmt, s, pos)
+  pos = pos or 1
+  assert(fmt:sub(1, 1) == "<", "common.string_unpack: little-endian formats only")
+  local out, n = {}, 0
+  for op, size in fmt:sub(2):gmatch("(%a)(%d*)") do
+    n = n + 1
+    if op == "f" then
+      out[n], pos = f32(s, pos), pos + 4
+    elseif op == "I" and (size == "2" or size == "4") then
+      out[n], pos = uint(s, pos, tonumber(size)), pos + tonumber(size)
+    else
+      error("common.string_unpack: unsupported format " .. op .. size)
+    end
+  end
+  out[n + 1] = pos
+  return C.unpack(out, 1, n + 1)
+end
+
+--- `string.packsize` (5.3+) for the same formats.
+C.packsize = string.packsize or function(fmt)
+  local size = 0
+  for op, n in fmt:gsub("^<", ""):gmatch("(%a)(%d*)") do
+    size = size + (op == "f" and 4 or tonumber(n))
+  end
+  return size
+end
+
+--- The scalars of elements first .. first + count - 1 of a limber Buffer
+-- (all by default), flat: one string.unpack of its bytes (5.3+), one
+-- buf:get per element before.
+function C.values(buf, first, count)
+  first = first or 1
+  count = count or buf:element_count() - first + 1
+  local width = buf:width()
+  if string.unpack then
+    local code = ({ f32 = "f", u8 = "B", u16 = "I2", u32 = "I4" })[buf:scalar_type()]
+    local out = { string.unpack("<" .. code:rep(width * count), buf:bytes(first, count)) }
+    out[#out] = nil   -- the position after the last value
+    return out
+  end
+  local out, n = {}, 0
+  for i = first, first + count - 1 do
+    local e = buf:get(i)
+    if width == 1 then
+      n = n + 1
+      out[n] = e
+    else
+      for c = 1, width do out[n + c] = e[c] end
+      n = n + width
+    end
+  end
+  return out
+end
+
+-- ---- where limber is --------------------------------------------------------
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
 local dev = os.getenv("LIMBER_DEV") == "1"
-local installed = io.open(here .. "/lua_modules/lib/lua/5.4/limber/core.so", "rb")
-if installed then installed:close() end
-local tree_path = here .. "/lua_modules/share/lua/5.4/?.lua;"
-  .. here .. "/lua_modules/share/lua/5.4/?/init.lua;"
-local tree_cpath = here .. "/lua_modules/lib/lua/5.4/?.so;"
+local tree_path = here .. "/lua_modules/share/lua/" .. V .. "/?.lua;"
+  .. here .. "/lua_modules/share/lua/" .. V .. "/?/init.lua;"
+local tree_cpath = here .. "/lua_modules/lib/lua/" .. V .. "/?.so;"
+local build_dir = C.lua_tag == "5.4" and "build" or "build-" .. C.lua_tag
 local dev_path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;"
-local dev_cpath = here .. "/build/?.so;"
-local given = package.searchpath("limber.core", package.cpath) -- LUA_CPATH names one: keep it
+local dev_cpath = here .. "/" .. build_dir .. "/?.so;"
+local installed = exists(here .. "/lua_modules/lib/lua/" .. V .. "/limber/core.so")
+local built = exists(here .. "/" .. build_dir .. "/limber/core.so")
+local given = C.searchpath("limber.core", package.cpath) -- LUA_CPATH names one: keep it
 if given and not dev then
   package.path = package.path .. ";" .. tree_path .. dev_path
   package.cpath = package.cpath .. ";" .. tree_cpath .. dev_cpath
-elseif dev or not installed then
+elseif dev or not installed or (C.lua_tag == "luajit" and built) then
   package.path = dev_path .. tree_path .. package.path
   package.cpath = dev_cpath .. tree_cpath .. package.cpath
 else
@@ -24,14 +190,19 @@ else
 end
 
 -- The benchmarks' C baselines (limber.baseline_*) are not part of the rock:
--- scripts/build.sh builds them into build-bench/ (a CMake build has them in
--- build/ too). That folder is searched after everything above, and only for
--- those modules.
-local bench_cpath = here .. "/build-bench/?.so"
-package.searchers[#package.searchers + 1] = function(name)
+-- scripts/build.sh builds them into build-bench/ (5.4) and build-bench-<v>/
+-- (a CMake build has them in its folder too, on the path above). That folder
+-- is searched after everything above, and only for those modules.
+local bench_dir = C.lua_tag == "5.4" and "build-bench" or "build-bench-" .. C.lua_tag
+local bench_cpath = here .. "/" .. bench_dir .. "/?.so"
+local searchers = package.searchers or package.loaders -- luacheck: ignore 143 (5.1's name)
+searchers[#searchers + 1] = function(name)
   if not name:match("^limber%.baseline_[%w_]+$") then return nil end
-  local path, err = package.searchpath(name, bench_cpath)
-  if not path then return err .. " (bash scripts/build.sh builds the baselines)" end
+  local path, err = C.searchpath(name, bench_cpath)
+  if not path then
+    return err .. ("\n\t(the baselines for %s: bash scripts/build.sh builds them into %s/,"
+      .. " CMake -DLIMBER_LUA=%s -DLIMBER_BASELINES=ON)"):format(C.lua, bench_dir, C.lua_tag)
+  end
   local open, why = package.loadlib(path, "luaopen_" .. name:gsub("%.", "_"))
   if not open then
     error(("error loading module '%s' from file '%s':\n\t%s"):format(name, path, why))
@@ -39,15 +210,22 @@ package.searchers[#package.searchers + 1] = function(name)
   return open, path
 end
 
-local C = {}
-C.root = here
+--- The line every benchmark starts with: the interpreter and the limber.core
+-- it loads.
+function C.interpreter_line()
+  local core = C.searchpath("limber.core", package.cpath)
+  if core and core:sub(1, #here + 1) == here .. "/" then core = core:sub(#here + 2) end
+  return ("interpreter: %s, limber.core from %s"):format(C.lua, core or "(not found)")
+end
+
+-- ---- timing, options, test data, JSON ---------------------------------------
 
 --- Median and minimum of a list of numbers.
 function C.stats(list)
   local s = {}
   for i, v in ipairs(list) do s[i] = v end
   table.sort(s)
-  return s[(#s + 1) // 2], s[1]
+  return s[floor((#s + 1) / 2)], s[1]
 end
 
 --- Runs fn() `frames` times after `warmup` runs; returns median, min (ms).
@@ -131,6 +309,11 @@ function C.humanoid()
   return joints
 end
 
+--- A string as a JSON string literal.
+function C.json_string(v)
+  return '"' .. v:gsub('[%c"\\]', function(c) return ("\\u%04x"):format(c:byte()) end) .. '"'
+end
+
 --- Prints a JSON object (flat: numbers, strings, booleans) on one line.
 function C.json(t)
   local keys = {}
@@ -143,7 +326,7 @@ function C.json(t)
     if type(v) == "number" then
       s = (v ~= v or v == math.huge or v == -math.huge) and "null" or string.format("%.6g", v)
     elseif type(v) == "string" then
-      s = string.format("%q", v)
+      s = C.json_string(v)
     else
       s = tostring(v)
     end

@@ -20,7 +20,7 @@ local limber = require "limber"
 local core, gltf, anim, scene, sk = limber.core, limber.gltf, limber.anim, limber.scene,
     limber.skinning
 
-local USAGE <const> = [[
+local USAGE = [[
 usage: lua5.4 examples/demo.lua [options]
   --frames N       frames to run (default 300, at 1/60 s each)
   --characters N   characters in the crowd (default 1000; 60% foxes, 40% CesiumMen)
@@ -40,16 +40,16 @@ if opt.help then
   os.exit(0)
 end
 local function check_count(name, v, lo, hi)
-  if math.type(v) ~= "integer" and v ~= math.floor(v) or v < lo or v > hi then
+  if C.math_type(v) ~= "integer" and v ~= math.floor(v) or v < lo or v > hi then
     io.stderr:write(("demo: --%s must be an integer in [%d, %d]\n"):format(name, lo, hi))
     os.exit(2)
   end
-  return math.tointeger(v)
+  return C.tointeger(v)
 end
 local FRAMES = check_count("frames", opt.frames, 1, 1000000)
 local N = check_count("characters", opt.characters, 2, 100000)
 local threads = check_count("threads", opt.threads, 0, 256)
-local DT <const> = 1 / 60
+local DT = 1 / 60
 math.randomseed(20261122)
 
 -- ---- models --------------------------------------------------------------
@@ -121,8 +121,8 @@ local batch = sk.batch({
 local sc = scene.new({ capacity = N + 64 })
 local world_root = sc:create({})
 local side = math.ceil(math.sqrt(N))
-local SPACING <const> = 2.0
-local GROUPS <const> = 8
+local SPACING = 2.0
+local GROUPS = 8
 local rows_per_group = math.ceil(side / GROUPS)
 local groups = {}
 local half, group_depth = (side - 1) * SPACING / 2, rows_per_group * SPACING
@@ -137,8 +137,8 @@ for _, k in ipairs(kinds) do
   for i = 1, k.count do
     local cell = placed
     placed = placed + 1
-    local row, col = cell // side, cell % side
-    local g = math.min(GROUPS, row // rows_per_group + 1)
+    local row, col = math.floor(cell / side), cell % side
+    local g = math.min(GROUPS, math.floor(row / rows_per_group) + 1)
     local s = k.scale
     k.nodes[i] = sc:create({ parent = groups[g], pose = k.pose, instance = i,
                              translation = { col * SPACING - half, 0,
@@ -155,7 +155,7 @@ sc:update()
 
 -- ---- the frame loop --------------------------------------------------------
 
-local STAGES <const> = { "advance players", "sample + blend", "local to model", "scene update",
+local STAGES = { "advance players", "sample + blend", "local to model", "scene update",
                          "palettes", "skinning" }
 local times = {}
 for s = 1, #STAGES do times[s] = {} end
@@ -164,9 +164,7 @@ local sheet = { {}, {} }    -- captured frames of instance 1 of each kind
 local switch_every = 45
 
 local function capture(k, slot, t)
-  local pos = { string.unpack("<" .. ("f"):rep(3 * k.vertices),
-    k.out:position_buffer():bytes(1, k.vertices)) }
-  pos[#pos] = nil
+  local pos = C.values(k.out:position_buffer(), 1, k.vertices)
   local joints = {}
   for j = 1, k.skel:joint_count() do joints[j] = k.pose:model(1, j) end
   slot[#slot + 1] = { t = t, positions = pos, joints = joints }
@@ -240,6 +238,7 @@ print(("\nlimber demo: %d characters (%d Fox, %d CesiumMan), %d joints, %d skinn
   .. " per frame"):format(N, kinds[1].count, kinds[2].count, joints_total, verts_total))
 print(("%d frames, %d thread(s) for skinning, SIMD kernels: %s"):format(FRAMES, used_threads,
   select(3, core.simd())))
+print(C.interpreter_line())
 print(("%-18s %12s %12s"):format("stage", "median ms", "min ms"))
 local total_med, total_min = 0, 0
 for s, name in ipairs(STAGES) do
@@ -260,7 +259,7 @@ if opt.no_pictures then return end
 -- it is installed.
 
 local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-assert(os.execute("mkdir -p " .. shell_quote(opt.out)), "demo: cannot create " .. opt.out)
+assert(C.execute("mkdir -p " .. shell_quote(opt.out)), "demo: cannot create " .. opt.out)
 
 -- A small SVG writer: figures are collected as lines of text and saved in
 -- one piece. Coordinates are pixels (y down), written to a tenth of a pixel.
@@ -316,7 +315,7 @@ end
 -- (1) contact sheet: one Fox and one CesiumMan at 8 times, seen from the side
 -- (orthographic: horizontal = the model axis the character walks along,
 -- vertical = model y), triangles painted back to front, skeleton lines on top.
-local CELL <const>, PAD <const> = 180, 18
+local CELL, PAD = 180, 18
 local svg = svg_writer(8 * CELL, 2 * CELL + 20, "#f4f1ea")
 for n, k in ipairs(kinds) do
   local frames = sheet[n]
@@ -333,7 +332,7 @@ for n, k in ipairs(kinds) do
   end
   local scale = (CELL - 2 * PAD) / math.max(hi_h - lo_h, hi_v - lo_v)
   local tris = {}
-  local idx = { string.unpack("<" .. ("I4"):rep(#k.indices), k.indices:bytes()) }
+  local idx = C.values(k.indices)
   for c, fr in ipairs(frames) do
     local ox, oy = (c - 1) * CELL, (n - 1) * CELL + 20
     local function px(h) return ox + PAD + (h - lo_h) * scale end
@@ -377,7 +376,7 @@ svg.save(sheet_svg)
 -- tenth one, its hat, all placed by its scene node: the outline joins the
 -- farthest skinned vertex in each of OUTLINE directions around the centre
 -- of its vertices.
-local W <const>, MARGIN <const>, OUTLINE <const> = 1024, 10, 48
+local W, MARGIN, OUTLINE = 1024, 10, 48
 local m = {}
 local function world_xz(x, y, z)  -- a model-space point of the node whose world is m
   return m[1] * x + m[5] * y + m[9] * z + m[13], m[3] * x + m[7] * y + m[11] * z + m[15]
@@ -392,7 +391,7 @@ local function outline(p, count)
   local far, best = {}, {}
   for v = 1, count do
     local dx, dz = xs[v] - cx, zs[v] - cz
-    local b = math.floor((math.atan(dz, dx) / (2 * math.pi) + 0.5) * OUTLINE) % OUTLINE + 1
+    local b = math.floor((C.atan2(dz, dx) / (2 * math.pi) + 0.5) * OUTLINE) % OUTLINE + 1
     local d = dx * dx + dz * dz
     if d > (far[b] or -1) then far[b], best[b] = d, v end
   end
@@ -410,13 +409,11 @@ end
 local shapes, bones, tips = {}, {}, {}
 for _, k in ipairs(kinds) do
   local positions = k.out:position_buffer()
-  local fmt = "<" .. ("f"):rep(3 * k.vertices)
   local fill, stroke = hex(k.color), hex(k.color, 0.45)
   for i = 1, k.count do
     sc:world(k.nodes[i], m)
     shapes[#shapes + 1] = { fill = fill, stroke = stroke,
-      outline({ string.unpack(fmt, positions:bytes((i - 1) * k.vertices + 1, k.vertices)) },
-        k.vertices) }
+      outline(C.values(positions, (i - 1) * k.vertices + 1, k.vertices), k.vertices) }
     for j = 1, k.skel:joint_count() do
       local pj = k.skel:parent(j)
       if pj then
@@ -462,7 +459,7 @@ print(("pictures: %s (%d + %d frames), %s (%d characters, %d bones, %d hats)"):f
 
 -- PNGs of both, at the SVGs' sizes. rsvg-convert is not ours: it runs
 -- without the sanitizer runtime that the test command preloads into lua5.4.
-if not os.execute("command -v rsvg-convert >/dev/null 2>&1") then
+if not C.execute("command -v rsvg-convert >/dev/null 2>&1") then
   print("no PNGs: rsvg-convert is not installed (Debian: apt-get install librsvg2-bin, "
     .. "or bash scripts/deps.sh); the SVG files open in any web browser")
   return
@@ -472,7 +469,7 @@ for _, pic in ipairs({ { sheet_svg, svg }, { crowd_svg, top } }) do
   local png = pic[1]:gsub("%.svg$", ".png")
   local cmd = ("LD_PRELOAD= rsvg-convert --width %d --height %d --output %s %s")
     :format(pic[2].width, pic[2].height, shell_quote(png), shell_quote(pic[1]))
-  if not os.execute(cmd) then
+  if not C.execute(cmd) then
     io.stderr:write("demo: rsvg-convert failed: ", cmd, "\n")
     os.exit(1, true)
   end

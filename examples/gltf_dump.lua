@@ -25,16 +25,45 @@ local anim_mod = require "limber.anim"
 
 local D = {}
 
+-- Lua 5.1 to 5.4 and LuaJIT: this file is also loaded by the specs with
+-- dofile (without examples/common.lua), so it keeps its own fallbacks for
+-- the library calls newer than 5.1.
+local pack = table.pack or function(...) return { n = select("#", ...), ... } end
+local function move(t, first, last, into, dest)
+  if table.move then return table.move(t, first, last, into, dest) end
+  for k = 0, last - first do dest[into + k] = t[first + k] end
+  return dest
+end
+-- before 5.3 there are no integers: integral floats are written as such below
+local function is_integer(v) return math.type ~= nil and math.type(v) == "integer" end
+local tointeger = math.tointeger or function(v)
+  return v == math.floor(v) and v or nil
+end
+-- The scalars of a width-3 f32 Buffer of n elements, flat.
+local function floats(buf, n)
+  if string.unpack then
+    local out = { string.unpack("<" .. ("f"):rep(3 * n), buf:bytes()) }
+    out[#out] = nil
+    return out
+  end
+  local out = {}
+  for v = 1, n do
+    local e = buf:get(v)
+    out[3 * v - 2], out[3 * v - 1], out[3 * v] = e[1], e[2], e[3]
+  end
+  return out
+end
+
 -- ---- a small JSON writer (arrays stay arrays even when empty) ------------
 
-local ARRAY <const> = {}
+local ARRAY = {}
 D.NULL = setmetatable({}, { __name = "null" })
 
 local function array(t) return setmetatable(t or {}, ARRAY) end
 D.array = array
 
 local function num(v)
-  if math.type(v) == "integer" then return tostring(v) end
+  if is_integer(v) then return tostring(v) end
   if v ~= v or v == math.huge or v == -math.huge then return "null" end
   if v == math.floor(v) and math.abs(v) < 1e15 then return ("%d"):format(v) end
   return ("%.7g"):format(v)
@@ -170,13 +199,10 @@ function D.limber_skin(prim, palette, mesh_world)
   end
   sk.run(prim.limber_mesh, palette, prim.limber_target)
   local n = prim.vertex_count
-  local pos = { string.unpack("<" .. ("f"):rep(3 * n),
-    prim.limber_target:position_buffer():bytes()) }
-  pos[#pos] = nil
+  local pos = floats(prim.limber_target:position_buffer(), n)
   local nor
   if prim.normals then
-    local raw = { string.unpack("<" .. ("f"):rep(3 * n),
-      prim.limber_target:normal_buffer():bytes()) }
+    local raw = floats(prim.limber_target:normal_buffer(), n)
     local winv, wit = normal_mats(mesh_world)
     nor = {}
     for v = 0, n - 1 do
@@ -201,8 +227,8 @@ function D.clip_sampler(anim, t)
   local out = {}
   for k, tr in ipairs(clip:node_tracks()) do
     out[tr.node] = out[tr.node] or {}
-    local v = table.pack(clip:sample_node(k, t, false)) -- t is already the clip time
-    out[tr.node][tr.path] = type(v[1]) == "table" and v[1] or table.move(v, 1, v.n, 1, {})
+    local v = pack(clip:sample_node(k, t, false)) -- t is already the clip time
+    out[tr.node][tr.path] = type(v[1]) == "table" and v[1] or move(v, 1, v.n, 1, {})
   end
   return out
 end
@@ -213,7 +239,7 @@ function D.reference_times(d)
 end
 
 local function copy(t)
-  return table.move(t, 1, #t, 1, {})
+  return move(t, 1, #t, 1, {})
 end
 
 --- Builds the dump table of an asset.
@@ -376,7 +402,7 @@ function D.main(args)
       if not opts.animation or opts.animation < 0 then
         usage("--anim needs an animation index (0-based)")
       end
-      opts.animation = math.tointeger(opts.animation) + 1
+      opts.animation = tointeger(opts.animation) + 1
     elseif a == "--rest" then
       opts.animation = nil
     elseif a == "--times" then

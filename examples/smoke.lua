@@ -11,8 +11,8 @@ local core = limber.core
 
 local rounds = tonumber(arg and arg[1]) or 2
 local root = (arg and arg[0] or ""):match("^(.*)examples/smoke%.lua$") or "./"
-local ASSETS <const> = root .. "examples/assets/"
-local MODELS <const> = {
+local ASSETS = root .. "examples/assets/"
+local MODELS = {
   "SimpleSkin/SimpleSkin.gltf", "RiggedSimple/RiggedSimple.gltf", "CesiumMan/CesiumMan.gltf",
   "Fox/Fox.glb", "RiggedFigure/RiggedFigure.glb",
 }
@@ -118,7 +118,7 @@ local function gltf_session()
     end
   end
   -- corrupted files: every one raises (and must free what it made)
-  local fox = assert(io.open(ASSETS .. "Fox/Fox.glb", "rb")):read("a")
+  local fox = assert(io.open(ASSETS .. "Fox/Fox.glb", "rb")):read("*a")
   for k = 1, 30 do
     local at = math.random(1, #fox)
     local bad = k % 3 == 0 and fox:sub(1, at)

@@ -21,12 +21,12 @@ local gltf, anim, scene, sk = limber.gltf, limber.anim, limber.scene, limber.ski
 
 local opt = C.options(arg,
   { frames = 1000000, report = 0, seed = 1, quiet = false, reload = 20000 })
-local FRAMES = math.tointeger(opt.frames) or error("--frames must be an integer")
-local REPORT = opt.report > 0 and math.tointeger(opt.report) or math.max(1, FRAMES // 20)
-math.randomseed(math.tointeger(opt.seed) or 1)
-local DT <const> = 1 / 60
-local RELOAD_EVERY = math.tointeger(opt.reload) or 20000
-local FREE_NODES <const> = 40
+local FRAMES = C.tointeger(opt.frames) or error("--frames must be an integer")
+local REPORT = opt.report > 0 and C.tointeger(opt.report) or math.max(1, math.floor(FRAMES / 20))
+math.randomseed(C.tointeger(opt.seed) or 1)
+local DT = 1 / 60
+local RELOAD_EVERY = C.tointeger(opt.reload) or 20000
+local FREE_NODES = 40
 
 -- ---- plain matrices in double precision (limber.math), the reference the C
 -- scene is checked against --------------------------------------------------
@@ -48,7 +48,7 @@ end
 local function rss_kb()
   local f = io.open("/proc/self/statm")
   if not f then return 0 end
-  local _, res = f:read("n", "n")
+  local _, res = f:read("*n", "*n")
   f:close()
   return res * 4
 end
@@ -56,7 +56,7 @@ end
 -- ---- the session ------------------------------------------------------------
 
 local assets = C.root .. "/examples/assets/"
-local MODELS <const> = { { file = assets .. "Fox/Fox.glb", count = 3, scale = 0.012 },
+local MODELS = { { file = assets .. "Fox/Fox.glb", count = 3, scale = 0.012 },
                          { file = assets .. "CesiumMan/CesiumMan.gltf", count = 2, scale = 1 } }
 
 local world -- everything of the current session (dropped at each reload)
@@ -258,7 +258,7 @@ check(50)
 
 -- memory is flat when nothing after warm-up (the first quarter of the
 -- reports) exceeds the warm-up peak by more than 5% + 1 MiB
-local warm = math.max(1, #samples // 4)
+local warm = math.max(1, math.floor(#samples / 4))
 local peak_lua, peak_rss, late_lua, late_rss = 0, 0, 0, 0
 for i, s in ipairs(samples) do
   if i <= warm then

@@ -1,20 +1,17 @@
 -- The skinning benchmark keeps its promises: the JSON line the issue names,
--- figures that agree with each other, and the host helpers it relies on.
+-- figures that agree with each other, and the host helpers it relies on. The
+-- benchmarks run under this run's interpreter and say which one it is.
 local H = require "spec.helper"
 
-local function run(cmd)
-  local p = io.popen(cmd)
-  local text = p:read("*a")
-  local ok = p:close()
-  return ok, text
-end
+-- what the benchmarks report: jit.version under LuaJIT, else _VERSION
+local INTERPRETER = rawget(_G, "jit") and rawget(_G, "jit").version or _VERSION
 
 describe("examples/bench_skinning.lua", function()
   it("prints the issue's JSON keys with figures that agree with each other", function()
-    local ok, text = run(("BENCH_BLOCK=5 BENCH_WARM=1 LUA_PATH_5_4='%s' LUA_CPATH_5_4='%s' "
-      .. "lua5.4 %sexamples/bench_skinning.lua --frames 10 --json 2>&1"):format(
-      package.path, package.cpath, H.root))
+    local ok, text = H.run(H.example("bench_skinning.lua", "--frames 10 --json",
+      "BENCH_BLOCK=5 BENCH_WARM=1"))
     assert.is_true(ok, text)
+    assert.truthy(text:find("interpreter: " .. INTERPRETER .. ",", 1, true), text)
     local last = text:match("([^\n]*)\n?$")
     local cjson = require "cjson"
     local r = cjson.decode(last)
@@ -25,6 +22,7 @@ describe("examples/bench_skinning.lua", function()
       assert.truthy(r[key] > 0, key)
     end
     assert.equal("CesiumMan", r.real_model)
+    assert.equal(INTERPRETER, r.lua)
     assert.truthy(({ portable = true, avx2 = true, avx512 = true })[r.kernel], r.kernel)
     -- the ratio is the two medians' quotient; the naive version is the slow one
     assert.near(r.naive_ms / r.skin_1t_ms, r.ratio_vs_naive_1t, 0.01 * r.ratio_vs_naive_1t)
@@ -40,11 +38,32 @@ describe("examples/bench_skinning.lua", function()
   end)
 end)
 
+describe("examples/bench_hierarchy.lua", function()
+  it("names its interpreter in the header and in the JSON line", function()
+    local ok, text = H.run(H.example("bench_hierarchy.lua", "--frames 3 --instances 20 --json"))
+    assert.is_true(ok, text)
+    local header = text:match("^[^\n]*")
+    local prefix = "interpreter: " .. INTERPRETER .. ", limber.core from "
+    assert.equal(prefix, header:sub(1, #prefix))
+    -- the limber.core it names (relative to the checkout) is the one this run's cpath finds
+    local core = assert(H.searchpath("limber.core", package.cpath))
+    local named = header:sub(#prefix + 1)
+    assert.truthy(#named > 0 and named == core:sub(-#named), header .. " / " .. core)
+    local r = require("cjson").decode(text:match("([^\n]*)\n?$"))
+    assert.equal(INTERPRETER, r.lua)
+    assert.equal(20, r.instances)
+    assert.equal(96, r.joints)
+    assert.truthy(r.l2m_ms > 0)
+  end)
+end)
+
 -- limber.baseline_skin is not part of the rock: the dev and sanitizer builds
 -- have it next to limber.core, and the installed tree's test run finds the
--- one scripts/build.sh builds into build-bench/.
+-- one scripts/build.sh builds into build-bench/ (Lua 5.4) or
+-- build-bench-<version>/ (the others: build-bench-5.1, ..., build-bench-luajit).
 local function load_baseline(name)
-  local path, err = package.searchpath(name, package.cpath .. ";" .. H.root .. "build-bench/?.so")
+  local bench = H.lua == "5.4" and "build-bench" or "build-bench-" .. H.lua
+  local path, err = H.searchpath(name, package.cpath .. ";" .. H.root .. bench .. "/?.so")
   if not path then return false, err end
   local open, why = package.loadlib(path, "luaopen_" .. name:gsub("%.", "_"))
   if not open then return false, why end
@@ -81,7 +100,7 @@ describe("the benchmark's host helpers (limber.baseline_skin)", function()
       assert.error_matches(fn, message, 1, true)
     end
     refuses(function() base.pin(-1) end, "not one of this thread's CPUs")
-    refuses(function() base.pin(1 << 20) end, "not one of this thread's CPUs")
+    refuses(function() base.pin(2 ^ 20) end, "not one of this thread's CPUs")
     refuses(function() base.pin("x") end, "number expected")
   end)
 end)

@@ -1,7 +1,8 @@
 -- The main demo runs end to end on the bundled models (small settings) and
 -- writes real pictures: well-formed SVG with one figure per thing it draws,
 -- and PNGs (rendered by rsvg-convert, Debian librsvg2-bin, which
--- scripts/deps.sh installs) of the SVGs' sizes.
+-- scripts/deps.sh installs) of the SVGs' sizes. It runs under this run's
+-- interpreter (H.lua_exe) with this run's module paths.
 local H = require "spec.helper"
 
 local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
@@ -10,12 +11,8 @@ local tmp = H.tmpdir(setup, teardown)
 
 -- Runs the demo with 24 characters; returns ok, stdout.
 local function demo(out_dir, env)
-  local cmd = ("%sLUA_PATH_5_4=%s LUA_CPATH_5_4=%s lua5.4 %s --frames 130 --characters 24 "
-    .. "--threads 2 --out %s 2>/dev/null"):format(env or "", q(package.path), q(package.cpath),
-    q(H.root .. "examples/demo.lua"), q(out_dir))
-  local p = io.popen(cmd)
-  local text = p:read("*a")
-  return p:close(), text
+  return H.run(H.example("demo.lua", ("--frames 130 --characters 24 --threads 2 --out %s "
+    .. "2>/dev/null"):format(q(out_dir)), env))
 end
 
 -- Checks that text is well-formed XML of the kind the demo writes (elements,
@@ -102,12 +99,14 @@ end
 
 describe("examples/demo.lua", function()
   it("runs the pipeline, prints the stage table and writes both pictures as SVG and PNG", function()
-    assert.truthy(os.execute("command -v rsvg-convert >/dev/null 2>&1"),
+    assert.truthy(H.sh("command -v rsvg-convert >/dev/null 2>&1"),
       "rsvg-convert is missing: bash scripts/deps.sh installs librsvg2-bin")
     local out_dir = tmp() .. "/with png"   -- a space: paths are quoted for the shell
     local ok, text = demo(out_dir)
     assert.is_true(ok, text)
     assert.truthy(text:find("24 characters (14 Fox, 10 CesiumMan)", 1, true), text)
+    local interpreter = rawget(_G, "jit") and rawget(_G, "jit").version or _VERSION
+    assert.truthy(text:find("\ninterpreter: " .. interpreter .. ", limber.core from ", 1, true), text)
     for _, stage in ipairs({ "advance players", "sample + blend", "local to model", "scene update",
                              "palettes", "skinning" }) do
       assert.truthy(text:match(stage:gsub("%+", "%%+") .. "%s+[%d.]+%s+[%d.]+"), stage)
@@ -183,12 +182,12 @@ describe("examples/demo.lua", function()
   it("writes the SVG files and says how to get PNGs when rsvg-convert is missing", function()
     -- a PATH with the demo's other tools only (mkdir), not rsvg-convert
     local bin = tmp() .. "/bin"
-    local _, lua = H.sh("command -v lua5.4")
+    local _, lua = H.sh("command -v " .. H.lua_exe)
     local _, mkdir = H.sh("command -v mkdir")
-    assert(os.execute(("mkdir -p %s && ln -sf %s %s/lua5.4 && ln -sf %s %s/mkdir"):format(q(bin),
-      q(lua:match("%S+")), q(bin), q(mkdir:match("%S+")), q(bin))))
+    assert(H.sh(("mkdir -p %s && ln -sf %s %s/%s && ln -sf %s %s/mkdir"):format(q(bin),
+      q(lua:match("%S+")), q(bin), H.lua_exe, q(mkdir:match("%S+")), q(bin))))
     local out_dir = tmp() .. "/no-png"
-    local ok, text = demo(out_dir, "PATH=" .. q(bin) .. " ")
+    local ok, text = demo(out_dir, "PATH=" .. q(bin))
     assert.is_true(ok, text)
     assert.truthy(text:find("rsvg-convert is not installed", 1, true), text)
     assert.truthy(text:find("librsvg2-bin", 1, true), text)
@@ -200,15 +199,11 @@ describe("examples/demo.lua", function()
 
   it("fails, naming the command, when rsvg-convert fails", function()
     local bin = tmp() .. "/broken"
-    assert(os.execute(("mkdir -p %s && printf '#!/bin/sh\\nexit 3\\n' > %s/rsvg-convert && "
+    assert(H.sh(("mkdir -p %s && printf '#!/bin/sh\\nexit 3\\n' > %s/rsvg-convert && "
       .. "chmod +x %s/rsvg-convert"):format(q(bin), q(bin), q(bin))))
     local out_dir = tmp() .. "/broken-out"
-    local cmd = ("PATH=%s:\"$PATH\" LUA_PATH_5_4=%s LUA_CPATH_5_4=%s lua5.4 %s --frames 5 "
-      .. "--characters 4 --out %s 2>&1"):format(q(bin), q(package.path), q(package.cpath),
-      q(H.root .. "examples/demo.lua"), q(out_dir))
-    local p = io.popen(cmd)
-    local text = p:read("*a")
-    local ok, _, code = p:close()
+    local ok, text, code = H.run(H.example("demo.lua", ("--frames 5 --characters 4 --out %s")
+      :format(q(out_dir)), ("PATH=%s:\"$PATH\""):format(q(bin))))
     assert.is_falsy(ok)
     assert.equal(1, code)
     assert.truthy(text:find("demo: rsvg-convert failed: LD_PRELOAD= rsvg-convert --width 1440 "
@@ -217,22 +212,18 @@ describe("examples/demo.lua", function()
 
   it("writes no pictures with --no-pictures", function()
     local out_dir = tmp() .. "/none"
-    local cmd = ("LUA_PATH_5_4=%s LUA_CPATH_5_4=%s lua5.4 %s --frames 5 --characters 4 "
-      .. "--no-pictures --out %s 2>/dev/null"):format(q(package.path), q(package.cpath),
-      q(H.root .. "examples/demo.lua"), q(out_dir))
-    local p = io.popen(cmd)
-    local text = p:read("*a")
-    assert.is_true(p:close(), text)
+    local ok, text = H.run(H.example("demo.lua", ("--frames 5 --characters 4 --no-pictures --out %s "
+      .. "2>/dev/null"):format(q(out_dir))))
+    assert.is_true(ok, text)
     assert.truthy(text:find("4 characters (2 Fox, 2 CesiumMan)", 1, true), text)
     assert.is_nil(text:find("pictures:", 1, true), text)
     assert.is_nil(io.open(out_dir .. "/contact-sheet.svg"))
   end)
 
   it("refuses bad options", function()
-    local p = io.popen(("lua5.4 %sexamples/demo.lua --frames x 2>&1"):format(H.root))
-    local text = p:read("*a")
-    local ok = p:close()
+    local ok, text, code = H.run(H.example("demo.lua", "--frames x"))
     assert.is_falsy(ok)
+    assert.equal(2, code)
     assert.truthy(text:find("needs a number", 1, true), text)
   end)
 end)

@@ -379,14 +379,7 @@ H.reference = H.root .. "spec/reference/"
 -- preload the test command puts into lua5.4 (compilers and C hosts bring
 -- their own runtime); returns ok, output.
 function H.sh(cmd)
-  -- the exit status is echoed, not taken from close(): Lua 5.1 and LuaJIT's
-  -- popen close() does not report it
-  local p = assert(io.popen("unset LD_PRELOAD; (" .. cmd .. ") 2>&1; echo \"@@exit=$?\""))
-  local out = p:read("*a")
-  p:close()
-  local body, code = out:match("^(.-)@@exit=(%d+)%s*$")
-  code = tonumber(code)
-  return code == 0 or nil, body or out, code
+  return H.run("unset LD_PRELOAD; " .. cmd)
 end
 
 --- The command of the interpreter this spec runs under ("lua5.4",
@@ -454,6 +447,16 @@ H.int_edges = { H.int_max, H.int_min, 2 ^ 63, -2 ^ 63 - 2048, 2 ^ 53, 2 ^ 53 + 2
 --- True when limber reads v as an integer (integral, within [-2^63, 2^63)).
 function H.is_int(v)
   return H.tointeger(v) ~= nil
+end
+
+-- examples: running the programs in examples/ under this run's interpreter.
+
+--- The shell command running examples/`name` with `args` (a string, shell
+-- syntax) under this run's interpreter (H.lua_exe) and module paths
+-- (H.lua_env()); `env` (shell assignments) goes in front.
+function H.example(name, args, env)
+  return ("%s%s %s '%sexamples/%s' %s"):format(env and env .. " " or "", H.lua_env(), H.lua_exe,
+    H.root, name, args or "")
 end
 
 return H
