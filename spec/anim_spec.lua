@@ -428,6 +428,28 @@ describe("crowd", function()
     assert.quat_near({ 0, 0, 0, 1 }, q, 1e-6) -- the yaw gained since time 0 removed
   end)
 
+  it("extracts yaw past 90 degrees on every Lua (atan of y and x, not of y / x)", function()
+    local sk = limber.skeleton({ { name = "root" } })
+    local a = math.rad(170)
+    local turn = anim.clip({ tracks = {
+      { joint = 1, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, 0, 0, 0 } },
+      { joint = 1, path = "rotation", times = { 0, 1 }, values = { 0, 0, 0, 1, 0, math.sin(a / 2), 0, math.cos(a / 2) } },
+    } })
+    local pose = limber.pose(sk, 1)
+    local crowd = anim.crowd(pose, { turn }, { root_motion = { joint = 1, yaw = true } })
+    local p = crowd:player(1)
+    p:play(turn, { time = 0.5 })
+    crowd:advance(0.25)
+    local _, _, _, dyaw = p:root_delta()
+    -- the yaw of a rotation about +Y from its quaternion, without atan
+    local function yaw_at(t)
+      local _, qy, _, qw = turn:sample_joint(1, "rotation", t, false)
+      return 2 * math.acos(qw) * (qy < 0 and -1 or 1)
+    end
+    assert.is_true(yaw_at(0.75) > math.pi / 2) -- where atan(y / x) lands in the wrong half
+    assert.near(yaw_at(0.75) - yaw_at(0.5), dyaw, 1e-5)
+  end)
+
   it("makes no Lua garbage per frame", function()
     local N = 40
     local pose = limber.pose(skel, N)

@@ -15,6 +15,9 @@ local math_type, rawlen = check.math_type, check.rawlen
 local M = {}
 
 local floor = math.floor
+-- atan of y and x: math.atan takes both from 5.3 on; before, its second
+-- argument is ignored and math.atan2 is the one (luacheck: std min has neither)
+local atan2 = math.atan2 or math.atan -- luacheck: ignore 143
 
 -- clip -> { times = {...}, names = {...}, loop_times = {...}, loop_names = {...} }
 local events_of = setmetatable({}, { __mode = "k" })
@@ -329,7 +332,7 @@ local function check_self(self, class, name)
 end
 
 local function yaw_of(x, y, z, w)
-  return math.atan(2 * (w * y + x * z), 1 - 2 * (y * y + x * x))
+  return atan2(2 * (w * y + x * z), 1 - 2 * (y * y + x * x))
 end
 
 local function wrap_angle(a)
