@@ -10,26 +10,18 @@ typedef int lcompat_nonempty; /* ISO C: a translation unit declares something */
 
 #if LUA_VERSION_NUM < 503
 
-/* The integral value of the number at idx when it has one in lua_Integer
- * (64 bits here), like Lua 5.3's lua_numbertointeger: 2^63 itself is out. */
-static int exact_integer(lua_Number n, lua_Integer *out) {
-    if (!(n == floor(n)) || n < -0x1p63 || n >= 0x1p63) return 0; /* NaN fails the first */
-    *out = (lua_Integer)n;
-    return 1;
-}
-
 lua_Integer lcompat_tointegerx(lua_State *L, int idx, int *isnum) {
     int ok = 0;
     lua_Integer v = 0;
     lua_Number n = lua_tonumberx(L, idx, &ok);
-    ok = ok && exact_integer(n, &v);
+    ok = ok && lcompat_exact(n, &v);
     if (isnum) *isnum = ok;
     return ok ? v : 0;
 }
 
 int lcompat_isinteger(lua_State *L, int idx) {
     lua_Integer v;
-    return lua_type(L, idx) == LUA_TNUMBER && exact_integer(lua_tonumber(L, idx), &v);
+    return lua_type(L, idx) == LUA_TNUMBER && lcompat_exact(lua_tonumber(L, idx), &v);
 }
 
 lua_Integer lcompat_checkinteger(lua_State *L, int arg) {

@@ -54,6 +54,16 @@ typedef uint64_t lcompat_unsigned;
 #undef lua_Unsigned
 #define lua_Unsigned lcompat_unsigned
 
+/* The integral value of n when it has one in lua_Integer (64 bits here), as
+ * Lua 5.3's lua_numbertointeger: 2^63 itself is out, NaN fails the range. */
+static inline int lcompat_exact(lua_Number n, lua_Integer *out) {
+    if (!(n >= -0x1p63 && n < 0x1p63)) return 0;
+    lua_Integer i = (lua_Integer)n;
+    if ((lua_Number)i != n) return 0;
+    *out = i;
+    return 1;
+}
+
 /* The exact integer reading (lcompat.c). */
 int lcompat_isinteger(lua_State *L, int idx);
 lua_Integer lcompat_tointegerx(lua_State *L, int idx, int *isnum);
@@ -113,6 +123,21 @@ void *lcompat_checkudata(lua_State *L, int arg, const char *tname);
 #undef luaL_checkudata
 #define luaL_checkudata lcompat_checkudata
 #endif
+
+/* The integer at idx, with *ok = 1, when it is one: a value of the integer
+ * subtype from 5.3 on (the float 2.0 is not), an integral number within 64
+ * bits before; else 0 and *ok = 0. One read of the value: for loops over
+ * arrays of ids. */
+static inline lua_Integer lcompat_tointeger_strict(lua_State *L, int idx, int *ok) {
+#if LUA_VERSION_NUM >= 503
+    *ok = lua_isinteger(L, idx);
+    return *ok ? lua_tointeger(L, idx) : 0;
+#else
+    lua_Integer v = 0;
+    *ok = lua_type(L, idx) == LUA_TNUMBER && lcompat_exact(lua_tonumber(L, idx), &v);
+    return v;
+#endif
+}
 
 #if LUA_VERSION_NUM < 504
 void *lcompat_newuserdatauv(lua_State *L, size_t size, int nuv);

@@ -242,7 +242,8 @@ static target resolve_slot(lua_State *L, const char *m, int arg, uint32_t parent
         lua_insert(L, -2);
         lua_pushvalue(L, idx);
         lua_call(L, 2, 1);
-        j = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+        int isint;
+        j = lcompat_tointeger_strict(L, -1, &isint);
         lua_pop(L, 1);
         if (j < 1 || j > (lua_Integer)p->joint_count)
             scene_argerror(L, m, arg, "slot %s: the skeleton of node %I has no joint of that name",
@@ -464,7 +465,8 @@ static int l_parent(lua_State *L) {
 /** scene:exists(id): true when id is a live node (any value is accepted). */
 static int l_exists(lua_State *L) {
     lmb_hier *h = self_scene(L, "exists");
-    lua_Integer id = lua_isinteger(L, 2) ? lua_tointeger(L, 2) : 0;
+    int isint;
+    lua_Integer id = lcompat_tointeger_strict(L, 2, &isint);
     lua_pushboolean(L,
                     id >= 1 && id <= (lua_Integer)h->capacity && lmb_hier_alive(h, (uint32_t)id));
     return 1;
@@ -645,7 +647,8 @@ static int l_gather(lua_State *L) {
     uint32_t *ids = h->pending; /* not used between updates */
     for (lua_Integer k = 0; k < count; k++) {
         lua_rawgeti(L, 2, k + 1);
-        lua_Integer id = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+        int isint;
+        lua_Integer id = lcompat_tointeger_strict(L, -1, &isint);
         lua_pop(L, 1);
         if (id < 1 || id > (lua_Integer)h->capacity || !lmb_hier_alive(h, (uint32_t)id))
             return scene_argerror(L, m, 2, "ids[%I] is not a live node", k + 1);
