@@ -328,8 +328,12 @@ local function check_self(self, class, name)
   end
 end
 
+-- Two-argument arctangent: math.atan(y, x) from 5.3, math.atan2 before
+-- (5.1, 5.2 and LuaJIT's math.atan ignore a second argument).
+local atan2 = math.atan2 or math.atan -- luacheck: ignore 143 (math.atan2: before 5.3)
+
 local function yaw_of(x, y, z, w)
-  return math.atan(2 * (w * y + x * z), 1 - 2 * (y * y + x * x))
+  return atan2(2 * (w * y + x * z), 1 - 2 * (y * y + x * x))
 end
 
 local function wrap_angle(a)
