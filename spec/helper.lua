@@ -399,4 +399,20 @@ function H.tmpdir(setup, teardown)
   return function() return dir end
 end
 
+-- specs1: helpers for the specs made portable in issue 15 (anim, api, clip, core,
+-- docs, fuzz, oom, states ...).
+
+--- `load(chunk, name, mode, env)` of a string on every Lua: plain 5.1 loads
+-- strings with loadstring and sets the environment with setfenv (5.1's
+-- load takes only a function; LuaJIT's takes the 5.2 arguments).
+function H.load(chunk, name, mode, env)
+  if H.lua ~= "5.1" then return load(chunk, name, mode, env) end
+  if mode == "t" and chunk:byte(1) == 27 then
+    return nil, "attempt to load a binary chunk (mode is 't')"
+  end
+  local f, err = loadstring(chunk, name) -- luacheck: ignore 113 (5.1's global)
+  if f and env ~= nil then setfenv(f, env) end -- luacheck: ignore 113
+  return f, err
+end
+
 return H
