@@ -24,7 +24,10 @@
  *     lua_setiuservalue) on one table per userdata: the 5.1 environment or
  *     the 5.2 / 5.3 user value. A value stored there is reachable from the
  *     userdata, so a keep-alive keeps its object alive on every version;
- *   * luaL_typeerror (5.4's name).
+ *   * luaL_typeerror (5.4's name);
+ *   * luaL_checkudata naming the class (__name) of a userdata of another
+ *     class in its error, as 5.3 does ("limber.Pose expected, got
+ *     limber.Skeleton"; 5.1 and 5.2 say "got userdata").
  */
 #ifndef LIMBER_LCOMPAT_H
 #define LIMBER_LCOMPAT_H
@@ -115,6 +118,16 @@ int lcompat_typeerror(lua_State *L, int arg, const char *tname);
 #define lua_getiuservalue lcompat_getiuservalue
 #define lua_setiuservalue lcompat_setiuservalue
 #define luaL_typeerror lcompat_typeerror
+#endif
+
+#if LUA_VERSION_NUM < 503
+static inline void *lcompat_checkudata(lua_State *L, int arg, const char *tname) {
+    void *p = luaL_testudata(L, arg, tname);
+    if (p == NULL) lcompat_typeerror(L, arg, tname);
+    return p;
+}
+#undef luaL_checkudata
+#define luaL_checkudata lcompat_checkudata
 #endif
 
 #endif
