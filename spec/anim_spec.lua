@@ -444,13 +444,7 @@ describe("crowd", function()
       crowd:evaluate()
       pose:local_to_model()
     end
-    -- LuaJIT: measured in its interpreter, as compiling traces allocates trace objects on the heap
-    local jit = rawget(_G, "jit")
-    if jit then
-      jit.off()
-      jit.flush()
-      finally(function() jit.on() end)
-    end
+    H.interpreted(finally) -- LuaJIT: compiling traces allocates trace objects on the Lua heap
     local before, after
     collectgarbage()
     collectgarbage("stop")

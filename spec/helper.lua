@@ -415,4 +415,42 @@ function H.load(chunk, name, mode, env)
   return f, err
 end
 
+--- The largest and the smallest number limber.core takes as an integer
+-- on this Lua: math.maxinteger and math.mininteger from 5.3; before, where
+-- numbers are doubles, 2^63 - 1024 (the largest double below 2^63) and
+-- -2^63 (2^63 itself is out of range: "number has no integer representation").
+H.int_max = math.maxinteger or 2 ^ 63 - 1024
+H.int_min = math.mininteger or -2 ^ 63
+--- The step between neighbouring integers at H.int_max and H.int_min: 1
+-- from 5.3, 1024 before (doubles in [2^62, 2^63) are 1024 apart).
+H.int_step = H.integers and 1 or 1024
+
+--- The decimal digits of an integer-valued number, as limber.core prints
+-- an integer in its messages ("%d": tostring prints 2^62 as 4.6116860184274e+18
+-- before 5.3).
+function H.intstr(v) return ("%d"):format(v) end
+
+--- Keeps LuaJIT's compiler off until the end of the running test (busted's
+-- `finally` given): compiled traces are objects on the Lua heap, which a
+-- count of Lua garbage would see. Does nothing on the other Luas.
+function H.interpreted(finally)
+  local jit = rawget(_G, "jit")
+  if not jit then return end
+  jit.off()
+  jit.flush()
+  finally(function() jit.on() end)
+end
+
+--- Like H.sh, but the command inherits the whole environment, LD_PRELOAD
+-- included (a child Lua of the sanitizer pass runs under ASan too):
+-- ok (true or nil), output, exit code (128 + n for signal n).
+function H.run(cmd)
+  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"@@exit=$?\""))
+  local out = p:read("*a")
+  p:close()
+  local body, code = out:match("^(.-)@@exit=(%d+)%s*$")
+  code = tonumber(code)
+  return code == 0 or nil, body or out, code
+end
+
 return H
