@@ -453,4 +453,35 @@ function H.run(cmd)
   return code == 0 or nil, body or out, code
 end
 
+--- `package.searchpath(name, path)` (5.2+), or a fallback for 5.1 and
+-- LuaJIT: the first file of the ;-separated templates that opens.
+function H.searchpath(name, path)
+  if package.searchpath then return package.searchpath(name, path) end
+  local file, tried = name:gsub("%.", "/"), {}
+  for template in path:gmatch("[^;]+") do
+    local candidate = template:gsub("%?", file)
+    local f = io.open(candidate, "r")
+    if f then
+      f:close()
+      return candidate
+    end
+    tried[#tried + 1] = "\n\tno file '" .. candidate .. "'"
+  end
+  return nil, table.concat(tried)
+end
+
+--- C compiler flags for the headers of the running Lua (Debian's folders),
+-- for a host program or a module a spec compiles: before 5.3 also
+-- lua-compat53's folder (compat-5.3.h, which limber's binding includes)
+-- as a system folder, searched after LuaJIT's own lua.h.
+H.lua_cflags = ({
+  ["5.1"] = "-I/usr/include/lua5.1",
+  ["5.2"] = "-I/usr/include/lua5.2",
+  ["5.3"] = "-I/usr/include/lua5.3",
+  ["5.4"] = "-I/usr/include/lua5.4",
+  luajit = "-I/usr/include/luajit-2.1 -isystem /usr/include/lua5.1",
+})[H.lua]
+--- The linker flag of the running Lua's library (-llua5.4, -lluajit-5.1 ...).
+H.lua_libs = H.lua == "luajit" and "-lluajit-5.1" or "-llua" .. H.lua
+
 return H
