@@ -484,4 +484,9 @@ H.lua_cflags = ({
 --- The linker flag of the running Lua's library (-llua5.4, -lluajit-5.1 ...).
 H.lua_libs = H.lua == "luajit" and "-lluajit-5.1" or "-llua" .. H.lua
 
+--- A float's exact text: "%a" (hexadecimal), or "%.17g" on 5.1, whose
+-- string.format has no %a (17 significant digits give back the same double).
+H.floatstr = pcall(string.format, "%a", 0.5) and function(v) return ("%a"):format(v) end
+  or function(v) return ("%.17g"):format(v) end
+
 return H
