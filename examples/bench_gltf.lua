@@ -65,7 +65,8 @@ print(("accessor decode, %d VEC3 floats, stride %d:"):format(count, stride))
 print(("  C kernel (checked, into a limber Buffer) %8.3f ms  (%.0f M elements/s)")
   :format(tc * 1e3, count / tc / 1e6))
 print(("  plain Lua %-30s %8.3f ms  (%.0f M elements/s)")
-  :format(string.unpack and "string.unpack into a table" or "float decoder into a table",
+  :format(string.unpack and "string.unpack into a table" -- luacheck: ignore 143
+    or "float decoder into a table",
     tl * 1e3, count / tl / 1e6))
 print(("  ratio Lua / C: %.1fx"):format(tl / tc))
 

@@ -39,6 +39,7 @@ C.lua_tag = jit and "luajit" or V
 
 local floor = math.floor
 
+-- luacheck: push ignore 113 143 (the fallbacks below test for calls newer than 5.1)
 --- `package.searchpath` (5.2+).
 C.searchpath = package.searchpath or function(name, path)
   local file = name:gsub("%.", "/")
@@ -69,10 +70,10 @@ function C.tointeger(v)
 end
 
 --- `table.unpack` (5.2+; `unpack` before).
-C.unpack = table.unpack or unpack -- luacheck: ignore 113 (unpack: 5.1's global)
+C.unpack = table.unpack or unpack
 
 --- `math.atan(y, x)` (5.3+; `math.atan2` before, `math.atan` takes one argument).
-C.atan2 = math.atan2 or math.atan -- luacheck: ignore 143 (math.atan2: before 5.3)
+C.atan2 = math.atan2 or math.atan
 
 --- `os.execute(cmd)` as a boolean: true when the command exited with status
 -- 0 (5.1 and LuaJIT return the status as a number, 5.2+ true or nil).
@@ -159,6 +160,7 @@ function C.values(buf, first, count)
   end
   return out
 end
+-- luacheck: pop
 
 -- ---- where limber is --------------------------------------------------------
 

@@ -28,6 +28,7 @@ local D = {}
 -- Lua 5.1 to 5.4 and LuaJIT: this file is also loaded by the specs with
 -- dofile (without examples/common.lua), so it keeps its own fallbacks for
 -- the library calls newer than 5.1.
+-- luacheck: push ignore 143 (the fallbacks below test for calls newer than 5.1)
 local pack = table.pack or function(...) return { n = select("#", ...), ... } end
 local function move(t, first, last, into, dest)
   if table.move then return table.move(t, first, last, into, dest) end
@@ -53,6 +54,7 @@ local function floats(buf, n)
   end
   return out
 end
+-- luacheck: pop
 
 -- ---- a small JSON writer (arrays stay arrays even when empty) ------------
 

@@ -4,8 +4,16 @@
 -- accessor description plus its bufferView bytes per accessor, sparse
 -- substitutions over those, JOINTS_0/WEIGHTS_0 of every skinned primitive,
 -- and the joint hierarchy and rest pose of every skin.
--- Usage: lua5.4 fuzz/make_seeds.lua OUTDIR   (writes OUTDIR/<harness>/*)
+-- Usage: lua5.4 fuzz/make_seeds.lua OUTDIR   (writes OUTDIR/<harness>/*), from the
+-- repository's root, under any Lua from 5.1 (the same bytes on each; before 5.3,
+-- string.pack and string.unpack are spec/helper.lua's plain-Lua ones).
 local cjson = require "cjson"
+local pack, unpack = string.pack, string.unpack
+if not pack then
+  local H = require "spec.helper"
+  pack, unpack = H.pack, H.unpack
+end
+local floor = math.floor
 
 local out = assert(arg[1], "usage: lua5.4 fuzz/make_seeds.lua OUTDIR")
 local ASSETS = "examples/assets/"
@@ -16,11 +24,11 @@ local MODELS = {
   "asset-generator/Animation_SkinType/Animation_SkinType_01.gltf",
   "asset-generator/Animation_SkinType/Animation_SkinType_03.gltf",
 }
-local MAX_SLICE <const> = 4096
+local MAX_SLICE = 4096
 
 local function read(path)
   local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   return s
 end
@@ -41,10 +49,12 @@ local function unbase64(s)
   for i = 1, #s do
     local v = vals[s:byte(i)]
     if v then
-      acc, bits = (acc << 6) | v, bits + 6
+      -- acc keeps the `bits` bits not yet written
+      acc, bits = acc * 64 + v, bits + 6
       if bits >= 8 then
         bits = bits - 8
-        o[#o + 1] = string.char((acc >> bits) & 0xff)
+        o[#o + 1] = string.char(floor(acc / 2 ^ bits))
+        acc = acc % 2 ^ bits
       end
     end
   end
@@ -54,28 +64,28 @@ end
 local function glb_wrap(json, bin)
   local function pad(s, c) return s .. c:rep((4 - #s % 4) % 4) end
   json = pad(json, " ")
-  local body = string.pack("<I4I4", #json, 0x4E4F534A) .. json
+  local body = pack("<I4I4", #json, 0x4E4F534A) .. json
   if bin then
     bin = pad(bin, "\0")
-    body = body .. string.pack("<I4I4", #bin, 0x004E4942) .. bin
+    body = body .. pack("<I4I4", #bin, 0x004E4942) .. bin
   end
-  return string.pack("<c4I4I4", "glTF", 2, 12 + #body) .. body
+  return pack("<c4I4I4", "glTF", 2, 12 + #body) .. body
 end
 
 local TYPE_INDEX = { [5120] = 0, [5121] = 1, [5122] = 2, [5123] = 3, [5125] = 4, [5126] = 5 }
 local COMPS = { SCALAR = 1, VEC2 = 2, VEC3 = 3, VEC4 = 4, MAT2 = 4, MAT3 = 9, MAT4 = 16 }
 local CSIZE = { [5120] = 1, [5121] = 1, [5122] = 2, [5123] = 2, [5125] = 4, [5126] = 4 }
 
-local function small(v) return string.pack("<BI4", 3, v) end
+local function small(v) return pack("<BI4", 3, v) end
 
 -- A fz_accessor description (fuzz/fuzz_access.h) over bytes starting at 0.
 local function describe(acc, view_len, stride, count, want_int)
   local matrix = acc.type:sub(1, 3) == "MAT"
   local comps = COMPS[acc.type]
-  local flags = 1 | (want_int and 2 or 0) | (matrix and 4 or 0) | (acc.normalized and 8 or 0)
-    | (stride > 0 and 16 or 0)
+  local flags = 1 + (want_int and 2 or 0) + (matrix and 4 or 0) + (acc.normalized and 8 or 0)
+    + (stride > 0 and 16 or 0)
   local ccode = matrix and ({ [4] = 0, [9] = 1, [16] = 2 })[comps] or comps - 1
-  local d = string.pack("BBB", flags, TYPE_INDEX[acc.componentType], ccode) .. small(0)
+  local d = pack("BBB", flags, TYPE_INDEX[acc.componentType], ccode) .. small(0)
     .. small(view_len)
   if stride > 0 then d = d .. small(stride) end
   return d .. small(0) .. small(count)
@@ -85,7 +95,7 @@ local function element_size(acc)
   local cs, comps = CSIZE[acc.componentType], COMPS[acc.type]
   if acc.type:sub(1, 3) == "MAT" then
     local rows = math.floor(math.sqrt(comps) + 0.5)
-    return ((rows * cs + 3) // 4 * 4) * rows
+    return (floor((rows * cs + 3) / 4) * 4) * rows
   end
   return cs * comps
 end
@@ -103,7 +113,7 @@ local function values(doc, bufs, acc, limit)
   for i = 0, math.min(acc.count, limit) - 1 do
     local e = {}
     for c = 0, COMPS[acc.type] - 1 do
-      e[#e + 1] = string.unpack(fmt, data, base + i * stride + c * cs + 1)
+      e[#e + 1] = unpack(fmt, data, base + i * stride + c * cs + 1)
     end
     o[#o + 1] = e
   end
@@ -117,9 +127,9 @@ for _, model in ipairs(MODELS) do
   local doc, bin
   if model:match("%.glb$") then
     write("glb", tag .. ".glb", bytes)
-    local jlen = string.unpack("<I4", bytes, 13)
+    local jlen = unpack("<I4", bytes, 13)
     doc = cjson.decode(bytes:sub(21, 20 + jlen))
-    local blen = string.unpack("<I4", bytes, 21 + jlen)
+    local blen = unpack("<I4", bytes, 21 + jlen)
     bin = bytes:sub(29 + jlen, 28 + jlen + blen)
   else
     doc = cjson.decode(bytes)
@@ -147,19 +157,20 @@ for _, model in ipairs(MODELS) do
       local start = (view.byteOffset or 0) + (acc.byteOffset or 0)
       local slice = bufs[view.buffer + 1]:sub(start + 1, start + MAX_SLICE)
       local es, stride = element_size(acc), view.byteStride or 0
-      local count = math.min(acc.count, 2048, (#slice - es) // (stride > 0 and stride or es) + 1)
+      local step = stride > 0 and stride or es
+      local count = math.min(acc.count, 2048, floor((#slice - es) / step) + 1)
       local want_int = acc.componentType ~= 5126 and not acc.normalized
       local desc = describe(acc, #slice, stride, count, want_int)
       write("accessor", ("%s-%d"):format(tag, i), desc .. ("\0"):rep(40 - #desc) .. slice)
       if i % 3 == 1 and count >= 4 and not want_int then
         -- sparse: 3 indices (u8) then 3 replacement elements
         local n, c = 3, math.min(count, 255)
-        local idx = string.char(0, c // 2, c - 1)
+        local idx = string.char(0, floor(c / 2), c - 1)
         local vals = slice:sub(1, n * es)
         local buf = idx .. ("\0"):rep(4 - #idx) .. vals
         local base = describe(acc, #buf, 0, math.min(count, 255), false)
         base = base:sub(1, 3) .. small(0) .. small(#buf) .. small(0) .. small(c)
-        local head = base .. small(n) .. string.pack("B", 0) .. small(0) .. small(#idx) .. small(0)
+        local head = base .. small(n) .. pack("B", 0) .. small(0) .. small(#idx) .. small(0)
           .. small(4) .. small(#vals) .. small(0)
         write("sparse", ("%s-%d"):format(tag, i), head .. ("\0"):rep(96 - #head) .. buf)
       end
@@ -175,11 +186,11 @@ for _, model in ipairs(MODELS) do
         local o = { string.char(0) }
         for v = 1, #js do
           for k = 1, 4 do
-            o[#o + 1] = string.pack("<I2B", js[v][k], 0)
+            o[#o + 1] = pack("<I2B", js[v][k], 0)
             local w = ws[v][k]
             if doc.accessors[wa + 1].componentType == 5121 then w = w / 255 end
             if doc.accessors[wa + 1].componentType == 5123 then w = w / 65535 end
-            o[#o + 1] = string.pack("<f", w)
+            o[#o + 1] = pack("<f", w)
           end
         end
         write("influences", ("%s-%d-%d"):format(tag, m, p), table.concat(o))
@@ -194,16 +205,16 @@ for _, model in ipairs(MODELS) do
   for s, skin in ipairs(doc.skins or {}) do
     local pos = {}
     for k, j in ipairs(skin.joints) do pos[j + 1] = k - 1 end
-    local o = { string.pack("<BI2", 0x40, #skin.joints) }
+    local o = { pack("<BI2", 0x40, #skin.joints) }
     for _, j in ipairs(skin.joints) do
       local p = parent[j + 1]
-      o[#o + 1] = string.pack("<I2", p and pos[p] or 0xffff)
+      o[#o + 1] = pack("<I2", p and pos[p] or 0xffff)
     end
     for _, j in ipairs(skin.joints) do
       local node = doc.nodes[j + 1]
       local t, r, sc = node.translation or { 0, 0, 0 }, node.rotation or { 0, 0, 0, 1 },
         node.scale or { 1, 1, 1 }
-      o[#o + 1] = string.pack("<ffffffffff", t[1], t[2], t[3], r[1], r[2], r[3], r[4],
+      o[#o + 1] = pack("<ffffffffff", t[1], t[2], t[3], r[1], r[2], r[3], r[4],
         sc[1], sc[2], sc[3])
     end
     write("skeleton", ("%s-%d"):format(tag, s), table.concat(o))
@@ -211,8 +222,8 @@ for _, model in ipairs(MODELS) do
 end
 
 -- hand-made seeds for what the models do not have
-write("skeleton", "chain-reverse", string.pack("<BI2", 0x41, 4000))
-write("skeleton", "cycle", string.pack("<BBI2I2I2", 0, 3, 2, 0, 1))
+write("skeleton", "chain-reverse", pack("<BI2", 0x41, 4000))
+write("skeleton", "cycle", pack("<BBI2I2I2", 0, 3, 2, 0, 1))
 write("base64", "padding", "QUJDRA==")
 write("influences", "two-sets", string.char(5) .. ("\1\0\0\64"):rep(16 * 4))
 

@@ -22,12 +22,11 @@ local function run(seed)
   -- buffer of 2^32 elements is legal) fails as it would on a small device
   -- instead of growing until the kernel's OOM killer steps in
   local limit = sanitized and "" or "ulimit -v 4000000 && "
-  local cmd = (limit .. "cd %s && ASAN_OPTIONS=%s timeout 600 lua5.4 spec/fuzz_binding.lua --seed %d --calls %d --quiet"
-    .. " --trace %s --lpath %s --cpath %s 2>&1"):format(q(H.root), q(asan), seed, CALLS, q(trace),
-    q(package.path), q(package.cpath))
-  local p = assert(io.popen(cmd))
-  local out = p:read("*a")
-  local ok, how, code = p:close()
+  -- under the running Lua, with its module paths; the environment is kept (LD_PRELOAD)
+  local cmd = (limit .. "cd %s && ASAN_OPTIONS=%s %s timeout 600 %s spec/fuzz_binding.lua --seed %d --calls %d"
+    .. " --quiet --trace %s"):format(q(H.root), q(asan), H.lua_env(), H.lua_exe, seed, CALLS, q(trace))
+  local ok, out, code = H.run(cmd)
+  local how = code and code > 128 and ("signal " .. (code - 128)) or "exit"
   local last = {}
   for line in io.lines(trace) do
     last[#last + 1] = line
@@ -81,13 +80,10 @@ describe("the binding fuzzer", function()
       f:write("local M = {}\n", body, "\nreturn M\n")
       f:close()
       local trace = os.tmpname()
-      local cmd = ("cd %s && timeout 120 lua5.4 spec/fuzz_binding.lua --seed 7 --calls 3000 --quiet --trace %s"
-        .. " --only limber.skinning.f"
-        .. " --lpath %s --cpath %s 2>&1"):format(q(H.root), q(trace), q(dir .. "/?.lua;" .. package.path),
-        q(package.cpath))
-      local p = assert(io.popen(cmd))
-      local out = p:read("*a")
-      local ok = p:close()
+      local cmd = ("cd %s && %s timeout 120 %s spec/fuzz_binding.lua --seed 7 --calls 3000 --quiet --trace %s"
+        .. " --only limber.skinning.f"):format(q(H.root), H.lua_env(dir .. "/?.lua;" .. package.path), H.lua_exe,
+        q(trace))
+      local ok, out = H.run(cmd)
       os.remove(trace)
       assert.is_falsy(ok, body .. ": " .. out)
       assert.matches("fuzz_binding: FAILED", out, 1, true)

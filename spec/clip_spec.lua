@@ -864,7 +864,8 @@ describe("clip build errors", function()
     { "name without skeleton", function() anim.clip({ tracks = { T({ joint = "hips" }) } }) end,
       "tracks[1]: joint name 'hips' needs a skeleton" },
     { "event time", function() anim.clip({ tracks = { T({}) }, events = { { time = 2, name = "x" } } }) end,
-      "events[1] ('x') time 2 is outside the clip [0, 1.0]" },
+      -- the duration is a float, printed by Lua's tostring ("1.0" from 5.3, "1" before)
+      "events[1] ('x') time 2 is outside the clip [0, " .. tostring(1.0) .. "]" },
     { "event shape", function() anim.clip({ tracks = { T({}) }, events = { { time = 0.5 } } }) end,
       "events[1] must be { time = number, name = string }" },
   }

@@ -274,8 +274,12 @@ end
 
 local NUMBERS = { 0, -0.0, 1, -1, 2, 3, 4, 0.5, -0.5, 1 / 60, 16, 65535, 65536, 2 ^ 31, 2 ^ 32, 2 ^ 53,
                   2 ^ 63, -2 ^ 63, 3e38, -3e38, 3.5e38, 1e308, -1e308, 1e-45, 0 / 0, math.huge, -math.huge,
-                  H.maxinteger, H.mininteger, H.maxinteger - 1, H.mininteger + 1, 0x7fffffff,
+                  H.int_max, H.int_min, H.int_max - H.int_step, H.int_min + H.int_step, 0x7fffffff,
                   0x80000000, 0xffffffff, 0x100000000, -0x80000000, 1024, 1025, 2 ^ 24 + 1 }
+if not H.integers then
+  -- numbers are doubles: integers stop being exact at 2^53 (2^53 + 1 is 2^53)
+  for _, v in ipairs({ 2 ^ 53 + 2, -2 ^ 53, -2 ^ 53 - 2, 2 ^ 62, -2 ^ 62 }) do NUMBERS[#NUMBERS + 1] = v end
+end
 
 local function lying_table(base)
   local calls = 0
@@ -368,7 +372,7 @@ local function mutate(v, depth)
     return copy
   end
   if type(v) == "number" and r <= 6 then
-    return ({ v + 1, v - 1, -v, v * 2 ^ 40, 0 / 0, math.huge, H.maxinteger, H.mininteger, 0, v + 0.5 })[rnd(10)]
+    return ({ v + 1, v - 1, -v, v * 2 ^ 40, 0 / 0, math.huge, H.int_max, H.int_min, 0, v + 0.5 })[rnd(10)]
   end
   return gen(depth)
 end
@@ -428,7 +432,7 @@ local function digest(v, depth, seen)
       -- of a buffer of millions of matrices twice a call would stall the run)
       local n = #v
       for k = 0, 63 do
-        local first = 1 + (n - 16) * k // 63
+        local first = 1 + math.floor((n - 16) * k / 63)
         parts[#parts + 1] = serialize(H.tpack(pcall(m[2], v, first, 16)), depth, seen)
       end
     elseif READ[m[1]] then
@@ -442,13 +446,13 @@ serialize = function(x, depth, seen)
   local t = type(x)
   if t == "number" then
     if x ~= x then return "nan" end
-    return H.math_type(x) == "integer" and tostring(x) or string.format("%a", x)
+    return H.math_type(x) == "integer" and H.intstr(x) or H.floatstr(x)
   elseif t == "string" then
     if #x > 64 then
       -- a hash of at most about 4,096 bytes spread over the string (a huge
       -- buffer would make every digest slow); a call that changes bytes
       -- between the sampled ones goes unseen there
-      local h, step = 0, math.max(7, #x // 4096)
+      local h, step = 0, math.max(7, math.floor(#x / 4096))
       for k = 1, #x, step do h = (h * 31 + x:byte(k)) % 2147483647 end
       return "s" .. #x .. ":" .. h
     end
@@ -538,7 +542,7 @@ local RAW = { ["limber.Buffer:get"] = true, ["limber.Buffer:bytes"] = true, ["li
 local log, LOGN = {}, 40
 local function describe(v)
   local t = type(v)
-  if t == "number" then return H.math_type(v) == "integer" and tostring(v) or string.format("%.17g", v) end
+  if t == "number" then return H.math_type(v) == "integer" and H.intstr(v) or string.format("%.17g", v) end
   if t == "string" then return #v > 20 and ("string(" .. #v .. ")") or string.format("%q", v) end
   if t == "table" then
     local c = classof(v)

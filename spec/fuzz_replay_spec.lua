@@ -5,12 +5,11 @@
 -- The driver: $LIMBER_FUZZ_REPLAY (scripts/test.sh points it at the
 -- ASan + UBSan build), else build/limber_fuzz_replay, else compiled here
 -- with the C compiler (the installed tree has no CMake build directory).
-local function sh(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("*a")
-  local ok, _, code = p:close()
-  return ok, out, code
-end
+local H = require "spec.helper"
+
+-- ok, output, exit code on every Lua (5.1 and LuaJIT's popen close() gives no status);
+-- the environment is kept (the sanitizer pass's LD_PRELOAD)
+local sh = H.run
 
 local function exists(path)
   local f = io.open(path, "rb")
@@ -61,7 +60,7 @@ describe("fuzz regression corpus", function()
   end)
 
   it("replays a seed corpus made from the bundled models", function()
-    local ok, out = sh(("lua5.4 fuzz/make_seeds.lua '%s/seeds'"):format(tmpdir))
+    local ok, out = sh(("%s %s fuzz/make_seeds.lua '%s/seeds'"):format(H.lua_env(), H.lua_exe, tmpdir))
     assert.is_true(ok, out)
     ok, out = sh(("'%s' '%s/seeds'"):format(driver, tmpdir))
     assert.is_true(ok, out)

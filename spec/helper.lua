@@ -414,6 +414,42 @@ function H.tmpdir(setup, teardown)
   return function() return dir end
 end
 
+-- specs1: helpers for the specs made portable in issue 15 (anim, api, clip, core,
+-- docs, fuzz, oom, states ...).
+
+--- `load(chunk, name, mode, env)` of a string on every Lua: plain 5.1 loads
+-- strings with loadstring and sets the environment with setfenv (5.1's
+-- load takes only a function; LuaJIT's takes the 5.2 arguments).
+function H.load(chunk, name, mode, env)
+  if H.lua ~= "5.1" then return load(chunk, name, mode, env) end
+  if mode == "t" and chunk:byte(1) == 27 then
+    return nil, "attempt to load a binary chunk (mode is 't')"
+  end
+  local f, err = loadstring(chunk, name) -- luacheck: ignore 113 (5.1's global)
+  if f and env ~= nil then setfenv(f, env) end -- luacheck: ignore 113
+  return f, err
+end
+
+--- The step between neighbouring integers at H.int_max and H.int_min: 1
+-- from 5.3, 1024 before (doubles in [2^62, 2^63) are 1024 apart).
+H.int_step = H.integers and 1 or 1024
+
+--- The decimal digits of an integer-valued number, as limber.core prints
+-- an integer in its messages ("%d": tostring prints 2^62 as 4.6116860184274e+18
+-- before 5.3).
+function H.intstr(v) return ("%d"):format(v) end
+
+--- Keeps LuaJIT's compiler off until the end of the running test (busted's
+-- `finally` given): compiled traces are objects on the Lua heap, which a
+-- count of Lua garbage would see. Does nothing on the other Luas.
+function H.interpreted(finally)
+  local jit = rawget(_G, "jit")
+  if not jit then return end
+  jit.off()
+  jit.flush()
+  finally(function() jit.on() end)
+end
+
 -- specs2: ------------------------------------------------------------------
 
 --- Runs a shell command with its output (stdout and stderr) captured, in
@@ -434,8 +470,8 @@ end
 -- math.maxinteger and math.mininteger from 5.3 on; before, where numbers
 -- are doubles, the largest double below 2^63 (2^63 - 1024) and -2^63
 -- (csrc/lua/lcompat.h: integral and within [-2^63, 2^63)).
-H.int_max = math.maxinteger or 2 ^ 63 - 1024
-H.int_min = math.mininteger or -2 ^ 63
+H.int_max = math.maxinteger or 2 ^ 63 - 1024 -- luacheck: ignore 143
+H.int_min = math.mininteger or -2 ^ 63 -- luacheck: ignore 143
 
 --- Numbers at the edges of the 64-bit integer range, the same list on every
 -- Lua: the two ends, the first doubles beyond them (no integer
@@ -458,5 +494,24 @@ function H.example(name, args, env)
   return ("%s%s %s '%sexamples/%s' %s"):format(env and env .. " " or "", H.lua_env(), H.lua_exe,
     H.root, name, args or "")
 end
+
+--- C compiler flags for the headers of the running Lua (Debian's folders),
+-- for a host program or a module a spec compiles: before 5.3 also
+-- lua-compat53's folder (compat-5.3.h, which limber's binding includes)
+-- as a system folder, searched after LuaJIT's own lua.h.
+H.lua_cflags = ({
+  ["5.1"] = "-I/usr/include/lua5.1",
+  ["5.2"] = "-I/usr/include/lua5.2",
+  ["5.3"] = "-I/usr/include/lua5.3",
+  ["5.4"] = "-I/usr/include/lua5.4",
+  luajit = "-I/usr/include/luajit-2.1 -isystem /usr/include/lua5.1",
+})[H.lua]
+--- The linker flag of the running Lua's library (-llua5.4, -lluajit-5.1 ...).
+H.lua_libs = H.lua == "luajit" and "-lluajit-5.1" or "-llua" .. H.lua
+
+--- A float's exact text: "%a" (hexadecimal), or "%.17g" on 5.1, whose
+-- string.format has no %a (17 significant digits give back the same double).
+H.floatstr = pcall(string.format, "%a", 0.5) and function(v) return ("%a"):format(v) end
+  or function(v) return ("%.17g"):format(v) end
 
 return H

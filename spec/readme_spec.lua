@@ -12,7 +12,7 @@ describe("README tour", function()
     local printed = {}
     local env = setmetatable({ print = function(...) printed[#printed + 1] = select("#", ...) end },
       { __index = _G })
-    local chunk = assert(load(tour .. "\nreturn #bytes, size, sc:world(hat), pose:model(7, "
+    local chunk = assert(H.load(tour .. "\nreturn #bytes, size, sc:world(hat), pose:model(7, "
       .. "pose:skeleton():find('b_Head_05')), #order", "=README", "t", env))
     local nbytes, size, hat, head, nidx = chunk()
     assert.equal(100 * 1728 * 3 * 4, nbytes)

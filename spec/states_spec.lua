@@ -3,7 +3,10 @@
 -- changing its own SIMD level and thread count every frame (every frame's
 -- bytes must equal a single-state run at that level), and opens and closes
 -- states whose objects skin from finalizers that run after the worker
--- pool's (no thread may be left behind, the late skin must be right).
+-- pool's (no thread may be left behind, the late skin must be right; on
+-- Lua 5.1 and LuaJIT, which unload a C module before any finalizer of an
+-- object made before it, from a finalizer at lua_close before the pool's).
+-- The host is built against the running Lua, for the module it loads.
 -- Plain against the module busted loaded (with ASan when the suite runs
 -- under it: the host is then built with it and leaks are checked), and
 -- under ThreadSanitizer with a module compiled here. The code before the
@@ -17,14 +20,15 @@ local sh = H.sh
 local preload = os.getenv("LD_PRELOAD") or ""
 local asan = preload:find("libasan", 1, true) ~= nil
 local lpath = H.root .. "lua/?.lua;" .. H.root .. "lua/?/init.lua"
-local module = package.searchpath("limber.core", package.cpath)
+local module = H.searchpath("limber.core", package.cpath)
 local tmp = H.tmpdir(setup, teardown)
 setup(function() assert(os.execute(("mkdir -p '%s/limber'"):format(tmp()))) end)
 
 local function build_host(name, flags)
   local exe = tmp() .. "/" .. name
-  local ok, out = sh(("${CC:-cc} -std=c11 %s -D_POSIX_C_SOURCE=200809L -I/usr/include/lua5.4 "
-    .. "'%sspec/c/two_states.c' -llua5.4 -pthread -o '%s'"):format(flags, H.root, exe))
+  -- against the running Lua's library: the module it loads is built for that Lua
+  local ok, out = sh(("${CC:-cc} -std=c11 %s -D_POSIX_C_SOURCE=200809L %s "
+    .. "'%sspec/c/two_states.c' %s -pthread -o '%s'"):format(flags, H.lua_cflags, H.root, H.lua_libs, exe))
   return ok and exe or nil, out
 end
 
@@ -81,9 +85,9 @@ describe("two lua_States", function()
       .. "-D_POSIX_C_SOURCE=200809L -DLIMBER_THREADS=1"
     local src = H.root .. "csrc"
     local ok, out = sh(("ls '%s'/*/*.c '%s'/kernel/x86/*.c | xargs -P2 -I{} sh -c '${CC:-cc} %s "
-      .. "-I\"%s/kernel\" -I/usr/include/lua5.4 "
+      .. "-I\"%s/kernel\" %s "
       .. "-c \"$1\" -o \"%s/$(basename \"$1\").o\"' _ {} && ${CC:-cc} -shared -fsanitize=thread '%s'/*.o "
-      .. "-pthread -o '%s/limber/core.so'"):format(src, src, flags, src, tmp(), tmp(), tmp()))
+      .. "-pthread -o '%s/limber/core.so'"):format(src, src, flags, src, H.lua_cflags, tmp(), tmp(), tmp()))
     assert.is_true(ok, out)
     local cpath = tmp() .. "/?.so"
     ok, out = run(host, cpath, "race", 12, "TSAN_OPTIONS=halt_on_error=1")

@@ -331,6 +331,7 @@ local function check_self(self, class, name)
   end
 end
 
+
 local function yaw_of(x, y, z, w)
   return atan2(2 * (w * y + x * z), 1 - 2 * (y * y + x * x))
 end

@@ -26,6 +26,10 @@
 #include <lua.h>
 #include <lualib.h>
 
+#ifndef LUA_OK
+#define LUA_OK 0 /* Lua 5.1 */
+#endif
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -13,10 +13,12 @@
  * Usage: two_states LUA_PATH LUA_CPATH late [states]
  *   Opens and closes states one after the other. Each holds an object
  *   created before require "limber" whose __gc skins with workers (so it
- *   runs after the worker pool's own __gc at lua_close), and one stored in
- *   the registry. After every lua_close the process must have as many
- *   threads as before (counted in /proc/self/task), and the late skin's
- *   result must equal the one computed while the state was open.
+ *   runs after the worker pool's own __gc at lua_close; on Lua 5.1 and
+ *   LuaJIT, which unload the module first, one created after it, whose
+ *   __gc runs first), and one stored in the registry. After every
+ *   lua_close the process must have as many threads as before (counted in
+ *   /proc/self/task), and the late skin's result must equal the one
+ *   computed while the state was open.
  *
  * Prints one summary line; exits 1 on any mismatch or thread left. */
 #include <dirent.h>
@@ -29,6 +31,10 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+
+#ifndef LUA_OK
+#define LUA_OK 0 /* Lua 5.1 */
+#endif
 
 static const char *lpath, *lcpath;
 
@@ -205,15 +211,29 @@ static int settle_threads(int want) {
 }
 
 static const char *const late_chunk =
-    "local job = {}\n"
-    /* finalizer set before the module's pool exists: runs after the pool's __gc */
-    "setmetatable(job, { __gc = function(j)\n"
+    /* an object whose finalizer calls f(t): a table with __gc from Lua 5.2, a
+     * userdata from newproxy on 5.1 and LuaJIT (whose __gc is for userdata only) */
+    "local function finalized(f, t)\n"
+    "  if not newproxy then return setmetatable(t, { __gc = f }) end\n"
+    "  local p = newproxy(true)\n"
+    "  getmetatable(p).__gc = function() f(t) end\n"
+    "  return p\n"
+    "end\n"
+    "local function late_skin(j)\n"
     "  j.sk.threads(4)\n"
     "  j.sk.run(j.mesh, j.pal, j.target)\n"
     "  report('late', j.target:position_buffer():bytes())\n"
-    "end })\n"
+    "end\n"
+    "local job = {}\n"
+    /* from Lua 5.2: a finalizer set before the module's pool exists, which runs
+     * after the pool's __gc. Lua 5.1 and LuaJIT unload a C library (the
+     * handle's __gc) before they finalize anything made before it was
+     * loaded, so no finalizer of theirs can call limber after the pool's
+     * __gc: there it is set after require and runs first at lua_close */
+    "local late = not newproxy and finalized(late_skin, job)\n"
     "local limber = require 'limber'\n"
     "local sk = require 'limber.skinning'\n"
+    "late = late or finalized(late_skin, job)\n"
     "local skel = limber.skeleton({ { name = 'a' }, { name = 'b', parent = 'a', translation = { 1, "
     "2, 3 } } })\n"
     "local pose = limber.pose(skel, 8)\n"
@@ -236,11 +256,13 @@ static const char *const late_chunk =
     "target:position_buffer():set(1, { 0, 0, 0 })\n"
     "job.sk, job.mesh, job.pal, job.target = sk, mesh, pal, target\n"
     /* a second one, reachable from the registry until the state closes */
-    "local keep = setmetatable({}, { __gc = function() sk.run(mesh, pal, target) end })\n"
-    "debug.getregistry()['two_states.keep'] = keep\n";
+    "local keep = finalized(function() sk.run(mesh, pal, target) end, {})\n"
+    "debug.getregistry()['two_states.keep'] = keep\n"
+    "assert(late)\n";
 
 /* Bytes the late chunk reports through report(name, bytes): [0] while
- * open, [1] from the finalizer that ran after the pool's. */
+ * open, [1] from the finalizer that ran at lua_close (after the pool's,
+ * from Lua 5.2). */
 static char *reported[2];
 static size_t reported_len[2];
 
