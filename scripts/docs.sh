@@ -13,7 +13,10 @@ if ! command -v ldoc >/dev/null; then
 fi
 rm -rf docs/api
 status=0
-out="$(ldoc . 2>&1)" || status=$?
+# Under Lua 5.1, whatever lua-any would pick: Debian's ldoc runs on 5.2 when
+# lua5.2 is installed (scripts/lua-versions.sh installs it on CI), but
+# lua-markdown is there for 5.1 only, and LDoc then falls back to plain text.
+out="$(lua5.1 "$(command -v ldoc)" . 2>&1)" || status=$?
 # Progress lines LDoc always prints; anything else is a warning or error.
 problems="$(printf '%s\n' "$out" | grep -v -e '^reading configuration from config.ld$' \
   -e '^output written to ' -e '^$' || true)"

@@ -49,6 +49,21 @@ if [ "${LIMBER_TEST_QUICK:-0}" != "1" ]; then
     LIMBER_FUZZ_REPLAY="$PWD/build-asan/limber_fuzz_replay" \
     busted --run=asan --exclude-tags=slow,nosan "$@"
 
+  if command -v lua5.1 >/dev/null && [ -f /usr/include/lua5.1/compat-5.3.h ]; then
+    echo "== busted under ASan + UBSan, Lua 5.1 (csrc/lua/lcompat.*: user-value tables, integer" \
+      "reads, string formats), the specs that cross the binding most"
+    cmake -S . -B build-asan-5.1 -DLIMBER_LUA=5.1 -DCMAKE_BUILD_TYPE=Debug -DLIMBER_SANITIZE=ON \
+      -DLIMBER_WERROR=ON -DLIMBER_BASELINES=OFF -DLIMBER_FUZZ_REPLAY=OFF >/dev/null
+    cmake --build build-asan-5.1 -j "$(nproc)" >/dev/null
+    LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      LSAN_OPTIONS=suppressions="$PWD/spec/lsan.supp" \
+      busted --run=asan51 --exclude-tags=slow,nosan,once spec/compat_spec.lua spec/core_spec.lua \
+      spec/binding_fuzz_spec.lua spec/safety_anim_spec.lua spec/safety_scene_spec.lua \
+      spec/safety_skinning_spec.lua spec/hostile_spec.lua spec/clip_spec.lua spec/anim_spec.lua \
+      spec/skinning_spec.lua spec/gltf_errors_spec.lua
+  fi
+
   echo "== libFuzzer harnesses, 8 s each (about 60 s in all)"
   [ "${CI:-}" = "true" ] && bash scripts/deps.sh clang libclang-rt-14-dev
   probe="$(mktemp -d)"
