@@ -623,9 +623,13 @@ static int l_gather(lua_State *L) {
     lmb_hier *h = self_scene(L, m);
     if (!lua_istable(L, 2))
         return scene_argerror(L, m, 2, "table of node ids expected, got %s", luaL_typename(L, 2));
-    if (!lua_isinteger(L, 3))
-        return scene_argerror(L, m, 3, "integer count expected, got %s", describe(L, 3));
-    lua_Integer count = lua_tointeger(L, 3);
+    lua_Integer count;
+    if (lua_isnil(L, 3)) /* rule 9 of CHANGES.md: the count defaults to the rest, #ids */
+        count = lcore_rawlen(L, 2);
+    else if (!lua_isinteger(L, 3))
+        return scene_argerror(L, m, 3, "integer count or nil expected, got %s", describe(L, 3));
+    else
+        count = lua_tointeger(L, 3);
     lbuffer *b = lbuf_check(L, 4);
     lua_Integer first = 1;
     if (!lua_isnoneornil(L, 5)) {
