@@ -56,17 +56,11 @@ C.searchpath = package.searchpath or function(name, path)
   return nil, table.concat(tried)
 end
 
---- `math.type` (5.3+); before 5.3 every number is a float, and an integral
--- one in [-2^53, 2^53] counts as an integer (what the examples pass as one).
-C.math_type = math.type or function(v)
-  if type(v) ~= "number" then return nil end
-  return (v == floor(v) and v >= -2 ^ 53 and v <= 2 ^ 53) and "integer" or "float"
-end
-
---- `math.tointeger` (5.3+).
-function C.tointeger(v)
-  if math.tointeger then return math.tointeger(v) end
-  return C.math_type(v) == "integer" and v or nil
+--- `math.tointeger` (5.3+); before 5.3 an integral number in [-2^53, 2^53]
+-- (what the examples take as a count or a seed).
+C.tointeger = math.tointeger or function(v)
+  if type(v) == "number" and v == floor(v) and v >= -2 ^ 53 and v <= 2 ^ 53 then return v end
+  return nil
 end
 
 --- `table.unpack` (5.2+; `unpack` before).

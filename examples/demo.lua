@@ -40,7 +40,7 @@ if opt.help then
   os.exit(0)
 end
 local function check_count(name, v, lo, hi)
-  if C.math_type(v) ~= "integer" and v ~= math.floor(v) or v < lo or v > hi then
+  if v ~= math.floor(v) or v < lo or v > hi then
     io.stderr:write(("demo: --%s must be an integer in [%d, %d]\n"):format(name, lo, hi))
     os.exit(2)
   end

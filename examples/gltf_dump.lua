@@ -37,8 +37,8 @@ local function move(t, first, last, into, dest)
 end
 -- before 5.3 there are no integers: integral floats are written as such below
 local function is_integer(v) return math.type ~= nil and math.type(v) == "integer" end
-local tointeger = math.tointeger or function(v)
-  return v == math.floor(v) and v or nil
+local tointeger = math.tointeger or function(v) -- an integral number of at most 2^53
+  return type(v) == "number" and v == math.floor(v) and math.abs(v) <= 2 ^ 53 and v or nil
 end
 -- The scalars of a width-3 f32 Buffer of n elements, flat.
 local function floats(buf, n)
@@ -400,11 +400,11 @@ function D.main(args)
     local a = args[k]
     if a == "--anim" then
       k = k + 1
-      opts.animation = tonumber(args[k])
+      opts.animation = tointeger(tonumber(args[k]))
       if not opts.animation or opts.animation < 0 then
         usage("--anim needs an animation index (0-based)")
       end
-      opts.animation = tointeger(opts.animation) + 1
+      opts.animation = opts.animation + 1
     elseif a == "--rest" then
       opts.animation = nil
     elseif a == "--times" then

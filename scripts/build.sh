@@ -3,8 +3,9 @@
 # the benchmarks' C baselines (examples/baselines/, modules limber.baseline_*)
 # into build-bench/: they are not part of the rock (the rockspec turns them
 # off), and examples/common.lua finds them there for examples/bench_*.lua.
-# The same for each other installed Lua with headers (5.1, 5.2, 5.3, LuaJIT)
-# into build-bench-<v>/, where common.lua looks under that interpreter.
+# The same for each other installed Lua (scripts/lua-versions.sh list: 5.1,
+# 5.2, 5.3, LuaJIT) into build-bench-<v>/, where common.lua looks under that
+# interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -12,12 +13,9 @@ luarocks --lua-version 5.4 make --tree lua_modules limber-scm-1.rockspec >/dev/n
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DLIMBER_BASELINES=ON \
   -DLIMBER_FUZZ_REPLAY=OFF >/dev/null
 cmake --build build-bench --target limber_baselines -j "$(nproc)" >/dev/null
-for v in 5.1 5.2 5.3 luajit; do
-  exe="lua$v" inc="/usr/include/lua$v"
-  [ "$v" = luajit ] && exe=luajit inc=/usr/include/luajit-2.1
-  command -v "$exe" >/dev/null && [ -f "$inc/lua.h" ] || continue
+for v in $(bash scripts/lua-versions.sh list 2>/dev/null); do
   { cmake -S . -B "build-bench-$v" -DCMAKE_BUILD_TYPE=Release -DLIMBER_LUA="$v" \
       -DLIMBER_BASELINES=ON -DLIMBER_FUZZ_REPLAY=OFF &&
     cmake --build "build-bench-$v" --target limber_baselines -j "$(nproc)"; } >/dev/null ||
-    echo "build.sh: note: the benchmarks' baselines for $exe did not build (build-bench-$v/)" >&2
+    echo "build.sh: note: the benchmarks' baselines for Lua $v did not build (build-bench-$v/)" >&2
 done

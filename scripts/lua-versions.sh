@@ -4,9 +4,10 @@
 # lua53) and LuaJIT 2.1 (CMake -DLIMBER_LUA=luajit into build-luajit/, busted
 # profile luajit). A version runs when its interpreter and headers are
 # installed (Debian: lua5.x + liblua5.x-dev, luajit + libluajit-5.1-dev, and
-# lua-compat53-dev for 5.1, 5.2 and LuaJIT); on CI (CI=true) all four are
-# installed first, elsewhere a missing one is skipped with a note.
-# Usage: scripts/lua-versions.sh list          the versions found
+# lua-compat53-dev for 5.1, 5.2 and LuaJIT); a missing one is skipped with a
+# note. The test command installs all four on CI (CI=true) with `install`.
+# Usage: scripts/lua-versions.sh install       install all four (Debian packages)
+#        scripts/lua-versions.sh list          the versions found
 #        scripts/lua-versions.sh build         build for each
 #        scripts/lua-versions.sh run [busted options]   build, then busted on
 #                                              each, two at a time
@@ -16,8 +17,8 @@ cmd="${1:-run}"
 shift || true
 
 all=(5.1 5.2 5.3 luajit)
-if [ "${CI:-}" = "true" ]; then
-  bash scripts/deps.sh lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
+if [ "$cmd" = install ]; then
+  exec bash scripts/deps.sh lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
     luajit libluajit-5.1-dev lua-compat53-dev
 fi
 

@@ -19,8 +19,8 @@ cd "$(dirname "$0")/.."
 # which also builds the benchmarks' baselines for each, and LOVE 11 and Xvfb
 # for the LOVE game's spec (spec/love_spec.lua)
 if [ "${CI:-}" = "true" ]; then
-  bash scripts/deps.sh lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
-    luajit libluajit-5.1-dev lua-compat53-dev love xvfb xauth
+  bash scripts/lua-versions.sh install
+  bash scripts/deps.sh love xvfb xauth
 fi
 bash scripts/build.sh
 

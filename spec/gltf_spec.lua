@@ -404,7 +404,7 @@ end)
 describe("examples/gltf_dump.lua", function()
   -- runs under this run's interpreter and module paths
   local function run(args)
-    local _, out, code = H.run(("%s %s %sexamples/gltf_dump.lua %s"):format(H.lua_env(), H.lua_exe, H.root, args))
+    local _, out, code = H.run(H.example("gltf_dump.lua", args))
     return out, code
   end
 
@@ -428,6 +428,14 @@ describe("examples/gltf_dump.lua", function()
     assert.near(rp.positionsWorld, gp.positionsWorld, 1e-5)
     assert.near(rp.normalsWorld, gp.normalsWorld, 1e-3)
     assert.are.equal(#ref.frames[1].nodes, #got.frames[1].nodes)
+  end)
+
+  it("refuses an --anim that is not a non-negative integer, with its usage", function()
+    for _, bad in ipairs({ "1.5", "x", "-1", "inf" }) do
+      local out, code = run(H.assets .. "RiggedSimple/RiggedSimple.gltf --anim " .. bad)
+      assert.are.equal(2, code, out)
+      assert.truthy(out:find("gltf_dump: --anim needs an animation index (0-based)\nusage: ", 1, true), out)
+    end
   end)
 
   it("describes a model with --info", function()

@@ -17,10 +17,6 @@ H.lua = rawget(_G, "jit") and "luajit" or _VERSION:match("%d+%.%d+")
 --- True where Lua has a separate integer subtype (5.3 and later): there
 -- 2.0 and 2 differ, and 2^63 is out of range of integers.
 H.integers = math.type ~= nil
---- The largest integer and the smallest (exact as floats before 5.3,
--- where they are -2^63 and 2^63, both outside what limber accepts).
-H.maxinteger = math.maxinteger or 2 ^ 63
-H.mininteger = math.mininteger or -2 ^ 63
 
 local floor = math.floor
 local function need(ok, msg) if not ok then error("spec.helper: " .. msg, 3) end return ok end

@@ -166,7 +166,7 @@ describe("limber.skinning argument errors", function()
     fails(function() sk.mesh() end, "bad argument #1 to 'limber.skinning.mesh' (table expected, got nil)")
     fails(function() sk.run(pal, pal, tg) end, "(limber.SkinMesh expected, got limber.Palette)")
     fails(function() sk.threads(1.5) end, "bad argument #1 to 'limber.skinning.threads' (integer expected")
-    fails(function() sk.threads(H.mininteger) end, "bad argument #1 to 'limber.skinning.threads' (thread count")
+    fails(function() sk.threads(H.int_min) end, "bad argument #1 to 'limber.skinning.threads' (thread count")
     fails(function() sk.batch({}) end, "bad argument #1 to 'limber.skinning.batch' (job count 0")
   end)
 

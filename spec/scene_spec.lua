@@ -372,6 +372,13 @@ describe("limber.scene", function()
       assert.error_matches(function() sc:gather({ a[1] }, 1, buf, 7) end, "do not fit", 1, true)
       assert.error_matches(function() sc:gather({ a[1] }, 1, limber.buffer("f32", 4, 4)) end,
         "width 16 expected", 1, true)
+      assert.error_matches(function() sc:gather({ a[1] }, "1", buf) end,
+        "integer count or nil expected, got string", 1, true)
+      -- a nil count reads all of ids, and a bad id among them still changes nothing
+      local before = all:bytes()
+      assert.error_matches(function() sc:gather({ a[1], a[2], 99 }, nil, all) end,
+        "ids[3] is not a live node", 1, true)
+      assert.equal(before, all:bytes())
       assert.same({ 0, 0, 0, 0 }, { H.tunpack(buf:get(1), 1, 4) })
     end)
 

@@ -2,7 +2,6 @@
  * on Lua 5.4. */
 #include "lcompat.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,8 +19,9 @@ lua_Integer lcompat_tointegerx(lua_State *L, int idx, int *isnum) {
 }
 
 int lcompat_isinteger(lua_State *L, int idx) {
-    lua_Integer v;
-    return lua_type(L, idx) == LUA_TNUMBER && lcompat_exact(lua_tonumber(L, idx), &v);
+    int ok;
+    lcompat_tointeger_strict(L, idx, &ok);
+    return ok;
 }
 
 lua_Integer lcompat_checkinteger(lua_State *L, int arg) {

@@ -105,14 +105,12 @@ static float *read_vec_stream(lua_State *L, int desc, const char *field, uint32_
     return out;
 }
 
-/* Reads integer data: a u8/u16/u32 Buffer of `width` (values as stored) or
- * a flat table of integers (1-based: 1 is subtracted, 0 becomes 0xFFFFFFFF
- * "unused"). */
 /* An index stream (joint slots, vertex indices) from one of two fields:
  * `field`, a flat table of 1-based indices (0 = no joint), or "gpu_" ..
  * field, a u8/u16/u32 Buffer of 0-based ones as a GPU (and glTF) stores
  * them. One field, one index base: a Buffer in `field` or a table in the
- * gpu_ field is an error that names the other. Decoded 0-based. */
+ * gpu_ field is an error that names the other. Decoded 0-based; a table's 0
+ * (no joint) becomes 0xFFFFFFFF "unused". */
 static uint32_t *read_int_stream(lua_State *L, int desc, const char *field, uint32_t width,
                                  size_t *count) {
     char gpu[32];

@@ -521,8 +521,11 @@ local function build()
     if d < best then overlay.instance, best = i, d end
   end
   overlay.kind = k1
-  overlay.m = {}
-  for j = 1, k1.skel:joint_count() do overlay.m[j] = {} end
+  -- the pose's model matrices read in place (a view kept with the pointer,
+  -- 16 floats per joint, instance after instance), parents read once
+  overlay.models = k1.pose:model_buffer()
+  overlay.m = f32(overlay.models, 16) + (overlay.instance - 1) * k1.skel:joint_count() * 16
+  overlay.parents = k1.skel:parents()
 end
 
 -- ---- the compare tool -----------------------------------------------------------
@@ -648,7 +651,7 @@ function love.update(dt)
       k.cpu:setVertices(k.cpu_bytes)
     end
   else
-    t = stage("skin", t)
+    ms.skin = nil -- no CPU skinning this frame (the HUD shows "-")
     -- every palette to the float texture: one copy each, one upload
     local dst = ffi.cast("uint8_t *", pal_data:getFFIPointer())
     for _, k in ipairs(kinds) do ffi.copy(dst + 16 * k.first_texel, k.pal_ptr, k.pal_size) end
@@ -670,24 +673,24 @@ local function camera()
 end
 
 local function draw_skeleton(vp, w, h)
-  local k, i, m = overlay.kind, overlay.instance, overlay.m
+  local m, parents = overlay.m, overlay.parents
   local function screen(j)
-    local x, y, z = m[j][13], m[j][14], m[j][15]
+    local o = (j - 1) * 16
+    local x, y, z = m[o + 12], m[o + 13], m[o + 14]
     local q = vp[4] * x + vp[8] * y + vp[12] * z + vp[16]
     if q <= 0 then return nil end
     return ((vp[1] * x + vp[5] * y + vp[9] * z + vp[13]) / q * 0.5 + 0.5) * w,
       (0.5 - (vp[2] * x + vp[6] * y + vp[10] * z + vp[14]) / q * 0.5) * h
   end
-  for j = 1, k.skel:joint_count() do k.pose:model(i, j, m[j]) end
   love.graphics.setColor(1, 0.95, 0.2)
   love.graphics.setLineWidth(2)
-  for j = 1, k.skel:joint_count() do
-    local p = k.skel:parent(j)
+  for j = 1, #parents do
+    local p = parents[j]
     local ax, ay = screen(j)
     if ax then
       love.graphics.circle("fill", ax, ay, 2.5)
       local bx, by
-      if p then bx, by = screen(p) end
+      if p > 0 then bx, by = screen(p) end
       if bx then love.graphics.line(ax, ay, bx, by) end
     end
   end
@@ -700,7 +703,7 @@ local function hud()
       opt.cpu and "CPU" or "GPU", love.timer.getFPS(), state.frame) }, { "" }
   for _, s in ipairs(STAGES) do
     lines[#lines + 1] = s[1]
-    values[#values + 1] = ("%7.3f ms"):format(ms[s[2]] or 0)
+    values[#values + 1] = ms[s[2]] and ("%7.3f ms"):format(ms[s[2]]) or "      -"
   end
   love.graphics.setColor(0, 0, 0, 0.45)
   love.graphics.rectangle("fill", 6, 6, 330, 16 * #lines + 8)
@@ -752,7 +755,9 @@ function love.draw()
   if opt.frames and state.frame >= opt.frames and not state.done then
     state.done = true
     local parts = {}
-    for _, st in ipairs(STAGES) do parts[#parts + 1] = ("%s %.3f"):format(st[1], ms[st[2]]) end
+    for _, st in ipairs(STAGES) do
+      if ms[st[2]] then parts[#parts + 1] = ("%s %.3f"):format(st[1], ms[st[2]]) end
+    end
     print(("ms per frame (moving average), %s skinning: %s"):format(opt.cpu and "CPU" or "GPU",
       table.concat(parts, ", ")))
     if not opt.screenshot then
