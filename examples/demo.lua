@@ -1,5 +1,5 @@
 -- limber's main demo: a crowd of animated, CPU-skinned characters on the
--- bundled glTF models, every stage one batched call per frame.
+-- bundled glTF models, evaluated by one frame plan per model (limber.plan).
 --
 --   lua5.4 examples/demo.lua [--frames 300] [--characters 1000] [--threads N]
 --                            [--out demo-out] [--no-pictures] [--help]
@@ -7,24 +7,27 @@
 -- Loads Fox (Survey / Walk / Run) and CesiumMan through limber.gltf, places
 -- the characters on a grid under a few group nodes of a limber.scene, gives
 -- each its own clip, start time and rate, cross-fades Walk and Run on some
--- foxes, hangs a hat on the head joint of every tenth character, moves some
--- groups every frame, and runs: advance players, sample + blend, local to
--- model, scene update, palettes, CPU skinning. Prints per-stage times and
--- writes pictures drawn from the run's own skinned vertices and joints: SVG
--- written by the small writer below, rendered to PNG with rsvg-convert
--- (Debian: librsvg2-bin) when it is installed.
+-- foxes (plan:set_weight with a fade between the two sources of the base
+-- layer), hangs a hat on the head joint of every tenth character (the head
+-- is the plans' slot joint), gives the characters animation LOD tiers by
+-- their distance from a camera at the crowd's near edge, moves some groups
+-- every frame, and runs: the plans (advance, sample, blend, local to model,
+-- palettes and slots, in blocks of 8 instances), scene update, CPU skinning.
+-- Prints per-stage times (the plan's own from plan:timings()) and writes
+-- pictures drawn from the run's own skinned vertices and joints: SVG written
+-- by the small writer below, rendered to PNG with rsvg-convert (Debian:
+-- librsvg2-bin) when it is installed.
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
 package.path = here .. "/?.lua;" .. package.path
 local C = require "common"
 local limber = require "limber"
-local core, gltf, anim, scene, sk = limber.core, limber.gltf, limber.anim, limber.scene,
-    limber.skinning
+local core, gltf, scene, sk = limber.core, limber.gltf, limber.scene, limber.skinning
 
 local USAGE = [[
 usage: lua5.4 examples/demo.lua [options]
   --frames N       frames to run (default 300, at 1/60 s each)
   --characters N   characters in the crowd (default 1000; 60% foxes, 40% CesiumMen)
-  --threads N      skinning threads (default: every core)
+  --threads N      worker threads of the plans and the skinning (default: every core)
   --out DIR        where the pictures go (default demo-out)
   --no-pictures    skip the pictures
   --help           this text]]
@@ -50,6 +53,7 @@ local FRAMES = check_count("frames", opt.frames, 1, 1000000)
 local N = check_count("characters", opt.characters, 2, 100000)
 local threads = check_count("threads", opt.threads, 0, 256)
 local DT = 1 / 60
+local FADE = 0.3          -- seconds of a Walk <-> Run cross-fade
 math.randomseed(20261122)
 
 -- ---- models --------------------------------------------------------------
@@ -64,6 +68,9 @@ local kinds = {
 }
 kinds[1].count = math.max(1, math.floor(N * kinds[1].share + 0.5))
 kinds[2].count = N - kinds[1].count
+
+-- the worker pool (shared by the plans and the skinning) before any plan runs
+local used_threads = select(1, sk.threads(threads > 0 and threads or nil))
 
 local joints_total, verts_total = 0, 0
 for _, k in ipairs(kinds) do
@@ -81,21 +88,13 @@ for _, k in ipairs(kinds) do
   k.vertices = prim.vertex_count
   k.out = sk.target({ mesh = k.mesh, instances = k.count, positions = true,
                       normals = prim.normals ~= nil })
-  k.clips = {}
+  k.clips, k.clip_index = {}, {}
   for a, animation in ipairs(asset.animations) do
     k.clips[a] = animation.clips[1]
-    k.clips[animation.name or ("clip" .. a)] = a
+    k.clip_index[animation.name or ("clip" .. a)] = a
   end
-  k.crowd = anim.crowd(k.pose, k.clips)
-  for i = 1, k.count do
-    local c = math.random(1, #k.clips)
-    k.crowd:player(i):play(c, { time = math.random() * k.clips[c]:duration(),
-                                rate = 0.8 + 0.4 * math.random(), loop = true })
-  end
-  -- instance 1 is the contact sheet's model: its clip from the start, at rate 1
-  k.sheet_clip = k.sheet_clip and k.clips[k.sheet_clip] or 1
-  k.crowd:player(1):play(k.sheet_clip, { time = 0, rate = 1, loop = true })
-  -- the head: named, or the highest joint at rest (CesiumMan's joints have no names)
+  -- the head: named, or the highest joint at rest (CesiumMan's joints have
+  -- no names), found before any plan runs, from the rest pose's matrices
   if k.head then
     k.head = k.skel:find(k.head)
   else
@@ -106,11 +105,55 @@ for _, k in ipairs(kinds) do
     end
     k.head = best
   end
+  -- One plan per model: a base layer of two sources (source 1 plays the
+  -- instance's clip; the Walk <-> Run switches fade to the other source);
+  -- it writes the palettes and the head's model matrices (the hats' slot).
+  k.plan = limber.plan({ pose = k.pose, clips = k.clips,
+                         layers = { { name = "base", sources = 2 } },
+                         palettes = { k.palette }, slots = { k.head } })
+  k.active = {}    -- the source that plays the instance's current clip
+  for i = 1, k.count do
+    local c = math.random(1, #k.clips)
+    k.plan:play(i, "base", 1, c, math.random() * k.clips[c]:duration(), 0.8 + 0.4 * math.random())
+    k.active[i] = 1
+  end
+  -- instance 1 is the contact sheet's model: its clip from the start, at rate 1
+  k.sheet_clip = k.sheet_clip and k.clip_index[k.sheet_clip] or 1
+  k.plan:play(1, "base", 1, k.sheet_clip, 0, 1)
+  -- The pictures need every joint's model matrix (the sheet: instance 1 at
+  -- 8 times; the top view: everyone at the end), which the timed plan does
+  -- not write (models = "slots": writing all of them would add 4 KB per
+  -- instance per frame of memory traffic the game does not need). A second
+  -- plan over a pose of its own, models = "all", no palettes, is given the
+  -- same sources (mirror below) and run outside the timed frame; the demo
+  -- checks its head matrices against the ones the timed plan wrote.
+  k.view_pose = gltf.pose(asset, 1, k.count)
+  k.view = limber.plan({ pose = k.view_pose, clips = k.clips,
+                         layers = { { name = "base", sources = 2 } }, models = "all" })
   joints_total = joints_total + k.count * k.skel:joint_count()
   verts_total = verts_total + k.count * k.vertices
 end
 
-local used_threads = select(1, sk.threads(threads > 0 and threads or nil))
+-- Copies instances first .. last of kind k's sources (clip, time, rate,
+-- loop, weight) to its view plan and evaluates them there; returns the
+-- largest difference between the two plans' head matrices.
+local function mirror(k, first, last)
+  for i = first, last do
+    for s = 1, 2 do
+      local clip, time, rate, loop, w = k.plan:source(i, "base", s)
+      k.view:play(i, "base", s, clip, time, rate, loop)
+      k.view:set_weight(i, "base", s, w)
+    end
+  end
+  k.view:run(0)
+  local diff = 0
+  for i = first, last do
+    local a, b = k.pose:model(i, k.head), k.view_pose:model(i, k.head)
+    for e = 1, 16 do diff = math.max(diff, math.abs(a[e] - b[e])) end
+  end
+  return diff
+end
+
 local batch = sk.batch({
   { mesh = kinds[1].mesh, palette = kinds[1].palette, target = kinds[1].out },
   { mesh = kinds[2].mesh, palette = kinds[2].palette, target = kinds[2].out },
@@ -153,20 +196,69 @@ for _, k in ipairs(kinds) do
 end
 sc:update()
 
+-- ---- animation LOD by distance ---------------------------------------------
+-- A camera at the middle of the grid's near edge (row 0 at the smallest z),
+-- one cell out. Ranked by the distance of their scene nodes at the start
+-- (the groups that move later stay in their tiers): the nearest 20% are
+-- evaluated every frame, the next 30% every 2nd, the farthest 50% every 4th;
+-- instance 1 of each kind (the contact sheet's) every frame. Inside a tier,
+-- phases go round in order of distance, so each frame evaluates about the
+-- same number: 0.2 + 0.3 / 2 + 0.5 / 4 = 0.475 of the crowd.
+local CAMERA = { x = half, z = -SPACING }
+local TIERS = { 1, 2, 4 }
+local TIER_NAME = { [1] = "every frame", [2] = "every 2nd", [4] = "every 4th" }
+local ranked = {}
+do
+  local m = {}
+  for n, k in ipairs(kinds) do
+    k.every = {}
+    for i = 1, k.count do
+      sc:world(k.nodes[i], m)
+      local dx, dz = m[13] - CAMERA.x, m[15] - CAMERA.z
+      ranked[#ranked + 1] = { kind = n, i = i, d = dx * dx + dz * dz }
+    end
+  end
+end
+table.sort(ranked, function(a, b)   -- ties by kind, then instance: the same order everywhere
+  if a.d ~= b.d then return a.d < b.d end
+  if a.kind ~= b.kind then return a.kind < b.kind end
+  return a.i < b.i
+end)
+local near_count, mid_count = math.floor(0.2 * N + 0.5), math.floor(0.5 * N + 0.5)
+local tier_count, tier_kind, next_phase = {}, {}, {}
+for _, e in ipairs(TIERS) do tier_count[e], tier_kind[e], next_phase[e] = 0, { 0, 0 }, 0 end
+for r, c in ipairs(ranked) do
+  local k = kinds[c.kind]
+  local every = r <= near_count and 1 or r <= mid_count and 2 or 4
+  if c.i == 1 then every = 1 end
+  k.every[c.i] = every
+  k.plan:set_lod(c.i, every, next_phase[every])
+  next_phase[every] = (next_phase[every] + 1) % every
+  tier_count[every] = tier_count[every] + 1
+  tier_kind[every][c.kind] = tier_kind[every][c.kind] + 1
+end
+
 -- ---- the frame loop --------------------------------------------------------
 
-local STAGES = { "advance players", "sample + blend", "local to model", "scene update",
-                         "palettes", "skinning" }
+-- rows of the stage table: wall-clock stages of the frame, and (indented)
+-- the plans' own stages from plan:timings(), summed over both plans
+local STAGES = { "plan:run (wall)", "  advance", "  sample", "  blend", "  model", "  output",
+                 "fades (Lua)", "scene update", "skinning" }
+local PLAN_KEYS = { "advance", "sample", "blend", "model", "output" }
+local WALL = { [1] = true, [7] = true, [8] = true, [9] = true }
 local times = {}
 for s = 1, #STAGES do times[s] = {} end
+local evaluated = 0           -- instances the plans evaluated, over all frames
 local clock = core.clock
-local sheet = { {}, {} }    -- captured frames of instance 1 of each kind
+local sheet = { {}, {} }      -- captured frames of instance 1 of each kind
+local view_diff = 0           -- view plans vs the timed plans' head matrices
 local switch_every = 45
 
 local function capture(k, slot, t)
+  view_diff = math.max(view_diff, mirror(k, 1, 1))
   local pos = C.values(k.out:position_buffer(), 1, k.vertices)
   local joints = {}
-  for j = 1, k.skel:joint_count() do joints[j] = k.pose:model(1, j) end
+  for j = 1, k.skel:joint_count() do joints[j] = k.view_pose:model(1, j) end
   slot[#slot + 1] = { t = t, positions = pos, joints = joints }
 end
 
@@ -181,44 +273,44 @@ end
 local t_start = clock()
 for f = 1, FRAMES do
   local t0 = clock()
-  -- 1. players: time, cross-fades, events
+  -- 1. every switch_every frames, some foxes switch between Walk and Run: the
+  -- base layer's other source starts the new clip and the weights cross-fade
   if f % switch_every == 0 then
     local fox = kinds[1]
-    local walk, run = fox.clips.Walk, fox.clips.Run
+    local walk, run = fox.clip_index.Walk, fox.clip_index.Run
     for i = 2, fox.count, 7 do
-      local p = fox.crowd:player(i)
-      local cur = p:state()
-      if cur == fox.clips[walk] then
-        p:play(run, { fade = 0.3, rate = 1.0 })
-      elseif cur == fox.clips[run] then
-        p:play(walk, { fade = 0.3, rate = 1.0 })
+      local a = fox.active[i]
+      local cur = fox.plan:source(i, "base", a)
+      local to = cur == walk and run or cur == run and walk or nil
+      if to then
+        local b = 3 - a
+        fox.plan:play(i, "base", b, to, 0, 1.0)
+        fox.plan:set_weight(i, "base", b, 1, FADE)
+        fox.plan:set_weight(i, "base", a, 0, FADE)
+        fox.active[i] = b
       end
     end
   end
-  for _, k in ipairs(kinds) do k.crowd:advance(DT) end
   local t1 = clock()
-  -- 2. sample every layer slot and blend (one call each for all instances)
-  for _, k in ipairs(kinds) do k.crowd:evaluate() end
+  -- 2. the plans: one call per model evaluates its crowd (the instances due
+  -- this frame) into palettes and head matrices
+  for _, k in ipairs(kinds) do evaluated = evaluated + k.plan:run(DT) end
   local t2 = clock()
-  -- 3. model matrices of every joint of every character
-  for _, k in ipairs(kinds) do k.pose:local_to_model() end
-  local t3 = clock()
-  -- 4. scene: two groups sway, one turns; hats follow this frame's heads
+  -- 3. scene: two groups sway, one turns; hats follow this frame's heads
   local a = f * DT
   sc:set_translation(groups[2], half + math.sin(a * 2) * 3, 0, 1.5 * group_depth)
   sc:set_translation(groups[5], half, math.abs(math.sin(a * 3)) * 1.5, 4.5 * group_depth)
   local turn = 0.2 * math.sin(a)   -- group 7 turns back and forth by up to 0.4 rad
   sc:set_rotation(groups[7], 0, math.sin(turn / 2), 0, math.cos(turn / 2))
   sc:update()
-  local t4 = clock()
-  -- 5. skin palettes
-  for _, k in ipairs(kinds) do k.palette:update() end
-  local t5 = clock()
-  -- 6. CPU skinning of every character, all threads
+  local t3 = clock()
+  -- 4. CPU skinning of every character, all threads
   batch:run()
-  local t6 = clock()
-  local st = { t0, t1, t2, t3, t4, t5, t6 }
-  for s = 1, #STAGES do times[s][f] = (st[s + 1] - st[s]) * 1e3 end
+  local t4 = clock()
+  times[1][f], times[7][f] = (t2 - t1) * 1e3, (t1 - t0) * 1e3
+  times[8][f], times[9][f] = (t3 - t2) * 1e3, (t4 - t3) * 1e3
+  local fox_t, man_t = kinds[1].plan:timings(), kinds[2].plan:timings()
+  for s, key in ipairs(PLAN_KEYS) do times[s + 1][f] = fox_t[key] + man_t[key] end
 
   if not opt.no_pictures then
     for n, k in ipairs(kinds) do
@@ -236,22 +328,45 @@ local wall = clock() - t_start
 
 print(("\nlimber demo: %d characters (%d Fox, %d CesiumMan), %d joints, %d skinned vertices"
   .. " per frame"):format(N, kinds[1].count, kinds[2].count, joints_total, verts_total))
-print(("%d frames, %d thread(s) for skinning, SIMD kernels: %s"):format(FRAMES, used_threads,
-  select(3, core.simd())))
+print(("%d frames, %d thread(s) for the plans and the skinning, SIMD kernels: %s"):format(FRAMES,
+  used_threads, select(3, core.simd())))
 print(C.interpreter_line())
+print(("LOD tiers by distance from a camera at x = %.1f, z = %.1f (the crowd's near edge; "
+  .. "instance 1 of each kind every frame):"):format(CAMERA.x, CAMERA.z))
+for _, e in ipairs(TIERS) do
+  print(("  %-12s %6d (%d Fox, %d CesiumMan)"):format(TIER_NAME[e], tier_count[e],
+    tier_kind[e][1], tier_kind[e][2]))
+end
+print(("instances evaluated per frame: %.1f (mean) of %d (%.3f of the crowd)"):format(
+  evaluated / FRAMES, N, evaluated / FRAMES / N))
 print(("%-18s %12s %12s"):format("stage", "median ms", "min ms"))
 local total_med, total_min = 0, 0
 for s, name in ipairs(STAGES) do
   local med, min = C.stats(times[s])
-  total_med, total_min = total_med + med, total_min + min
+  if WALL[s] then total_med, total_min = total_med + med, total_min + min end
   print(("%-18s %12.3f %12.3f"):format(name, med, min))
 end
 print(("%-18s %12.3f %12.3f"):format("frame (sum)", total_med, total_min))
-local skin_med = C.stats(times[#STAGES])
+print(("(the indented plan stages are CPU time summed over the %d thread(s); frame (sum) adds the"
+  .. " others)"):format(used_threads))
+local skin_med = C.stats(times[9])
 print(("skinning: %.1f M vertices/s; whole pipeline: %.1f frames/s (%.2f s wall, incl. pictures)")
   :format(verts_total / skin_med / 1e3, 1e3 / total_med, wall))
 
 if opt.no_pictures then return end
+
+-- The top view shows the whole crowd at the last frame as full-rate
+-- evaluation gives it: the instances LOD skipped on the last run (they keep
+-- palettes and heads of their last evaluation, up to 3 frames old) are
+-- evaluated at their current time, outside the timed frames, and skinned
+-- again; then every instance is mirrored to the view plans for its bones.
+for _, k in ipairs(kinds) do
+  for i = 1, k.count do k.plan:set_lod(i, 1) end
+  k.plan:run(0)
+end
+sc:update()
+batch:run()
+for _, k in ipairs(kinds) do view_diff = math.max(view_diff, mirror(k, 1, k.count)) end
 
 -- ---- pictures --------------------------------------------------------------
 -- Both pictures are SVG written here (a few lines of text per figure), then
@@ -274,12 +389,14 @@ local function svg_writer(width, height, background)
     out[#out + 1] = line
     w.figures = w.figures + 1
   end
-  -- a closed polyline, filled: pts = { x1, y1, x2, y2, ... }
-  function w.polygon(pts, fill, stroke)
+  -- a closed polyline, filled: pts = { x1, y1, x2, y2, ... }; class: an
+  -- optional class attribute (what the figure is, for readers of the file)
+  function w.polygon(pts, fill, stroke, class)
     local xy = {}
     for k = 1, #pts, 2 do xy[#xy + 1] = ("%.1f,%.1f"):format(pts[k], pts[k + 1]) end
-    add(('<polygon points="%s" fill="%s"%s/>'):format(table.concat(xy, " "), fill,
-      stroke and (' stroke="%s" stroke-width="0.8"'):format(stroke) or ""))
+    add(('<polygon points="%s" fill="%s"%s%s/>'):format(table.concat(xy, " "), fill,
+      stroke and (' stroke="%s" stroke-width="0.8"'):format(stroke) or "",
+      class and (' class="%s"'):format(class) or ""))
   end
   function w.line(x1, y1, x2, y2, stroke, width_px)
     add(('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%.1f"/>')
@@ -289,9 +406,10 @@ local function svg_writer(width, height, background)
     add(('<circle cx="%.1f" cy="%.1f" r="%.1f" fill="%s"%s/>'):format(cx, cy, r, fill,
       stroke and (' stroke="%s" stroke-width="0.8"'):format(stroke) or ""))
   end
-  function w.text(x, y, s)
+  function w.text(x, y, s, fill)
     local escaped = s:gsub("[&<>]", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;" })
-    add(('<text x="%.1f" y="%.1f">%s</text>'):format(x, y, escaped))
+    add(('<text x="%.1f" y="%.1f"%s>%s</text>'):format(x, y,
+      fill and (' fill="%s"'):format(fill) or "", escaped))
   end
   function w.save(path)
     local fh = assert(io.open(path, "w"))
@@ -372,10 +490,12 @@ local sheet_svg = opt.out .. "/contact-sheet.svg"
 svg.save(sheet_svg)
 
 -- (2) the crowd from above at the last frame (x right, z down), fitted to
--- the picture. Each character is its outline, its bones and, for every
--- tenth one, its hat, all placed by its scene node: the outline joins the
--- farthest skinned vertex in each of OUTLINE directions around the centre
--- of its vertices.
+-- the picture with the camera. Each character is its outline, its bones and,
+-- for every tenth one, its hat, all placed by its scene node: the outline
+-- joins the farthest skinned vertex in each of OUTLINE directions around the
+-- centre of its vertices. Its LOD tier sets the shade: the model's colour
+-- for every frame, darker for every 2nd, darkest for every 4th; the camera
+-- is a white triangle looking at the crowd.
 local W, MARGIN, OUTLINE = 1024, 10, 48
 local m = {}
 local function world_xz(x, y, z)  -- a model-space point of the node whose world is m
@@ -406,18 +526,22 @@ local function outline(p, count)
   return pts
 end
 -- world x, z of every figure first, then one scale for all
+local TIER_SHADE = { [1] = 1, [2] = 0.7, [4] = 0.45 }
 local shapes, bones, tips = {}, {}, {}
 for _, k in ipairs(kinds) do
   local positions = k.out:position_buffer()
-  local fill, stroke = hex(k.color), hex(k.color, 0.45)
   for i = 1, k.count do
+    local every = k.every[i]
+    local shade_f = TIER_SHADE[every]
+    local stroke = hex(k.color, 0.45 * shade_f)
     sc:world(k.nodes[i], m)
-    shapes[#shapes + 1] = { fill = fill, stroke = stroke,
+    shapes[#shapes + 1] = { fill = hex(k.color, shade_f), stroke = stroke,
+      class = ("%s every-%d"):format(k.name, every),
       outline(C.values(positions, (i - 1) * k.vertices + 1, k.vertices), k.vertices) }
     for j = 1, k.skel:joint_count() do
       local pj = k.skel:parent(j)
       if pj then
-        local a, b = k.pose:model(i, pj), k.pose:model(i, j)
+        local a, b = k.view_pose:model(i, pj), k.view_pose:model(i, j)
         local ax, az = world_xz(a[13], a[14], a[15])
         local bx, bz = world_xz(b[13], b[14], b[15])
         bones[#bones + 1] = { stroke, ax, az, bx, bz }
@@ -429,7 +553,8 @@ for h, id in ipairs(hats) do
   sc:world(id, m)
   tips[h] = { m[13], m[15] }
 end
-local lo_x, hi_x, lo_z, hi_z = math.huge, -math.huge, math.huge, -math.huge
+local lo_x, hi_x = math.min(CAMERA.x, math.huge), math.max(CAMERA.x, -math.huge)
+local lo_z, hi_z = math.min(CAMERA.z, math.huge), math.max(CAMERA.z, -math.huge)
 for _, shape in ipairs(shapes) do
   local pts = shape[1]
   for k = 1, #pts, 2 do
@@ -446,8 +571,15 @@ local top = svg_writer(W, W, hex({ 70, 92, 60 }))
 for _, shape in ipairs(shapes) do
   local pts = shape[1]
   for k = 1, #pts, 2 do pts[k], pts[k + 1] = tx(pts[k]), tz(pts[k + 1]) end
-  top.polygon(pts, shape.fill, shape.stroke)
+  top.polygon(pts, shape.fill, shape.stroke, shape.class)
 end
+-- the camera (the triangle's base on its point, the tip towards the crowd)
+-- and the legend beside it
+local cx, cz = tx(CAMERA.x), tz(CAMERA.z)
+top.polygon({ cx - 8, cz, cx + 8, cz, cx, cz + 14 }, "#ffffff", "#202020", "camera")
+top.text(MARGIN + 4, cz + 12, "LOD tiers by distance from the camera (white triangle):", "#ffffff")
+top.text(MARGIN + 4, cz + 26, "full colour every frame, darker every 2nd, darkest every 4th",
+  "#ffffff")
 for _, bone in ipairs(bones) do
   top.line(tx(bone[2]), tz(bone[3]), tx(bone[4]), tz(bone[5]), bone[1], 0.8)
 end
@@ -456,6 +588,8 @@ local crowd_svg = opt.out .. "/crowd-top.svg"
 top.save(crowd_svg)
 print(("pictures: %s (%d + %d frames), %s (%d characters, %d bones, %d hats)"):format(sheet_svg,
   #sheet[1], #sheet[2], crowd_svg, N, #bones, #hats))
+print(("bones from the view plans (models = \"all\"): their head matrices differ from the timed "
+  .. "plans' by %.3g at most"):format(view_diff))
 
 -- PNGs of both, at the SVGs' sizes. rsvg-convert is not ours: it runs
 -- without the sanitizer runtime that the test command preloads into lua5.4.

@@ -97,8 +97,51 @@ local function png_size(png)
   return width, height
 end
 
+-- The LOD tiers the demo should give, computed here from its documented
+-- layout: characters fill a grid of side ceil(sqrt(n)) row by row (the foxes
+-- first), 2 units apart, at x = col * 2, z = (row + 0.5) * 2; ranked by
+-- distance from the camera (ties: foxes first, then by instance), the nearest
+-- 20% every frame, the next 30% every 2nd, the rest every 4th; instance 1 of
+-- each kind every frame; phases go round inside a tier in rank order.
+-- Returns tiers[every] = { fox count, man count } and the mean number of
+-- instances a run of `frames` frames evaluates (all on the first frame, then
+-- those with (frame + phase) % every == 0).
+local function reference_lod(foxes, men, cam_x, cam_z, frames)
+  local n = foxes + men
+  local side = math.ceil(math.sqrt(n))
+  local ranked = {}
+  for cell = 0, n - 1 do
+    local row, col = math.floor(cell / side), cell % side
+    local kind, i = 1, cell + 1
+    if cell >= foxes then kind, i = 2, cell - foxes + 1 end
+    local dx, dz = col * 2 - cam_x, (row + 0.5) * 2 - cam_z
+    ranked[#ranked + 1] = { kind = kind, i = i, d = dx * dx + dz * dz }
+  end
+  table.sort(ranked, function(a, b)
+    if a.d ~= b.d then return a.d < b.d end
+    if a.kind ~= b.kind then return a.kind < b.kind end
+    return a.i < b.i
+  end)
+  local tiers, members, phase = { [1] = { 0, 0 }, [2] = { 0, 0 }, [4] = { 0, 0 } }, {}, {}
+  for r, c in ipairs(ranked) do
+    local every = r <= math.floor(0.2 * n + 0.5) and 1 or r <= math.floor(0.5 * n + 0.5) and 2 or 4
+    if c.i == 1 then every = 1 end
+    tiers[every][c.kind] = tiers[every][c.kind] + 1
+    phase[every] = phase[every] or 0
+    members[#members + 1] = { every = every, phase = phase[every] }
+    phase[every] = (phase[every] + 1) % every
+  end
+  local evaluated = n
+  for f = 2, frames do
+    for _, m in ipairs(members) do
+      if (f + m.phase) % m.every == 0 then evaluated = evaluated + 1 end
+    end
+  end
+  return tiers, evaluated / frames
+end
+
 describe("examples/demo.lua", function()
-  it("runs the pipeline, prints the stage table and writes both pictures as SVG and PNG", function()
+  it("runs the plans, prints the stage table and LOD tiers, writes both pictures as SVG and PNG", function()
     assert.truthy(H.sh("command -v rsvg-convert >/dev/null 2>&1"),
       "rsvg-convert is missing: bash scripts/deps.sh installs librsvg2-bin")
     local out_dir = tmp() .. "/with png"   -- a space: paths are quoted for the shell
@@ -107,10 +150,37 @@ describe("examples/demo.lua", function()
     assert.truthy(text:find("24 characters (14 Fox, 10 CesiumMan)", 1, true), text)
     local interpreter = rawget(_G, "jit") and rawget(_G, "jit").version or _VERSION
     assert.truthy(text:find("\ninterpreter: " .. interpreter .. ", limber.core from ", 1, true), text)
-    for _, stage in ipairs({ "advance players", "sample + blend", "local to model", "scene update",
-                             "palettes", "skinning" }) do
-      assert.truthy(text:match(stage:gsub("%+", "%%+") .. "%s+[%d.]+%s+[%d.]+"), stage)
+    -- the stage table: the frame's stages and, indented, the plans' own
+    for _, stage in ipairs({ "plan:run (wall)", "  advance", "  sample", "  blend", "  model",
+                             "  output", "fades (Lua)", "scene update", "skinning", "frame (sum)" }) do
+      assert.truthy(text:match("\n" .. stage:gsub("%p", "%%%0") .. "%s+[%d.]+%s+[%d.]+\n"), stage)
     end
+
+    -- LOD: the printed tiers are the ones the layout gives, they add up to
+    -- the crowd, and the plans evaluated the instances those tiers make due
+    local cam_x, cam_z = text:match("camera at x = ([-%d.]+), z = ([-%d.]+)")
+    assert.truthy(cam_x, text)
+    local frames = 130
+    local tiers, mean = reference_lod(14, 10, tonumber(cam_x), tonumber(cam_z), frames)
+    local total = 0
+    for _, t in ipairs({ { 1, "every frame" }, { 2, "every 2nd" }, { 4, "every 4th" } }) do
+      local count, fox, man = text:match("\n  " .. t[2] .. "%s+(%d+) %((%d+) Fox, (%d+) CesiumMan%)")
+      assert.truthy(count, t[2] .. "\n" .. text)
+      count, fox, man = tonumber(count), tonumber(fox), tonumber(man)
+      assert.equal(fox + man, count)
+      assert.same(tiers[t[1]], { fox, man }, t[2])
+      total = total + count
+    end
+    assert.equal(24, total)
+    local printed_mean, of = text:match("instances evaluated per frame: ([%d.]+) %(mean%) of (%d+)")
+    assert.equal("24", of)
+    assert.near(mean, tonumber(printed_mean), 0.051)
+    assert.truthy(mean < 24 * 0.6, mean)   -- LOD evaluates about half the crowd per frame
+    -- the bones come from a second plan given the same sources: its head
+    -- matrices are the ones the timed plans wrote for the hats
+    local diff = text:match("differ from the timed plans' by ([^ ]+) at most")
+    assert.truthy(diff, text)
+    assert.truthy(tonumber(diff) <= 1e-4, diff)
 
     -- the figures each picture must hold, from the models themselves
     local gltf = require "limber.gltf"
@@ -145,17 +215,76 @@ describe("examples/demo.lua", function()
     local xs, ys = coordinates(sheet)
     for _, x in ipairs(xs) do assert.truthy(x >= 0 and x <= 1440, x) end
     for _, y in ipairs(ys) do assert.truthy(y >= 0 and y <= 380, y) end
+    -- instance 1 moves: in each row, every cell's joints (relative to the
+    -- cell) differ from the cell before by more than a pixel, and each
+    -- cell's joints lie inside its skinned triangles' box (the bones are the
+    -- pose the palettes came from, not the rest pose or another time)
+    local circles = {}
+    for cx, cy in sheet:gmatch('<circle cx="([-%d.]+)" cy="([-%d.]+)"') do
+      circles[#circles + 1] = { tonumber(cx), tonumber(cy) }
+    end
+    local boxes = {}
+    for polygon in sheet:gmatch('<polygon points="([^"]*)"') do
+      local x, y = polygon:match("([-%d.]+),([-%d.]+)")
+      local cell = math.floor(tonumber(x) / 180) + 1 + (tonumber(y) < 200 and 0 or 8)
+      local b = boxes[cell] or { math.huge, math.huge, -math.huge, -math.huge }
+      for px, py in polygon:gmatch("([-%d.]+),([-%d.]+)") do
+        px, py = tonumber(px), tonumber(py)
+        b = { math.min(b[1], px), math.min(b[2], py), math.max(b[3], px), math.max(b[4], py) }
+      end
+      boxes[cell] = b
+    end
+    local first = 0
+    for kind, joints in ipairs({ fox_joints, man_joints }) do
+      for c = 1, 8 do
+        local cell = (kind - 1) * 8 + c
+        local moved = 0
+        for j = 1, joints do
+          local p = circles[first + (c - 1) * joints + j]
+          local b = boxes[cell]
+          assert.truthy(p[1] >= b[1] - 2 and p[1] <= b[3] + 2 and p[2] >= b[2] - 2
+            and p[2] <= b[4] + 2, ("cell %d joint %d outside its mesh"):format(cell, j))
+          if c > 1 then
+            local o = circles[first + (c - 2) * joints + j]
+            moved = math.max(moved, math.abs(p[1] - 180 - o[1]), math.abs(p[2] - o[2]))
+          end
+        end
+        if c > 1 then assert.truthy(moved > 1, ("cell %d: instance 1 did not move"):format(cell)) end
+      end
+      first = first + 8 * joints
+    end
 
     -- crowd from above: an outline and its bones per character, a hat on
-    -- every tenth character of each model (Fox 1 and 11, CesiumMan 1)
+    -- every tenth character of each model (Fox 1 and 11, CesiumMan 1), the
+    -- camera and two lines of legend; each outline's class names its model
+    -- and LOD tier, and each tier has a shade of its own
     local crowd = H.read(out_dir .. "/crowd-top.svg")
     root, n = parse_xml(crowd)
     assert.equal("svg", root.name)
     assert.equal("1024", root.width)
     assert.equal("1024", root.height)
-    assert.equal(24, n.polygon)
+    assert.equal(24 + 1, n.polygon)
     assert.equal(14 * fox_bones + 10 * man_bones, n.line)
     assert.equal(3, n.circle)
+    assert.equal(2, n.text)
+    local classes, fills = {}, {}
+    for fill, class in crowd:gmatch('<polygon points="[^"]*" fill="([^"]*)"[^>]* class="([^"]*)"') do
+      classes[class] = (classes[class] or 0) + 1
+      fills[class] = fills[class] or {}
+      fills[class][fill] = true
+    end
+    assert.equal(1, classes.camera)
+    local shades = {}
+    for kind, name in ipairs({ "Fox", "CesiumMan" }) do
+      for _, every in ipairs({ 1, 2, 4 }) do
+        local class = ("%s every-%d"):format(name, every)
+        assert.equal(tiers[every][kind], classes[class] or 0, class)
+        for fill in pairs(fills[class] or {}) do
+          assert.is_nil(shades[fill], "two tiers share the shade " .. fill)
+          shades[fill] = class
+        end
+      end
+    end
     assert.truthy(text:find(("(24 characters, %d bones, 3 hats)"):format(n.line), 1, true), text)
     xs, ys = coordinates(crowd)
     -- fitted: the outlines span the picture less its 10-pixel margins along
