@@ -10,7 +10,7 @@
 -- foxes (plan:set_weight with a fade between the two sources of the base
 -- layer), hangs a hat on the head joint of every tenth character (the head
 -- is the plans' slot joint), gives the characters animation LOD tiers by
--- their distance from a camera at the crowd's near edge, moves some groups
+-- their distance from a camera at the crowd's left edge, moves some groups
 -- every frame, and runs: the plans (advance, sample, blend, local to model,
 -- palettes and slots, in blocks of 8 instances), scene update, CPU skinning.
 -- Prints per-stage times (the plan's own from plan:timings()) and writes
@@ -197,14 +197,16 @@ end
 sc:update()
 
 -- ---- animation LOD by distance ---------------------------------------------
--- A camera at the middle of the grid's near edge (row 0 at the smallest z),
--- one cell out. Ranked by the distance of their scene nodes at the start
--- (the groups that move later stay in their tiers): the nearest 20% are
--- evaluated every frame, the next 30% every 2nd, the farthest 50% every 4th;
--- instance 1 of each kind (the contact sheet's) every frame. Inside a tier,
--- phases go round in order of distance, so each frame evaluates about the
--- same number: 0.2 + 0.3 / 2 + 0.5 / 4 = 0.475 of the crowd.
-local CAMERA = { x = half, z = -SPACING }
+-- A camera at the middle of the grid's left edge (column 0, the smallest x),
+-- one cell out, so that the tiers cut across both models' rows (the foxes
+-- fill the first rows, the CesiumMen the rest). Ranked by the distance of
+-- their scene nodes at the start (the groups that move later stay in their
+-- tiers): the nearest 20% are evaluated every frame, the next 30% every
+-- 2nd, the farthest 50% every 4th; instance 1 of each kind (the contact
+-- sheet's) every frame. Inside a tier, phases go round in order of distance,
+-- so each frame evaluates about the same number: 0.2 + 0.3 / 2 + 0.5 / 4 =
+-- 0.475 of the crowd.
+local CAMERA = { x = -SPACING, z = math.ceil(N / side) * SPACING / 2 }
 local TIERS = { 1, 2, 4 }
 local TIER_NAME = { [1] = "every frame", [2] = "every 2nd", [4] = "every 4th" }
 local ranked = {}
@@ -331,7 +333,7 @@ print(("\nlimber demo: %d characters (%d Fox, %d CesiumMan), %d joints, %d skinn
 print(("%d frames, %d thread(s) for the plans and the skinning, SIMD kernels: %s"):format(FRAMES,
   used_threads, select(3, core.simd())))
 print(C.interpreter_line())
-print(("LOD tiers by distance from a camera at x = %.1f, z = %.1f (the crowd's near edge; "
+print(("LOD tiers by distance from a camera at x = %.1f, z = %.1f (the crowd's left edge; "
   .. "instance 1 of each kind every frame):"):format(CAMERA.x, CAMERA.z))
 for _, e in ipairs(TIERS) do
   print(("  %-12s %6d (%d Fox, %d CesiumMan)"):format(TIER_NAME[e], tier_count[e],
@@ -401,6 +403,10 @@ local function svg_writer(width, height, background)
   function w.line(x1, y1, x2, y2, stroke, width_px)
     add(('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%.1f"/>')
       :format(x1, y1, x2, y2, stroke, width_px))
+  end
+  function w.rect(x, y, width_px, height_px, fill, opacity)
+    add(('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="%.2f"/>')
+      :format(x, y, width_px, height_px, fill, opacity))
   end
   function w.circle(cx, cy, r, fill, stroke)
     add(('<circle cx="%.1f" cy="%.1f" r="%.1f" fill="%s"%s/>'):format(cx, cy, r, fill,
@@ -495,7 +501,7 @@ svg.save(sheet_svg)
 -- joins the farthest skinned vertex in each of OUTLINE directions around the
 -- centre of its vertices. Its LOD tier sets the shade: the model's colour
 -- for every frame, darker for every 2nd, darkest for every 4th; the camera
--- is a white triangle looking at the crowd.
+-- is a white triangle looking at the crowd, the legend in the bottom right.
 local W, MARGIN, OUTLINE = 1024, 10, 48
 local m = {}
 local function world_xz(x, y, z)  -- a model-space point of the node whose world is m
@@ -526,7 +532,7 @@ local function outline(p, count)
   return pts
 end
 -- world x, z of every figure first, then one scale for all
-local TIER_SHADE = { [1] = 1, [2] = 0.7, [4] = 0.45 }
+local TIER_SHADE = { [1] = 1, [2] = 0.65, [4] = 0.38 }
 local shapes, bones, tips = {}, {}, {}
 for _, k in ipairs(kinds) do
   local positions = k.out:position_buffer()
@@ -574,12 +580,12 @@ for _, shape in ipairs(shapes) do
   top.polygon(pts, shape.fill, shape.stroke, shape.class)
 end
 -- the camera (the triangle's base on its point, the tip towards the crowd)
--- and the legend beside it
+-- and a legend in the bottom right corner (where the last row ends)
 local cx, cz = tx(CAMERA.x), tz(CAMERA.z)
-top.polygon({ cx - 8, cz, cx + 8, cz, cx, cz + 14 }, "#ffffff", "#202020", "camera")
-top.text(MARGIN + 4, cz + 12, "LOD tiers by distance from the camera (white triangle):", "#ffffff")
-top.text(MARGIN + 4, cz + 26, "full colour every frame, darker every 2nd, darkest every 4th",
-  "#ffffff")
+top.polygon({ cx, cz - 8, cx, cz + 8, cx + 14, cz }, "#ffffff", "#202020", "camera")
+top.rect(W - MARGIN - 670, W - MARGIN - 22, 670, 22, "#1e2a1a", 0.7)
+top.text(W - MARGIN - 664, W - MARGIN - 7, "LOD by distance from the camera (triangle): "
+  .. "bright every frame, darker every 2nd, darkest every 4th", "#ffffff")
 for _, bone in ipairs(bones) do
   top.line(tx(bone[2]), tz(bone[3]), tx(bone[4]), tz(bone[5]), bone[1], 0.8)
 end

@@ -256,7 +256,7 @@ describe("examples/demo.lua", function()
 
     -- crowd from above: an outline and its bones per character, a hat on
     -- every tenth character of each model (Fox 1 and 11, CesiumMan 1), the
-    -- camera and two lines of legend; each outline's class names its model
+    -- camera and a legend; each outline's class names its model
     -- and LOD tier, and each tier has a shade of its own
     local crowd = H.read(out_dir .. "/crowd-top.svg")
     root, n = parse_xml(crowd)
@@ -266,7 +266,8 @@ describe("examples/demo.lua", function()
     assert.equal(24 + 1, n.polygon)
     assert.equal(14 * fox_bones + 10 * man_bones, n.line)
     assert.equal(3, n.circle)
-    assert.equal(2, n.text)
+    assert.equal(1, n.text)
+    assert.equal(2, n.rect)   -- the background and the legend's
     local classes, fills = {}, {}
     for fill, class in crowd:gmatch('<polygon points="[^"]*" fill="([^"]*)"[^>]* class="([^"]*)"') do
       classes[class] = (classes[class] or 0) + 1
