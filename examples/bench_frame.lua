@@ -238,9 +238,11 @@ local function build_plan(N, par, lod)
       local n = #parts.plan + 1
       parts.plan[n], parts.scene[n], parts.evaluated[n] = t1 - t0, t2 - t1, evaluated
       local tm = plan:timings()
-      for _, k in ipairs({ "advance", "sample", "blend", "model", "palette" }) do
+      for _, k in ipairs({ "advance", "sample", "blend", "model" }) do
         parts[k][n] = tm[k] * 1e-3
       end
+      -- palettes and slot joints ("palette" in plan-api.md, "output" in the binding)
+      parts.palette[n] = (tm.palette or tm.output) * 1e-3
     end
     return (t2 - t0) * 1e3
   end
