@@ -502,6 +502,8 @@ describe("the public surface table of docs/api-reference.md", function()
       ["limber.Skin"] = skin, ["limber.Palette"] = pal, ["limber.Clip"] = clip,
       ["limber.Sampler"] = anim.sampler(pose, { clip }),
       ["limber.Blender"] = anim.blender(pose, { { pose = limber.pose(skel, 2) } }),
+      ["limber.Stack"] = limber.stack(out, { { sources = { limber.pose(skel, 2) } } }),
+      ["limber.Plan"] = limber.plan({ pose = limber.pose(skel, 2), clips = { clip } }),
       ["limber.SkinMesh"] = mesh, ["limber.SkinTarget"] = target,
       ["limber.SkinBatch"] = skinning.batch({ { mesh = mesh, palette = pal, target = target } }),
       ["limber.Slots"] = core.slots({ "a" }, { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }),

@@ -1,6 +1,7 @@
 /* clip.c: clip validation, key lookup, interpolation (glTF 2.0 rules) and
  * the batched sampler. */
 #include "clip.h"
+#include "qpoly.h"
 
 #include <float.h>
 #include <math.h>
@@ -334,8 +335,7 @@ static inline void dense_frames(const lmb_dense *d, float t, uint32_t *fa, uint3
     *alpha = (t - tm[k]) / (tm[k + 1] - tm[k]);
 }
 
-/* lmb_clip_time in double (for the sampler's stored times). */
-static double clip_time_d(const lmb_clip *c, double t, int loop) {
+double lmb_clip_time_d(const lmb_clip *c, double t, int loop) {
     double d = (double)c->duration;
     if (loop) {
         if (!(d > 0.0) || !isfinite(t)) return 0.0;
@@ -351,7 +351,7 @@ static double clip_time_d(const lmb_clip *c, double t, int loop) {
 }
 
 float lmb_clip_time(const lmb_clip *c, double t, int loop) {
-    return (float)clip_time_d(c, t, loop);
+    return (float)lmb_clip_time_d(c, t, loop);
 }
 
 /* Largest k in [lo, hi] with times[k] <= t, given times[lo] <= t.
@@ -481,13 +481,27 @@ void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_curso
     sample_inline(c, tr, t, cursor, out);
 }
 
+void lmb_clip_sample_pose(const lmb_clip *c, float t, const lmb_skeleton *s, float *trs) {
+    static const uint32_t at[3] = {0, 3, 7};
+    memcpy(trs, s->rest, (size_t)s->joint_count * LMB_TRS_FLOATS * sizeof(float));
+    for (uint32_t m = 0; m < c->joint_track_count; m++) {
+        const lmb_track *tr = c->tracks + m;
+        if (tr->target >= s->joint_count) continue;
+        lmb_cursor cursor = {0, 0.0f, 0.0f};
+        float v[4];
+        sample_inline(c, tr, t, &cursor, v);
+        memcpy(trs + (size_t)tr->target * LMB_TRS_FLOATS + at[tr->path], v,
+               tr->width * sizeof(float));
+    }
+}
+
 void lmb_sampler_advance(lmb_sampler *s, double dt) {
     uint32_t n = s->pose->instance_count;
     for (uint32_t i = 0; i < n; i++) {
         if (s->clip[i] < 0) continue;
         const lmb_clip *c = s->clips[s->clip[i]];
         double t = s->time[i] + (double)s->rate[i] * dt;
-        s->time[i] = clip_time_d(c, t, s->loop[i]);
+        s->time[i] = lmb_clip_time_d(c, t, s->loop[i]);
     }
 }
 
@@ -528,12 +542,10 @@ static void remove_root_motion(const lmb_sampler *s, const lmb_clip *c, float *d
 
 static const uint32_t path_offset[3] = {0, 3 * LMB_LANES, 7 * LMB_LANES};
 
-/* Rest values for untracked properties, root motion removal, dirty mark:
- * what every sampled instance needs besides its tracks. */
-static void finish_instance(lmb_sampler *s, uint32_t i, int32_t k, const lmb_clip *c) {
-    lmb_pose *p = s->pose;
-    const float *rest = p->skel->rest;
-    float *local = p->local + lmb_pose_local_index(p, i, 0);
+/* Rest values for untracked properties and root motion removal: what every
+ * sampled lane needs besides its tracks. `local` is the lane's joint 0. */
+static void finish_lane(const lmb_sampler *s, int32_t k, const lmb_clip *c, float *local) {
+    const float *rest = s->pose->skel->rest;
     const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
     for (uint32_t u = s->untracked_first[k]; u < s->untracked_first[k + 1]; u++) {
         uint32_t code = s->untracked[u], j = code >> 2, path = code & 3u;
@@ -544,7 +556,6 @@ static void finish_instance(lmb_sampler *s, uint32_t i, int32_t k, const lmb_cli
             d[m * LMB_LANES] = r[m];
     }
     if (s->root_joint >= 0) remove_root_motion(s, c, local + (size_t)s->root_joint * jstride);
-    lmb_pose_touch(p, i, 0);
 }
 
 /* GCC only if-converts (and so vectorises) the selects of the rotation loop
@@ -553,33 +564,6 @@ static void finish_instance(lmb_sampler *s, uint32_t i, int32_t k, const lmb_cli
 #pragma GCC push_options
 #pragma GCC optimize("no-trapping-math")
 #endif
-
-/* acos(x) for x in [0, 1] and sin(y) for y in [0, pi/2]: the polynomials of
- * the AVX2 kernel in plain C (errors below 1e-7), so the loops below
- * vectorise with any SIMD width the compiler targets. */
-static inline float acos01(float x) {
-    float p = -0.0012624911f;
-    p = p * x + 0.0066700901f;
-    p = p * x - 0.0170881256f;
-    p = p * x + 0.0308918810f;
-    p = p * x - 0.0501743046f;
-    p = p * x + 0.0889789874f;
-    p = p * x - 0.2145988016f;
-    p = p * x + 1.5707963050f;
-    float r = 1.0f - x;
-    return sqrtf(r > 0.0f ? r : 0.0f) * p;
-}
-
-static inline float sin_half_pi(float y) {
-    float y2 = y * y;
-    float p = 1.0f / 6227020800.0f;
-    p = p * y2 - 1.0f / 39916800.0f;
-    p = p * y2 + 1.0f / 362880.0f;
-    p = p * y2 - 1.0f / 5040.0f;
-    p = p * y2 + 1.0f / 120.0f;
-    p = p * y2 - 1.0f / 6.0f;
-    return y + y * y2 * p;
-}
 
 /* One chunk (8 joints) of a dense clip: out[c * 8 + j] for the 10
  * components (glTF rule for rotations, as in lmb_sample_dense_avx2). */
@@ -605,8 +589,8 @@ static void dense_chunk(const float *restrict a, const float *restrict b, float 
         /* branch-free, so the loop vectorises: slerp weights without the
          * common 1 / sin(theta) (normalised below), or lerp weights */
         for (int j = 0; j < 8; j++) {
-            float x = fabsf(dot[j]), theta = acos01(x);
-            float sa = sin_half_pi((1.0f - alpha) * theta), sb = sin_half_pi(alpha * theta);
+            float x = fabsf(dot[j]), theta = lmb_acos01(x);
+            float sa = lmb_sin_half_pi((1.0f - alpha) * theta), sb = lmb_sin_half_pi(alpha * theta);
             float f = (float)(x <= LMB_NLERP_DOT);
             wa[j] = f * sa + (1.0f - f) * (1.0f - alpha);
             wb[j] = f * sb + (1.0f - f) * alpha;
@@ -631,18 +615,17 @@ static void dense_chunk(const float *restrict a, const float *restrict b, float 
 /* Portable dense sampling of instance i playing clip c at clip time t:
  * every component of joints < joint_span (finish_instance then writes the
  * rest pose over the untracked ones). */
-static void sample_dense_instance(lmb_sampler *s, uint32_t i, const lmb_clip *c, float t) {
-    lmb_pose *p = s->pose;
+static void sample_dense_lane(const lmb_clip *c, float t, float *local, const uint8_t *need) {
     const lmb_dense *d = &c->dense;
     uint32_t fa, fb;
     float alpha;
     dense_frames(d, t, &fa, &fb, &alpha);
     const float *A = d->data + (size_t)fa * d->frame_floats;
     const float *B = d->data + (size_t)fb * d->frame_floats;
-    float *local = p->local + lmb_pose_local_index(p, i, 0);
     const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES, span = c->joint_span;
     float buf[80];
     for (uint32_t q = 0; q * 8 < span; q++) {
+        if (need && !need[q]) continue;
         const float *src = A + (size_t)q * 80;
         if (alpha != 0.0f) {
             dense_chunk(src, B + (size_t)q * 80, alpha, buf);
@@ -657,18 +640,18 @@ static void sample_dense_instance(lmb_sampler *s, uint32_t i, const lmb_clip *c,
     }
 }
 
-static void sample_instance(lmb_sampler *s, uint32_t i) {
-    lmb_pose *p = s->pose;
+/* Instance i of the sampler's state into `local` (the lane's joint 0 in a
+ * block of LMB_LANES lanes), by the portable code. */
+static void sample_lane(lmb_sampler *s, uint32_t i, float *local, const uint8_t *need) {
     int32_t k = s->clip[i];
     if (k < 0) return;
     const lmb_clip *c = s->clips[k];
     float t = lmb_clip_time(c, s->time[i], s->loop[i]);
     if (c->dense.data) {
-        sample_dense_instance(s, i, c, t);
-        finish_instance(s, i, k, c);
+        sample_dense_lane(c, t, local, need);
+        finish_lane(s, k, c, local);
         return;
     }
-    float *local = p->local + lmb_pose_local_index(p, i, 0);
     const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
     lmb_cursor *cur = s->cursors + (size_t)i * s->cursor_stride;
     const lmb_track *tr = c->tracks;
@@ -689,16 +672,15 @@ static void sample_instance(lmb_sampler *s, uint32_t i) {
         d[2 * LMB_LANES] = v[2];
         if (tr->width == 4) d[3 * LMB_LANES] = v[3];
     }
-    finish_instance(s, i, k, c);
+    finish_lane(s, k, c, local);
 }
 
-/* The dense lanes of block b (lanes < N playing a clip with a dense form). */
-static void dense_plan(const lmb_sampler *s, uint32_t b, lmb_dense_plan *pl) {
-    uint32_t N = s->pose->instance_count, base = b * LMB_LANES;
-    pl->lanes = 0, pl->max_chunks = 0;
+void lmb_sampler_dense_plan(const lmb_sampler *s, const uint32_t inst[LMB_LANES], unsigned valid,
+                            lmb_dense_plan *pl) {
+    pl->lanes = 0, pl->max_chunks = 0, pl->need = NULL;
     for (uint32_t l = 0; l < LMB_LANES; l++) {
-        uint32_t i = base + l;
-        int32_t k = i < N ? s->clip[i] : -1;
+        uint32_t i = inst[l];
+        int32_t k = (valid >> l & 1u) ? s->clip[i] : -1;
         const lmb_clip *c = k >= 0 ? s->clips[k] : NULL;
         if (!c || !c->dense.data) {
             pl->a[l] = pl->b[l] = NULL, pl->alpha[l] = 0.0f, pl->chunks[l] = 0;
@@ -715,65 +697,94 @@ static void dense_plan(const lmb_sampler *s, uint32_t b, lmb_dense_plan *pl) {
     }
 }
 
-void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
-    uint32_t end = first + count, N = s->pose->instance_count;
-    int simd = lmb_simd_active();
-    uint32_t i = first;
-    lmb_dense_plan plans[2];
-    int cur = 0, planned = 0;
-    while (i < end) {
-        uint32_t b = i / LMB_LANES, base = b * LMB_LANES;
-        if (!simd || i != base || base + LMB_LANES > end) {
-            sample_instance(s, i++);
-            continue;
+unsigned lmb_sampler_lanes(lmb_sampler *s, const uint32_t inst[LMB_LANES], unsigned valid,
+                           float *blk, unsigned group_min, const lmb_dense_plan *plan,
+                           const lmb_dense_plan *next, const uint8_t *need) {
+    const uint32_t J = s->pose->joint_count;
+    unsigned sampled = 0;
+    for (uint32_t l = 0; l < LMB_LANES; l++)
+        if ((valid >> l & 1u) && s->clip[inst[l]] >= 0) sampled |= 1u << l;
+    if (!lmb_simd_active()) {
+        for (uint32_t l = 0; l < LMB_LANES; l++)
+            if (sampled >> l & 1u) sample_lane(s, inst[l], blk + l, need);
+        return sampled;
+    }
+    lmb_dense_plan own;
+    if (!plan) {
+        lmb_sampler_dense_plan(s, inst, valid, &own);
+        own.need = need;
+        plan = &own;
+    }
+    unsigned done = plan->lanes;
+    if (done) {
+        lmb_sample_dense_avx2(blk, J, plan, next);
+        for (uint32_t l = 0; l < LMB_LANES; l++)
+            if (done >> l & 1u) {
+                int32_t k = s->clip[inst[l]];
+                finish_lane(s, k, s->clips[k], blk + l);
+            }
+    }
+    done |= ~sampled & 0xFFu;
+    /* the other lanes: lanes sharing the first remaining lane's clip go together */
+    for (uint32_t l0 = 0; l0 < LMB_LANES; l0++) {
+        if (done >> l0 & 1u) continue;
+        int32_t k = s->clip[inst[l0]];
+        unsigned lanes = 0, n = 0;
+        float t[LMB_LANES] = {0, 0, 0, 0, 0, 0, 0, 0};
+        lmb_cursor *cur[LMB_LANES];
+        const lmb_clip *c = s->clips[k];
+        for (uint32_t l = 0; l < LMB_LANES; l++) {
+            cur[l] = NULL;
+            if (!(done >> l & 1u) && s->clip[inst[l]] == k) {
+                uint32_t i = inst[l];
+                lanes |= 1u << l;
+                t[l] = lmb_clip_time(c, s->time[i], s->loop[i]);
+                cur[l] = s->cursors + (size_t)i * s->cursor_stride;
+                n++;
+            }
         }
-        /* dense lanes: the next full block's frames are prefetched meanwhile */
-        if (!planned) dense_plan(s, b, plans + cur);
-        const lmb_dense_plan *pl = plans + cur, *next = NULL;
-        planned = 0;
-        if (base + 2 * LMB_LANES <= end) {
-            dense_plan(s, b + 1, plans + (cur ^ 1));
-            next = plans + (cur ^ 1);
-            planned = 1;
-        }
-        unsigned done = pl->lanes;
-        if (done) {
-            lmb_sample_dense_avx2(s->pose, b, pl, next);
+        done |= lanes;
+        if (n >= group_min) {
+            lmb_sample_lanes_avx2(c, blk, cur, lanes, t);
             for (uint32_t l = 0; l < LMB_LANES; l++)
-                if (done >> l & 1u)
-                    finish_instance(s, base + l, s->clip[base + l], s->clips[s->clip[base + l]]);
+                if (lanes >> l & 1u) finish_lane(s, k, c, blk + l);
+        } else {
+            for (uint32_t l = 0; l < LMB_LANES; l++)
+                if (lanes >> l & 1u) sample_lane(s, inst[l], blk + l, need);
         }
+    }
+    return sampled;
+}
+
+void lmb_sampler_run(lmb_sampler *s, uint32_t first, uint32_t count) {
+    lmb_pose *p = s->pose;
+    const uint32_t J = p->joint_count, N = p->instance_count, end = first + count;
+    if (count == 0) return;
+    lmb_dense_plan plans[2];
+    uint32_t inst[2][LMB_LANES];
+    unsigned valid[2];
+    int cur = 0, simd = lmb_simd_active();
+    uint32_t b_first = first / LMB_LANES, b_end = (end + LMB_LANES - 1) / LMB_LANES;
+    for (uint32_t b = b_first; b < b_end; b++) {
+        /* lanes of block b inside [first, end); the next block's dense
+         * frames are planned (and prefetched) while this one is sampled */
+        for (uint32_t nb = (b == b_first ? b : b + 1); nb <= b + 1 && nb < b_end; nb++) {
+            int slot = nb == b ? cur : cur ^ 1;
+            valid[slot] = 0;
+            for (uint32_t l = 0; l < LMB_LANES; l++) {
+                uint32_t i = nb * LMB_LANES + l;
+                inst[slot][l] = i < N ? i : 0;
+                if (i >= first && i < end) valid[slot] |= 1u << l;
+            }
+            if (simd) lmb_sampler_dense_plan(s, inst[slot], valid[slot], plans + slot);
+        }
+        float *blk = p->local + (size_t)b * J * (LMB_TRS_FLOATS * LMB_LANES);
+        unsigned sampled =
+            lmb_sampler_lanes(s, inst[cur], valid[cur], blk, 3, simd ? plans + cur : NULL,
+                              simd && b + 1 < b_end ? plans + (cur ^ 1) : NULL, NULL);
+        for (uint32_t l = 0; l < LMB_LANES; l++)
+            if (sampled >> l & 1u) lmb_pose_touch(p, inst[cur][l], 0);
         cur ^= 1;
-        /* the other lanes: lanes sharing the first active lane's clip go together */
-        for (uint32_t l0 = 0; l0 < LMB_LANES; l0++) {
-            if (done >> l0 & 1u) continue;
-            int32_t k = base + l0 < N ? s->clip[base + l0] : -1;
-            if (k < 0) {
-                done |= 1u << l0;
-                continue;
-            }
-            unsigned lanes = 0;
-            int n = 0;
-            float t[LMB_LANES] = {0, 0, 0, 0, 0, 0, 0, 0};
-            const lmb_clip *c = s->clips[k];
-            for (uint32_t l = l0; l < LMB_LANES; l++) {
-                if (base + l < N && s->clip[base + l] == k && !(done >> l & 1u)) {
-                    lanes |= 1u << l;
-                    t[l] = lmb_clip_time(c, s->time[base + l], s->loop[base + l]);
-                    n++;
-                }
-            }
-            done |= lanes;
-            if (n >= 3) {
-                lmb_sample_lanes_avx2(s, b, k, lanes, t);
-                for (uint32_t l = 0; l < LMB_LANES; l++)
-                    if (lanes >> l & 1u) finish_instance(s, base + l, k, c);
-            } else {
-                for (uint32_t l = 0; l < LMB_LANES; l++)
-                    if (lanes >> l & 1u) sample_instance(s, base + l);
-            }
-        }
-        i = base + LMB_LANES;
     }
 }
 

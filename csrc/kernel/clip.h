@@ -157,6 +157,14 @@ void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_curso
  * gives 0 (loop) or an end (clamp). */
 float lmb_clip_time(const lmb_clip *c, double t, int loop);
 
+/* A whole pose of skeleton `s` from clip c at clip time t (wrapped or
+ * clamped already): the rest pose with the clip's joint tracks (joints <
+ * s->joint_count) sampled over it; trs holds joint_count * LMB_TRS_FLOATS. */
+void lmb_clip_sample_pose(const lmb_clip *c, float t, const lmb_skeleton *s, float *trs);
+
+/* lmb_clip_time in double (the sampler's and the plan's stored times). */
+double lmb_clip_time_d(const lmb_clip *c, double t, int loop);
+
 /* ---- batched sampling -------------------------------------------------- */
 
 /* A sampler plays one clip (from a set of clips for one skeleton) per
@@ -257,18 +265,45 @@ typedef struct lmb_dense_plan {
     float alpha[LMB_LANES];
     uint32_t chunks[LMB_LANES];
     uint32_t max_chunks;
-    unsigned lanes; /* bit l: lane l is dense-sampled */
+    unsigned lanes;      /* bit l: lane l is dense-sampled */
+    const uint8_t *need; /* per chunk of 8 joints: 0 = skip it (NULL: every chunk) */
 } lmb_dense_plan;
 
-/* Samples the dense lanes of `plan` into block `block` of the pose (every
- * component of joints < 8 chunks[l] of lane l); prefetches the frames of
- * `next` (may be NULL). */
-void lmb_sample_dense_avx2(lmb_pose *p, uint32_t block, const lmb_dense_plan *plan,
+/* Samples the dense lanes of `plan` into the pose block at `blk` (J joints,
+ * LMB_TRS_FLOATS * LMB_LANES floats each: every component of joints < 8
+ * chunks[l] of lane l); prefetches the frames of `next` (may be NULL). */
+void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan *plan,
                            const lmb_dense_plan *next);
 
-/* Joint tracks of clip `k` for the lanes of `block` set in `lanes` (bit l =
- * lane l), all playing that clip; `t` holds their clip times (wrapped). */
-void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, unsigned lanes,
-                           const float t[LMB_LANES]);
+/* Joint tracks of clip `c` for the lanes of the block at `blk` set in
+ * `lanes` (bit l = lane l), all playing that clip; `t` holds their clip
+ * times (wrapped), cur[l] their cursors. Each lane's result depends only on
+ * its own inputs. */
+void lmb_sample_lanes_avx2(const lmb_clip *c, float *blk, lmb_cursor *const cur[LMB_LANES],
+                           unsigned lanes, const float t[LMB_LANES]);
+
+/* ---- sampling of arbitrary lanes (the sampler and the frame plan) ------ */
+
+/* The dense lanes of a block whose lane l holds instance inst[l] of the
+ * sampler's state (lanes not in `valid` are left out). */
+void lmb_sampler_dense_plan(const lmb_sampler *s, const uint32_t inst[LMB_LANES], unsigned valid,
+                            lmb_dense_plan *pl);
+
+/* Samples instance inst[l] of the sampler's state (clip, time, loop,
+ * cursors) into lane l of the pose block at `blk` (J joints x LMB_TRS_FLOATS x
+ * LMB_LANES floats, the pose's SoA layout) for every lane in `valid` whose
+ * instance plays a clip; other lanes are not written. Returns the lanes
+ * written. With lmb_simd_active(), lanes sharing a clip go through the
+ * AVX2 kernel together when at least `group_min` of them do (1: every lane
+ * always takes the same path, so a lane's result never depends on its
+ * neighbours); `plan` (NULL: computed here) and `next` (NULL: none) are
+ * dense plans of this block and of the one sampled next. `need` (NULL:
+ * every joint) flags the chunks of 8 joints (j / 8) someone reads: dense
+ * clips skip the others, which keep what they held (the frame plan passes
+ * the chunks that a higher override layer does not cover entirely). Dirty
+ * marks are the caller's. */
+unsigned lmb_sampler_lanes(lmb_sampler *s, const uint32_t inst[LMB_LANES], unsigned valid,
+                           float *blk, unsigned group_min, const lmb_dense_plan *plan,
+                           const lmb_dense_plan *next, const uint8_t *need);
 
 #endif

@@ -670,6 +670,7 @@ LIMBER_EXPORT int luaopen_limber_core(lua_State *L) {
     lcore_open_pose(L);
     lcore_open_gltf(L);
     lcore_open_clip(L);
+    lcore_open_plan(L);
     lcore_open_skinning(L);
     lcore_open_scene(L);
     lua_pushcfunction(L, l_simd);

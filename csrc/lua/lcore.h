@@ -16,6 +16,7 @@
 #define POSE_MT "limber.Pose"
 #define SKIN_MT "limber.Skin"
 #define PALETTE_MT "limber.Palette"
+#define CLIP_MT "limber.Clip"
 
 /* ---- buffers ---------------------------------------------------------- */
 
@@ -120,6 +121,7 @@ void lcore_open_buffer(lua_State *L);
 void lcore_open_pose(lua_State *L);
 void lcore_open_gltf(lua_State *L);
 void lcore_open_clip(lua_State *L);
+void lcore_open_plan(lua_State *L);
 void lcore_open_skinning(lua_State *L);
 
 /* The module's worker pool (threadpool.h), for any batched job; defined in

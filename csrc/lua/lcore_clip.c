@@ -9,7 +9,6 @@
 #include "clip.h"
 #include "lcore.h"
 
-#define CLIP_MT "limber.Clip"
 #define SAMPLER_MT "limber.Sampler"
 #define BLENDER_MT "limber.Blender"
 

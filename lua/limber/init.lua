@@ -289,6 +289,119 @@ function M.buffer(type_name, width, count_or_values)
   return b
 end
 
+-- A joint given by index or name, as a 1-based index.
+local function joint_index(skel, j, fname, what)
+  if type(j) == "string" then
+    local k = skel:find(j)
+    if not k then fail(fname, ("%s: the skeleton has no joint named '%s'"):format(what, j), 4) end
+    return k
+  end
+  return j -- integers are checked by the core
+end
+
+-- A mask: an array or Buffer passes unchanged; { root = joint, weight = 1,
+-- other = 0 } becomes one weight per joint: `weight` on the joint and its
+-- whole subtree, `other` elsewhere.
+local function resolve_mask(skel, mask, fname, what)
+  if type(mask) ~= "table" or rawget(mask, "root") == nil then return mask end
+  local m = snapshot(mask)
+  for k in next, m do
+    if k ~= "root" and k ~= "weight" and k ~= "other" then
+      fail(fname, ("%s: unknown field '%s' (root, weight, other)"):format(what, tostring(k)), 3)
+    end
+  end
+  local root = joint_index(skel, m.root, fname, what .. ".root")
+  local J = skel:joint_count()
+  if math_type(root) ~= "integer" or root < 1 or root > J then
+    fail(fname, ("%s.root must be a joint name or an index in [1, %d]"):format(what, J), 3)
+  end
+  local w, other = m.weight == nil and 1 or m.weight, m.other == nil and 0 or m.other
+  if type(w) ~= "number" or type(other) ~= "number" then
+    fail(fname, what .. ".weight and .other must be numbers", 3)
+  end
+  local parents, inside, out = skel:parents(), {}, {}
+  for j = 1, J do
+    inside[j] = j == root or (parents[j] ~= 0 and inside[parents[j]]) or false
+    out[j] = inside[j] and w or other
+  end
+  return out
+end
+
+-- Copies of a layers array with masks resolved (names, subtrees).
+local function resolve_layers(skel, layers, fname)
+  if type(layers) ~= "table" then return layers end
+  local out = {}
+  for k = 1, rawlen(layers) do
+    local ly = rawget(layers, k)
+    if type(ly) == "table" then
+      ly = snapshot(ly)
+      ly.mask = resolve_mask(skel, ly.mask, fname, ("layers[%d].mask"):format(k))
+    end
+    out[k] = ly
+  end
+  return out
+end
+
+--- A layer stack: the blend stage with the layer semantics games expect
+-- (see `limber.core.stack` and docs/frame.md). `layers[k]` = { `mode` =
+-- "override" (default) | "additive", `sources` = { Pose, ... }, `mask` =
+-- per-joint weights, an f32 Buffer or { root = joint, weight = 1, other = 0 },
+-- `reference` = Pose | { clip =, time = } (additive), `weight`, `name` }.
+-- @tparam limber.Pose out the pose written by `stack:run()`
+-- @tparam table layers bottom first
+-- @treturn limber.Stack
+function M.stack(out, layers)
+  argcheck(is_a(out, "limber.Pose"), 1, "stack", "limber.Pose", out)
+  argcheck(type(layers) == "table", 2, "stack", "table of layers", layers)
+  local skel = out:skeleton()
+  local ok, st = pcall(core.stack, out, resolve_layers(skel, layers, "limber.stack"))
+  if not ok then check.rethrow(st, "limber.stack", "stack") end
+  return st
+end
+
+local PLAN_FIELDS = { pose = true, clips = true, layers = true, palettes = true, slots = true,
+  models = true, root_motion = true }
+
+--- The frame plan: evaluates a whole crowd with one call per frame
+-- (`plan:run(dt)`): sample every source -> fold the layer stack ->
+-- local-to-model -> palettes, in blocks of 8 instances over the worker
+-- pool, with animation LOD. See docs/frame.md.
+-- `desc` = { `pose` = Pose, `clips` = { Clip, ... }, `layers` = { { `name`,
+-- `mode`, `sources` = count, `mask`, `reference`, `weight` }, ... },
+-- `palettes` = { Palette, ... }, `slots` = { joint (index or name), ... },
+-- `models` = "slots" | "all", `root_motion` = { joint =, xz =, yaw = } }.
+-- @tparam table desc
+-- @treturn limber.Plan
+function M.plan(desc)
+  argcheck(type(desc) == "table", 1, "plan", "table", desc)
+  local d = snapshot(desc)
+  for k in next, d do
+    if not PLAN_FIELDS[k] then
+      fail("limber.plan", ("unknown field '%s' (pose, clips, layers, palettes, slots, models, "
+        .. "root_motion)"):format(tostring(k)), 2)
+    end
+  end
+  if is_a(d.pose, "limber.Pose") then
+    local skel = d.pose:skeleton()
+    d.layers = resolve_layers(skel, d.layers, "limber.plan")
+    if type(d.slots) == "table" then
+      local slots = {}
+      for k = 1, rawlen(d.slots) do
+        slots[k] = joint_index(skel, rawget(d.slots, k), "limber.plan", ("slots[%d]"):format(k))
+      end
+      d.slots = slots
+    end
+    if type(d.root_motion) == "table" then
+      local rm = snapshot(d.root_motion)
+      rm.joint = joint_index(skel, rm.joint, "limber.plan", "root_motion.joint")
+      d.root_motion = rm
+    end
+  end
+  local ok, plan = pcall(core.plan, d)
+  if not ok then check.rethrow(plan, "limber.plan", "plan") end
+  return plan
+end
+
 local submodules = { anim = true, gltf = true, scene = true, skinning = true }
 
 return setmetatable(M, {

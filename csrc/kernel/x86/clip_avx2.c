@@ -81,19 +81,14 @@ LMB_AVX2 static inline void store_lanes(float *d, __m256 v, __m256 mask, int ful
         _mm256_storeu_ps(d, _mm256_blendv_ps(_mm256_loadu_ps(d), v, mask));
 }
 
-LMB_AVX2 void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, unsigned lanes,
-                                    const float t[LMB_LANES]) {
-    lmb_pose *p = s->pose;
-    const lmb_clip *c = s->clips[k];
+LMB_AVX2 void lmb_sample_lanes_avx2(const lmb_clip *c, float *blk, lmb_cursor *const cur[LMB_LANES],
+                                    unsigned lanes, const float t[LMB_LANES]) {
     const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
-    float *local = p->local + (size_t)block * p->joint_count * jstride;
+    float *local = blk;
     const int full = lanes == 0xFFu;
     int32_t bits[LMB_LANES];
-    lmb_cursor *cur[LMB_LANES];
-    for (uint32_t l = 0; l < LMB_LANES; l++) {
+    for (uint32_t l = 0; l < LMB_LANES; l++)
         bits[l] = (lanes >> l & 1u) ? -1 : 0;
-        cur[l] = s->cursors + (size_t)(block * LMB_LANES + l) * s->cursor_stride;
-    }
     const __m256 mask = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(void *)bits));
     const __m256 tv = _mm256_loadu_ps(t), one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     const __m256 signbit = _mm256_set1_ps(-0.0f), thr = _mm256_set1_ps(LMB_NLERP_DOT);
@@ -247,13 +242,14 @@ LMB_AVX2 static inline void dense_lane(const float *a, const float *b, float alp
     _mm256_store_ps(out + 6 * 64, _mm256_mul_ps(qw, inv));
 }
 
-LMB_AVX2 void lmb_sample_dense_avx2(lmb_pose *p, uint32_t block, const lmb_dense_plan *plan,
+LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan *plan,
                                     const lmb_dense_plan *next) {
-    const uint32_t J = p->joint_count, jstride = LMB_TRS_FLOATS * LMB_LANES;
-    float *local = p->local + (size_t)block * J * jstride;
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
+    float *local = blk;
     uint32_t jlimit = plan->max_chunks * 8 < J ? plan->max_chunks * 8 : J;
     float buf[10 * 64] __attribute__((aligned(32)));
     for (uint32_t q = 0; q * 8 < jlimit; q++) {
+        if (plan->need && !plan->need[q]) continue;
         unsigned lanes = 0;
         for (int l = 0; l < LMB_LANES; l++) {
             if (q < plan->chunks[l]) {
@@ -290,14 +286,14 @@ LMB_AVX2 void lmb_sample_dense_avx2(lmb_pose *p, uint32_t block, const lmb_dense
 
 #else
 
-void lmb_sample_lanes_avx2(lmb_sampler *s, uint32_t block, int32_t k, unsigned lanes,
-                           const float t[LMB_LANES]) {
-    (void)s, (void)block, (void)k, (void)lanes, (void)t;
+void lmb_sample_lanes_avx2(const lmb_clip *c, float *blk, lmb_cursor *const cur[LMB_LANES],
+                           unsigned lanes, const float t[LMB_LANES]) {
+    (void)c, (void)blk, (void)cur, (void)lanes, (void)t;
 }
 
-void lmb_sample_dense_avx2(lmb_pose *p, uint32_t block, const lmb_dense_plan *plan,
+void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan *plan,
                            const lmb_dense_plan *next) {
-    (void)p, (void)block, (void)plan, (void)next;
+    (void)blk, (void)J, (void)plan, (void)next;
 }
 
 #endif

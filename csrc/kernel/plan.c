@@ -1,0 +1,240 @@
+/* plan.c: the frame plan (see plan.h). */
+#include "plan.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#define JS (LMB_TRS_FLOATS * LMB_LANES)
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+size_t lmb_plan_worker_bytes(uint32_t joints, uint32_t sources, uint32_t layers) {
+    size_t pose = lmb_pose_bytes(joints, LMB_LANES);
+    if (pose == 0) return 0;
+    return pose + 64 + (size_t)sources * joints * JS * sizeof(float) + (size_t)joints * 2 +
+           (size_t)layers * ((joints + 7) / 8) + 64;
+}
+
+void lmb_plan_worker_place(lmb_plan_worker *w, void *mem, const lmb_skeleton *s, uint32_t sources,
+                           uint32_t layers) {
+    uint32_t J = s->joint_count;
+    size_t pose = lmb_pose_bytes(J, LMB_LANES);
+    (void)layers;
+    w->pose = lmb_pose_place(mem, s, LMB_LANES);
+    w->src = (float *)lmb_align_ptr((unsigned char *)mem + pose + 64, 64);
+    w->top = (int16_t *)(void *)(w->src + (size_t)sources * J * JS);
+    w->need = (uint8_t *)(void *)(w->top + J);
+    /* every source block at the rest pose: lanes never sampled stay finite */
+    for (uint32_t k = 0; k < sources; k++)
+        memcpy(w->src + (size_t)k * J * JS, w->pose->local, (size_t)J * JS * sizeof(float));
+    w->sample = w->blend = w->model = w->output = 0.0;
+}
+
+lmb_status lmb_plan_validate(const lmb_plan *p, lmb_error *err) {
+    lmb_error_clear(err);
+    if (!p->pose) return lmb_error_set(err, LMB_EINVAL, "pose", "the plan has no pose", 0, 0, 0, 0);
+    const lmb_pose *pose = p->pose;
+    lmb_status st =
+        lmb_stack_validate(p->layers, p->layer_count, pose->joint_count, p->source_count, err);
+    if (st != LMB_OK) return st;
+    for (uint32_t k = 0; k < p->source_count; k++) {
+        const lmb_sampler *s = p->src + k;
+        if (s->pose != pose || s->clips != p->src[0].clips || s->clip_count != p->src[0].clip_count)
+            return lmb_error_set(err, LMB_EINVAL, "sources",
+                                 "source {i} does not sample the plan's pose and clips", k, 0, 0,
+                                 0);
+        st = lmb_sampler_validate(s, 0, pose->instance_count, err);
+        if (st != LMB_OK) return st;
+    }
+    for (uint32_t m = 0; m < p->palette_count; m++) {
+        const lmb_plan_palette *pl = p->palettes + m;
+        st = lmb_palette_validate(pose, pl->skin, pl->layout, 0, pose->instance_count, err);
+        if (st != LMB_OK) {
+            err->index = m;
+            err->field = "palettes";
+            return st;
+        }
+    }
+    for (uint32_t m = 0; !p->all_models && m < p->slot_count; m++)
+        if (p->slots[m] >= pose->joint_count)
+            return lmb_error_set(err, LMB_ERANGE, "slots", "slot joint {v} out of range [1, {l}]",
+                                 m, 0, (double)p->slots[m] + 1.0, (double)pose->joint_count);
+    if (p->worker_count < 1 || !p->workers)
+        return lmb_error_set(err, LMB_EINVAL, "workers", "the plan has no worker scratch", 0, 0, 0,
+                             0);
+    return LMB_OK;
+}
+
+void lmb_plan_touch_all(lmb_plan *p) {
+    for (uint32_t i = 0; i < p->pose->instance_count; i++)
+        lmb_plan_touch(p, i);
+}
+
+/* Moves *w toward *to by speed * step; returns 1 when *w changed. */
+static int fade(float *w, float *to, float *speed, double step) {
+    if (*speed <= 0.0f) return 0;
+    double d = (double)*to - (double)*w, move = (double)*speed * step;
+    float old = *w;
+    if (fabs(d) <= move) {
+        *w = *to;
+        *speed = 0.0f;
+    } else {
+        *w = (float)((double)*w + (d > 0 ? move : -move));
+    }
+    return *w != old;
+}
+
+uint32_t lmb_plan_advance(lmb_plan *p, double dt) {
+    double t0 = now();
+    const uint32_t N = p->pose->instance_count, J = p->pose->joint_count;
+    double step = fabs(dt);
+    p->run++;
+    for (uint32_t k = 0; k < p->source_count; k++) {
+        lmb_sampler *s = p->src + k;
+        float *w = p->weight + (size_t)k * N, *to = p->weight_to + (size_t)k * N;
+        float *sp = p->weight_speed + (size_t)k * N;
+        for (uint32_t i = 0; i < N; i++) {
+            if (fade(w + i, to + i, sp + i, step)) lmb_plan_touch(p, i);
+            if (s->clip[i] < 0) continue;
+            double old = s->time[i];
+            if (dt != 0.0 && s->rate[i] != 0.0f)
+                s->time[i] = lmb_clip_time_d(s->clips[s->clip[i]], old + (double)s->rate[i] * dt,
+                                             s->loop[i]);
+            if (s->time[i] != old) lmb_plan_touch(p, i);
+        }
+    }
+    for (uint32_t n = 0; n < p->layer_count; n++) {
+        float *w = p->layer_weight + (size_t)n * N, *to = p->layer_to + (size_t)n * N;
+        float *sp = p->layer_speed + (size_t)n * N;
+        for (uint32_t i = 0; i < N; i++)
+            if (fade(w + i, to + i, sp + i, step)) lmb_plan_touch(p, i);
+    }
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        if (p->pose->first_dirty[i] < J) lmb_plan_touch(p, i); /* a new root matrix */
+        uint8_t d = p->dirty[i];
+        if (d == 2 || (d == 1 && (p->run + p->phase[i]) % p->every[i] == 0)) p->active[count++] = i;
+    }
+    p->active_count = count;
+    p->advance = now() - t0;
+    return (count + LMB_LANES - 1) / LMB_LANES;
+}
+
+void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
+    lmb_plan_worker *wk = p->workers + worker;
+    lmb_pose *pose = p->pose, *wp = wk->pose;
+    const uint32_t N = pose->instance_count, J = pose->joint_count;
+    uint32_t inst[LMB_LANES];
+    unsigned valid = 0;
+    for (uint32_t l = 0; l < LMB_LANES; l++) {
+        uint32_t e = b * LMB_LANES + l;
+        inst[l] = e < p->active_count ? p->active[e] : 0;
+        if (e < p->active_count) valid |= 1u << l;
+    }
+    double t0 = now();
+    /* 1. every source that plays with weight in some lane, into its scratch block */
+    const float *src[LMB_STACK_MAX_LAYERS * LMB_STACK_MAX_SOURCES];
+    float src_w[LMB_STACK_MAX_LAYERS * LMB_STACK_MAX_SOURCES * LMB_LANES];
+    float layer_w[LMB_STACK_MAX_LAYERS * LMB_LANES];
+    for (uint32_t n = 0; n < p->layer_count; n++)
+        for (uint32_t l = 0; l < LMB_LANES; l++)
+            layer_w[n * LMB_LANES + l] =
+                (valid >> l & 1u) ? p->layer_weight[(size_t)n * N + inst[l]] : 0.0f;
+    unsigned want[LMB_STACK_MAX_LAYERS * LMB_STACK_MAX_SOURCES];
+    unsigned plays[LMB_STACK_MAX_LAYERS] = {0};
+    for (uint32_t k = 0; k < p->source_count; k++) {
+        const lmb_sampler *s = p->src + k;
+        const float *lw = layer_w + p->layer_of[k] * LMB_LANES, *w = p->weight + (size_t)k * N;
+        want[k] = 0;
+        for (uint32_t l = 0; l < LMB_LANES; l++)
+            if ((valid >> l & 1u) && lw[l] > 0.0f && w[inst[l]] > 0.0f && s->clip[inst[l]] >= 0)
+                want[k] |= 1u << l;
+        plays[p->layer_of[k]] |= want[k];
+    }
+    /* joints an override layer replaces in every lane (weight and mask 1):
+     * the layers below it need not sample or fold them */
+    int covered = 0, masked = 0;
+    for (uint32_t n = 0; n < p->layer_count; n++) {
+        const lmb_stack_layer *ly = p->layers + n;
+        masked |= ly->mask != NULL;
+        if (n == 0 || ly->mode != LMB_LAYER_OVERRIDE || plays[n] != valid) continue;
+        int full = 1;
+        for (uint32_t l = 0; l < LMB_LANES; l++)
+            if ((valid >> l & 1u) && layer_w[n * LMB_LANES + l] != 1.0f) full = 0;
+        if (!full) continue;
+        if (!covered)
+            for (uint32_t j = 0; j < J; j++)
+                wk->top[j] = -1;
+        covered = 1;
+        for (uint32_t j = 0; j < J; j++)
+            if (!ly->mask || ly->mask[j] == 1.0f) wk->top[j] = (int16_t)n;
+    }
+    const uint32_t chunks = (J + 7) / 8;
+    if (covered || masked) {
+        for (uint32_t n = 0; n < p->layer_count; n++) {
+            const float *mask = p->layers[n].mask;
+            uint8_t *need = wk->need + (size_t)n * chunks;
+            memset(need, 0, chunks);
+            for (uint32_t j = 0; j < J; j++)
+                if ((!mask || mask[j] > 0.0f) && (!covered || wk->top[j] <= (int32_t)n))
+                    need[j / 8] = 1;
+        }
+    }
+    for (uint32_t k = 0; k < p->source_count; k++) {
+        lmb_sampler *s = p->src + k;
+        const float *w = p->weight + (size_t)k * N;
+        float *blk = wk->src + (size_t)k * J * JS;
+        const uint8_t *need = covered || masked ? wk->need + (size_t)p->layer_of[k] * chunks : NULL;
+        unsigned got = want[k] ? lmb_sampler_lanes(s, inst, want[k], blk, 1, NULL, NULL, need) : 0;
+        src[k] = got ? blk : NULL;
+        for (uint32_t l = 0; l < LMB_LANES; l++)
+            src_w[k * LMB_LANES + l] = (got >> l & 1u) ? w[inst[l]] : 0.0f;
+    }
+    double t1 = now();
+    /* 2. the layer stack, into the worker pose's locals */
+    lmb_stack_block(pose->skel, p->layers, p->layer_count, src, src_w, layer_w,
+                    covered ? wk->top : NULL, wp->local);
+    double t2 = now();
+    /* 3. local-to-model with each lane's root (invalid lanes: identity) */
+    wp->has_root = pose->has_root;
+    for (uint32_t l = 0; l < LMB_LANES; l++)
+        if (valid >> l & 1u) memcpy(wp->root + l * 16, pose->root + (size_t)inst[l] * 16, 64);
+    if (lmb_simd_active())
+        lmb_l2m_block_avx2(wp, 0, 0);
+    else
+        lmb_l2m_block_portable(wp, 0, 0);
+    /* (a per-block stage after local-to-model, e.g. IK, goes here) */
+    double t3 = now();
+    /* 4. what someone reads: palettes and slot (or every) model matrices */
+    for (uint32_t m = 0; m < p->palette_count; m++) {
+        const lmb_plan_palette *pl = p->palettes + m;
+        size_t per = (size_t)pl->skin->joint_count * lmb_palette_width(pl->layout);
+        for (uint32_t l = 0; l < LMB_LANES; l++)
+            if (valid >> l & 1u)
+                lmb_palette_run(wp, pl->skin, pl->layout, pl->out + inst[l] * per, l, 1);
+    }
+    for (uint32_t l = 0; l < LMB_LANES; l++) {
+        if (!(valid >> l & 1u)) continue;
+        const float *from = wp->model + (size_t)l * J * 16;
+        float *to = pose->model + (size_t)inst[l] * J * 16;
+        if (p->all_models) {
+            memcpy(to, from, (size_t)J * 16 * sizeof(float));
+        } else {
+            for (uint32_t m = 0; m < p->slot_count; m++)
+                memcpy(to + (size_t)p->slots[m] * 16, from + (size_t)p->slots[m] * 16, 64);
+        }
+        p->dirty[inst[l]] = 0;
+        pose->first_dirty[inst[l]] = J;
+    }
+    double t4 = now();
+    wk->sample += t1 - t0, wk->blend += t2 - t1, wk->model += t3 - t2, wk->output += t4 - t3;
+}
+
+void lmb_plan_finish(lmb_plan *p) {
+    if (p->active_count) p->pose->generation++;
+}

@@ -1,0 +1,106 @@
+/* plan.h: the frame plan. One object evaluates a whole crowd per frame:
+ * per block of LMB_LANES instances, sample every source clip -> fold the
+ * layer stack (stack.h) -> local-to-model -> palettes, all in one worker's
+ * cache-sized scratch, writing to memory only what someone reads: palette
+ * entries and the model matrices of slot joints (or of every joint).
+ *
+ * State per instance: for every source (layer l's sources are consecutive,
+ * see lmb_stack_layer) a sampler entry (clip, time, rate, loop, cursors:
+ * the plan holds one lmb_sampler per source over the crowd pose, never run
+ * directly) and a weight with an optional linear fade; per layer a weight
+ * with a fade; a LOD rate `every` (1 .. 255 runs) and phase; a dirty flag.
+ *
+ * A run: lmb_plan_advance (one thread) moves times and fades by dt, marks
+ * the instances whose inputs changed, and lists the instances due this run
+ * ((run + phase) % every == 0, or never evaluated) that changed; then
+ * lmb_plan_block evaluates block b of that list (lanes = list entries b * 8
+ * .. b * 8 + 7), spread over the worker pool; every block writes only its
+ * own instances' outputs and its worker's scratch, and a lane's result
+ * depends only on that instance's inputs, so the output is the same bytes
+ * for any thread count and any LOD setting; lmb_plan_finish bumps the
+ * pose's generation when anything was evaluated (scene attachments).
+ *
+ * Where a per-block stage after local-to-model goes (IK, aim constraints):
+ * in lmb_plan_block between l2m and the palettes, on the worker pose's
+ * model matrices (and SoA scratch) of the block; see ARCHITECTURE.md. */
+#ifndef LIMBER_PLAN_H
+#define LIMBER_PLAN_H
+
+#include "clip.h"
+#include "palette.h"
+#include "stack.h"
+
+typedef struct lmb_plan_palette {
+    const lmb_skin *skin; /* of the pose's skeleton */
+    int layout;           /* LMB_PALETTE_* */
+    float *out;           /* instance_count * joints * width floats */
+} lmb_plan_palette;
+
+/* One worker's scratch (64-byte aligned, no sharing between workers). */
+typedef struct lmb_plan_worker {
+    lmb_pose *pose; /* LMB_LANES instances: folded locals, roots, model matrices */
+    float *src;     /* source_count blocks of joints x LMB_TRS_FLOATS x LMB_LANES floats */
+    int16_t *top;   /* joints: the highest layer covering the joint in the block, or -1 */
+    uint8_t *need;  /* layers x chunks of 8 joints: the chunks a layer's sources must sample */
+    double sample, blend, model, output; /* seconds spent in the current run */
+} lmb_plan_worker;
+
+/* Bytes of one worker's scratch (any alignment). */
+size_t lmb_plan_worker_bytes(uint32_t joints, uint32_t sources, uint32_t layers);
+/* Lays out worker scratch in `mem` (all sources at the rest pose). */
+void lmb_plan_worker_place(lmb_plan_worker *w, void *mem, const lmb_skeleton *s, uint32_t sources,
+                           uint32_t layers);
+
+typedef struct lmb_plan {
+    lmb_pose *pose; /* the crowd (borrowed): skeleton, instances, roots, model matrices */
+    uint32_t layer_count, source_count;
+    lmb_stack_layer *layers; /* layer_count */
+    uint32_t *layer_of;      /* source_count: the layer of each source */
+    lmb_sampler *src;        /* source_count samplers over `pose` */
+    float *weight;           /* source_count * N: source weights */
+    float *weight_to;        /* fade targets */
+    float *weight_speed;     /* fade speed (weight units per second; 0: no fade) */
+    float *layer_weight;     /* layer_count * N, [0, 1] */
+    float *layer_to, *layer_speed;
+    uint8_t *every, *phase; /* per instance: LOD */
+    uint8_t *dirty;         /* per instance: 0 clean, 1 changed, 2 never evaluated */
+    uint32_t *active;       /* the instances of the current run */
+    uint32_t active_count;
+    uint32_t run; /* runs so far */
+    uint32_t palette_count;
+    const lmb_plan_palette *palettes;
+    uint32_t slot_count; /* joints whose model matrices are written (all_models: every joint) */
+    const uint16_t *slots;
+    uint32_t all_models;
+    uint32_t worker_count;
+    lmb_plan_worker *workers;
+    double advance; /* seconds of the last lmb_plan_advance */
+} lmb_plan;
+
+/* Checks a plan before its first run (err->index = the source, palette or
+ * slot): a pose; the layers (lmb_stack_validate); every source's sampler
+ * (lmb_sampler_validate over every instance) and the same clip set in all;
+ * palettes of the pose's skeleton with a known layout ("palettes"); slot
+ * joints inside the skeleton ("slots"); at least one worker ("workers").
+ * Per-instance values are kept valid by the setters. No side effects. */
+lmb_status lmb_plan_validate(const lmb_plan *p, lmb_error *err);
+
+/* Advances times (rate * dt, wrapped or clamped) and fades (by |dt|),
+ * counts the run and lists the instances to evaluate (p->active). dt must be
+ * finite. Returns the number of blocks to evaluate. */
+uint32_t lmb_plan_advance(lmb_plan *p, double dt);
+
+/* Evaluates block b of the current run's list on worker `worker`'s scratch
+ * (worker < p->worker_count). */
+void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker);
+
+/* Ends a run (generation of the pose). */
+void lmb_plan_finish(lmb_plan *p);
+
+/* Marks instance i changed (any setter) / every instance. */
+static inline void lmb_plan_touch(lmb_plan *p, uint32_t i) {
+    if (p->dirty[i] == 0) p->dirty[i] = 1;
+}
+void lmb_plan_touch_all(lmb_plan *p);
+
+#endif

@@ -1,0 +1,281 @@
+/* stack_fold.h: the layer-stack fold of stack.h as a template, compiled
+ * twice: portable (stack.c) and with AVX2 + FMA enabled (x86/stack_avx2.c).
+ * Define FOLD(name) before including. The code works on whole components
+ * of a block (LMB_LANES = 8 lanes) with GCC / clang vector extensions, so
+ * either build keeps every value in vector registers (two SSE registers or
+ * one AVX register per component). Every lane is computed on its own:
+ * selects, never a cross-lane decision that changes a lane's value. */
+#include "clip.h" /* LMB_NLERP_DOT */
+#include "stack.h"
+
+#include <math.h>
+#include <string.h>
+
+/* the helpers below are static: vector arguments never cross an ABI boundary */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+#ifndef LIMBER_STACK_FOLD_TYPES
+#define LIMBER_STACK_FOLD_TYPES
+typedef float lmb_v8f __attribute__((vector_size(32)));
+typedef int32_t lmb_v8i __attribute__((vector_size(32)));
+#endif
+
+#define W LMB_LANES
+#define JS (LMB_TRS_FLOATS * W) /* floats per joint in a block */
+#define V lmb_v8f
+#define VI lmb_v8i
+
+static inline V FOLD(ld)(const float *p) {
+    V v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void FOLD(st)(float *p, V v) {
+    memcpy(p, &v, sizeof v);
+}
+static inline V FOLD(splat)(float x) {
+    V v = {x, x, x, x, x, x, x, x};
+    return v;
+}
+/* m ? a : b per lane (m: all ones or zero per lane) */
+static inline V FOLD(sel)(VI m, V a, V b) {
+    return (V)(((VI)a & m) | ((VI)b & ~m));
+}
+/* 1 / sqrt(x) per lane, x > 0 (the loop vectorises: sqrt is one instruction) */
+static inline V FOLD(rsqrt)(V x) {
+    float in[W], out[W];
+    memcpy(in, &x, sizeof in);
+    for (int l = 0; l < W; l++)
+        out[l] = 1.0f / sqrtf(in[l]);
+    V r;
+    memcpy(&r, out, sizeof r);
+    return r;
+}
+static inline V FOLD(sqrtv)(V x) {
+    float in[W], out[W];
+    memcpy(in, &x, sizeof in);
+    for (int l = 0; l < W; l++)
+        out[l] = sqrtf(in[l]);
+    V r;
+    memcpy(&r, out, sizeof r);
+    return r;
+}
+static inline V FOLD(absv)(V x) {
+    VI m = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff,
+            0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
+    return (V)((VI)x & m);
+}
+/* acos(x) for x in [0, 1] and sin(y) for y in [0, pi/2]: qpoly.h's
+ * polynomials on vectors */
+static inline V FOLD(acosv)(V x) {
+    V p = FOLD(splat)(-0.0012624911f);
+    p = p * x + 0.0066700901f;
+    p = p * x - 0.0170881256f;
+    p = p * x + 0.0308918810f;
+    p = p * x - 0.0501743046f;
+    p = p * x + 0.0889789874f;
+    p = p * x - 0.2145988016f;
+    p = p * x + 1.5707963050f;
+    V r = 1.0f - x;
+    r = FOLD(sel)(r > 0.0f, r, FOLD(splat)(0.0f));
+    return FOLD(sqrtv)(r) * p;
+}
+static inline V FOLD(sinv)(V y) {
+    V y2 = y * y;
+    V p = FOLD(splat)(1.0f / 6227020800.0f);
+    p = p * y2 - 1.0f / 39916800.0f;
+    p = p * y2 + 1.0f / 362880.0f;
+    p = p * y2 - 1.0f / 5040.0f;
+    p = p * y2 + 1.0f / 120.0f;
+    p = p * y2 - 1.0f / 6.0f;
+    return y + y * y2 * p;
+}
+
+/* The layer pose A of joint j (all lanes) from its sources: the weighted
+ * mean with weights normalised in each lane; a lane where one source plays
+ * gets exactly that source's values. Returns A: a source's own block when
+ * that one source is the only one playing in every lane, else `a`, filled;
+ * NULL when no lane has weight. *has: the lanes with weight (bit l). */
+static const float *FOLD(layer_pose)(const lmb_stack_layer *ly, const float *const *src,
+                                     const float *src_w, uint32_t j, float *a, unsigned *has) {
+    unsigned any = 0;
+    int playing = 0;
+    uint32_t last = 0;
+    for (uint32_t k = ly->first_source; k < ly->first_source + ly->source_count; k++) {
+        if (!src[k]) continue;
+        const float *wt = src_w + (size_t)k * W;
+        unsigned on = 0;
+        for (int l = 0; l < W; l++)
+            on |= (unsigned)(wt[l] > 0.0f) << l;
+        if (!on) continue;
+        any |= on;
+        playing++;
+        last = k;
+    }
+    *has = any;
+    if (!any) return NULL;
+    if (playing == 1) return src[last] + (size_t)j * JS;
+    V acc[LMB_TRS_FLOATS], one[LMB_TRS_FLOATS];
+    V zero = FOLD(splat)(0.0f), wsum = zero, cnt = zero;
+    for (int c = 0; c < LMB_TRS_FLOATS; c++)
+        acc[c] = zero, one[c] = zero;
+    for (uint32_t k = ly->first_source; k < ly->first_source + ly->source_count; k++) {
+        if (!src[k]) continue;
+        const float *s = src[k] + (size_t)j * JS;
+        V w = FOLD(ld)(src_w + (size_t)k * W);
+        VI on = w > 0.0f;
+        V sv[LMB_TRS_FLOATS];
+        for (int c = 0; c < LMB_TRS_FLOATS; c++)
+            sv[c] = FOLD(ld)(s + c * W);
+        V dot = acc[3] * sv[3] + acc[4] * sv[4] + acc[5] * sv[5] + acc[6] * sv[6];
+        V wq = FOLD(sel)(dot < 0.0f, -w, w);
+        wsum += w;
+        cnt += FOLD(sel)(on, FOLD(splat)(1.0f), zero);
+        for (int c = 0; c < LMB_TRS_FLOATS; c++) {
+            acc[c] += ((c >= 3 && c < 7) ? wq : w) * sv[c];
+            one[c] = FOLD(sel)(on, sv[c], one[c]);
+        }
+    }
+    VI pos = wsum > 0.0f;
+    V inv = FOLD(sel)(pos, 1.0f / FOLD(sel)(pos, wsum, FOLD(splat)(1.0f)), zero);
+    V q2 = acc[3] * acc[3] + acc[4] * acc[4] + acc[5] * acc[5] + acc[6] * acc[6];
+    /* opposite rotations that cancel exactly: identity (any choice is a jump) */
+    VI qok = q2 > 1e-30f;
+    V qi = FOLD(sel)(qok, FOLD(rsqrt)(FOLD(sel)(qok, q2, FOLD(splat)(1.0f))), FOLD(splat)(1.0f));
+    acc[3] = FOLD(sel)(qok, acc[3], zero), acc[4] = FOLD(sel)(qok, acc[4], zero);
+    acc[5] = FOLD(sel)(qok, acc[5], zero), acc[6] = FOLD(sel)(qok, acc[6], FOLD(splat)(1.0f));
+    VI single = cnt == 1.0f;
+    for (int c = 0; c < LMB_TRS_FLOATS; c++)
+        FOLD(st)(a + c * W, FOLD(sel)(single, one[c], acc[c] * ((c >= 3 && c < 7) ? qi : inv)));
+    return a;
+}
+
+/* P = fold of A into P by f per lane: override (weights strictly between
+ * 0 and 1 somewhere; 0 and 1 are exact). */
+static void FOLD(fold_override)(const float *a, V f, float *p) {
+    V pv[LMB_TRS_FLOATS], av[LMB_TRS_FLOATS];
+    for (int c = 0; c < LMB_TRS_FLOATS; c++)
+        pv[c] = FOLD(ld)(p + c * W), av[c] = FOLD(ld)(a + c * W);
+    V one = FOLD(splat)(1.0f), g = f, h = one - g;
+    V dot = pv[3] * av[3] + pv[4] * av[4] + pv[5] * av[5] + pv[6] * av[6];
+    V x = FOLD(absv)(dot);
+    VI far = x <= LMB_NLERP_DOT;
+    V wa = h, wb = g;
+    int any_far = 0;
+    for (int l = 0; l < W; l++)
+        any_far |= far[l] != 0;
+    if (any_far) { /* slerp weights without the common 1 / sin(theta) (normalised below) */
+        V theta = FOLD(acosv)(x);
+        wa = FOLD(sel)(far, FOLD(sinv)(h * theta), wa);
+        wb = FOLD(sel)(far, FOLD(sinv)(g * theta), wb);
+    }
+    wb = FOLD(sel)(dot < 0.0f, -wb, wb);
+    V q[4];
+    for (int c = 0; c < 4; c++)
+        q[c] = wa * pv[3 + c] + wb * av[3 + c];
+    V qi = FOLD(rsqrt)(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+    VI all = g == 1.0f, none = g == 0.0f;
+    for (int c = 0; c < LMB_TRS_FLOATS; c++) {
+        V v = (c >= 3 && c < 7) ? q[c - 3] * qi : pv[c] * h + av[c] * g;
+        v = FOLD(sel)(all, av[c], v);
+        FOLD(st)(p + c * W, FOLD(sel)(none, pv[c], v));
+    }
+}
+
+/* additive: P += f (A - R) (see stack.h); f = 0 leaves P exactly. */
+static void FOLD(fold_additive)(const float *a, const float *r, V f, float *p) {
+    V one = FOLD(splat)(1.0f), g = f, h = one - g;
+    VI none = g == 0.0f;
+    for (int c = 0; c < 3; c++) {
+        V pt = FOLD(ld)(p + c * W), at = FOLD(ld)(a + c * W);
+        FOLD(st)(p + c * W, FOLD(sel)(none, pt, pt + g * (at - r[c])));
+        V ps = FOLD(ld)(p + (7 + c) * W), as = FOLD(ld)(a + (7 + c) * W);
+        float rs = r[7 + c];
+        V ratio = rs != 0.0f ? as / rs : one;
+        FOLD(st)(p + (7 + c) * W, FOLD(sel)(none, ps, ps * (1.0f + g * (ratio - 1.0f))));
+    }
+    float rx = -r[3], ry = -r[4], rz = -r[5], rw = r[6]; /* conj(R.q), R unit */
+    V ax = FOLD(ld)(a + 3 * W), ay = FOLD(ld)(a + 4 * W), az = FOLD(ld)(a + 5 * W);
+    V aw = FOLD(ld)(a + 6 * W);
+    /* dq = conj(R) * A */
+    V dx = rw * ax + rx * aw + ry * az - rz * ay;
+    V dy = rw * ay - rx * az + ry * aw + rz * ax;
+    V dz = rw * az + rx * ay - ry * ax + rz * aw;
+    V dw = rw * aw - rx * ax - ry * ay - rz * az;
+    V sg = FOLD(sel)(dw < 0.0f, -g, g);
+    V ex = sg * dx, ey = sg * dy, ez = sg * dz, ew = h + sg * dw;
+    V ei = FOLD(rsqrt)(ex * ex + ey * ey + ez * ez + ew * ew);
+    ex *= ei, ey *= ei, ez *= ei, ew *= ei;
+    V px = FOLD(ld)(p + 3 * W), py = FOLD(ld)(p + 4 * W), pz = FOLD(ld)(p + 5 * W);
+    V pw = FOLD(ld)(p + 6 * W);
+    /* P * E */
+    V ox = pw * ex + px * ew + py * ez - pz * ey;
+    V oy = pw * ey - px * ez + py * ew + pz * ex;
+    V oz = pw * ez + px * ey - py * ex + pz * ew;
+    V ow = pw * ew - px * ex - py * ey - pz * ez;
+    V oi = FOLD(rsqrt)(ox * ox + oy * oy + oz * oz + ow * ow);
+    FOLD(st)(p + 3 * W, FOLD(sel)(none, px, ox * oi));
+    FOLD(st)(p + 4 * W, FOLD(sel)(none, py, oy * oi));
+    FOLD(st)(p + 5 * W, FOLD(sel)(none, pz, oz * oi));
+    FOLD(st)(p + 6 * W, FOLD(sel)(none, pw, ow * oi));
+}
+
+void FOLD(lmb_stack_block)(const lmb_skeleton *sk, const lmb_stack_layer *layers,
+                           uint32_t layer_count, const float *const *src, const float *src_w,
+                           const float *layer_w, const int16_t *top, float *out) {
+    const uint32_t J = sk->joint_count;
+    for (uint32_t j = 0; j < J; j++) {
+        const float *rest = sk->rest + (size_t)j * LMB_TRS_FLOATS;
+        float *p = out + (size_t)j * JS;
+        for (int c = 0; c < LMB_TRS_FLOATS; c++)
+            FOLD(st)(p + c * W, FOLD(splat)(rest[c]));
+    }
+    for (uint32_t n = 0; n < layer_count; n++) {
+        const lmb_stack_layer *ly = layers + n;
+        V lw = FOLD(ld)(layer_w + (size_t)n * W);
+        unsigned on = 0;
+        for (int l = 0; l < W; l++)
+            on |= (unsigned)(lw[l] > 0.0f) << l;
+        if (!on) continue;
+        for (uint32_t j = 0; j < J; j++) {
+            float m = ly->mask ? ly->mask[j] : 1.0f;
+            if (m == 0.0f || (top && top[j] > (int32_t)n)) continue;
+            float abuf[JS] __attribute__((aligned(32)));
+            unsigned has;
+            const float *a = FOLD(layer_pose)(ly, src, src_w, j, abuf, &has);
+            has &= on;
+            if (!has) continue;
+            VI hv;
+            for (int l = 0; l < W; l++)
+                hv[l] = (has >> l & 1u) ? -1 : 0;
+            V f = FOLD(sel)(hv, lw * m, FOLD(splat)(0.0f));
+            VI ones = f == 1.0f, zeros = f == 0.0f;
+            int exact = 1, all_ones = 1;
+            for (int l = 0; l < W; l++) {
+                exact &= (ones[l] | zeros[l]) != 0;
+                all_ones &= ones[l] != 0;
+            }
+            float *p = out + (size_t)j * JS;
+            if (ly->mode == LMB_LAYER_OVERRIDE && exact) {
+                /* weights 0 or 1 (the common case): A where 1 */
+                for (int c = 0; c < LMB_TRS_FLOATS; c++) {
+                    V av = FOLD(ld)(a + c * W);
+                    FOLD(st)(p + c * W, all_ones ? av : FOLD(sel)(ones, av, FOLD(ld)(p + c * W)));
+                }
+            } else if (ly->mode == LMB_LAYER_OVERRIDE) {
+                FOLD(fold_override)(a, f, p);
+            } else {
+                const float *r = ly->reference ? ly->reference + (size_t)j * LMB_TRS_FLOATS
+                                               : sk->rest + (size_t)j * LMB_TRS_FLOATS;
+                FOLD(fold_additive)(a, r, f, p);
+            }
+        }
+    }
+}
+
+#undef W
+#undef JS
+#undef V
+#undef VI

@@ -1,0 +1,34 @@
+/* stack_avx2.c: the layer-stack fold (stack_fold.h) compiled with AVX2 +
+ * FMA enabled, so the vectoriser uses 8-float registers (one per component
+ * of a block's 8 lanes). Chosen at run time by lmb_stack_block. */
+#include "simd.h"
+
+#if LMB_HAVE_X86
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+#define FOLD(name) name##_avx2
+#include "../stack_fold.h"
+#undef FOLD
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#else
+
+#include "../stack.h"
+
+void lmb_stack_block_avx2(const lmb_skeleton *sk, const lmb_stack_layer *layers,
+                          uint32_t layer_count, const float *const *src, const float *src_w,
+                          const float *layer_w, const int16_t *top, float *out) {
+    lmb_stack_block_portable(sk, layers, layer_count, src, src_w, layer_w, top, out);
+}
+#endif
