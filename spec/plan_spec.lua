@@ -301,6 +301,14 @@ local function check_formulas(out, model, tol, what, instances)
   end
 end
 
+-- Restores the SIMD setting at the end of the running test (busted's
+-- `finally` given; a test has one): the tests run rounds with the SIMD
+-- kernels on and off, every comparison holds for both.
+local function keep_simd(finally)
+  local old = limber.core.simd()
+  finally(function() limber.core.simd(old) end)
+end
+
 local function all_instances(N)
   local r = {}
   for i = 1, N do r[i] = i end
@@ -469,7 +477,9 @@ end
 
 describe("limber.stack", function()
   it("equals the layer formulas: random poses, 2-3 layers, masks, weights, references", function()
-    for round = 1, 8 do
+    keep_simd(finally)
+    for round = 1, 10 do
+      limber.core.simd(round % 2 == 0)
       local skel = round % 4 == 0 and humanoid() or random_skeleton(math.random(7, 20))
       local N = math.random(1, 11)
       local clips = rand_clips(skel, 3)
@@ -499,41 +509,62 @@ describe("limber.stack", function()
   end)
 
   it("gives exactly the source at layer weight 1 and mask 1, exactly the pose below at 0", function()
+    keep_simd(finally)
     for round = 1, 6 do
+      limber.core.simd(round % 3 ~= 0)
       local skel = round % 2 == 0 and humanoid() or random_skeleton(math.random(7, 20))
       local J, N = skel:joint_count(), math.random(1, 13)
       local out = limber.pose(skel, N)
       local base, bvals = rand_pose(skel, N)
       local upper, uvals = rand_pose(skel, N)
-      local mask = {}
-      for j = 1, J do mask[j] = pick({ 0, 1, 1, rand01 }) end
+      local extra, add, refpose = rand_pose(skel, N), rand_pose(skel, N), rand_pose(skel, 1)
+      local mask, amask = {}, {}
+      for j = 1, J do
+        mask[j] = pick({ 0, 1, 1, rand01 })
+        amask[j] = pick({ 0, 1, rand01 })
+      end
+      -- upper: a second source at weight 0 (it counts for nothing); an
+      -- additive layer on top, at weight 0 first
       local stack = limber.stack(out, {
         { sources = { base } },
-        { name = "upper", mode = "override", sources = { upper }, mask = mask },
+        { name = "upper", mode = "override", sources = { upper, extra }, mask = mask },
+        { name = "add", mode = "additive", sources = { add }, mask = amask, reference = refpose, weight = 0 },
       })
-      local lws = {}
+      local lws, aws = {}, {}
       for i = 1, N do
-        lws[i] = pick({ 0, 1, 1, rand01 })
+        lws[i], aws[i] = pick({ 0, 1, 1, rand01 }), 0
         stack:set_layer_weight(i, "upper", lws[i])
         stack:set_weight(i, 1, 1, pick({ 1, 0.25, 1e6 })) -- normalised: a single source is exact
         if math.random() < 0.5 then stack:set_weight(i, 2, 1, H.rand(0.01, 9)) end
       end
-      stack:run()
-      for i = 1, N do
-        for j = 1, J do
-          local got = { out:trs(i, j) }
-          local f = lws[i] * mask[j]
-          if f == 1 or f == 0 then
-            local want = f == 1 and uvals[i][j] or bvals[i][j]
-            for k = 1, 3 do
-              assert.same(want[k], got[k], ("round %d instance %d joint %d f %g part %d")
-                :format(round, i, j, f, k))
+      local function check(what)
+        for i = 1, N do
+          for j = 1, J do
+            local got = { out:trs(i, j) }
+            local f = lws[i] * mask[j]
+            if (f == 1 or f == 0) and aws[i] * amask[j] == 0 then
+              local want = f == 1 and uvals[i][j] or bvals[i][j]
+              for k = 1, 3 do
+                assert.same(want[k], got[k], ("%s, round %d instance %d joint %d f %g part %d")
+                  :format(what, round, i, j, f, k))
+              end
             end
           end
         end
       end
-      -- layer weight 0 everywhere: exactly the base
-      for i = 1, N do stack:set_layer_weight(i, 2, 0) end
+      stack:run()
+      check("additive layer at weight 0")
+      for i = 1, N do
+        aws[i] = pick({ 0, 1, rand01 })
+        stack:set_layer_weight(i, 3, aws[i])
+      end
+      stack:run()
+      check("additive layer at mask or weight 0")
+      -- layer weights 0 everywhere: exactly the base
+      for i = 1, N do
+        stack:set_layer_weight(i, 2, 0)
+        stack:set_layer_weight(i, 3, 0)
+      end
       stack:run()
       for i = 1, N do
         for j = 1, J do assert.same(bvals[i][j], { out:trs(i, j) }) end
@@ -822,9 +853,11 @@ end)
 
 describe("limber.plan against the stage path", function()
   it("gives the stage path's model matrices and palettes on random crowds", function()
+    keep_simd(finally)
     for round = 1, 6 do
+      limber.core.simd(round % 3 ~= 0)
       local skel = round % 2 == 0 and humanoid() or random_skeleton(math.random(7, 20))
-      local N = 37
+      local N = ({ 37, 37, 37, 37, 1, 8 })[round]
       local clips = rand_clips(skel, 4)
       local layers = plan_layers(skel, clips)
       local roots, palopts = rand_roots(N), palette_options(skel)
@@ -906,7 +939,9 @@ end)
 
 describe("limber.plan LOD", function()
   it("an instance evaluated in a run equals full-rate evaluation; a skipped one keeps its output", function()
-    for round = 1, 2 do
+    keep_simd(finally)
+    for round = 1, 3 do
+      limber.core.simd(round ~= 3)
       local skel = random_skeleton(math.random(7, 20))
       local N = 37
       local clips = rand_clips(skel, 3)
@@ -924,7 +959,7 @@ describe("limber.plan LOD", function()
       end
       -- round 2: layer 2 covers most instances (blocks of different lanes
       -- skip different joints of the lower layers; the results must not differ)
-      if round == 2 then cover_ops(ops, N, layers, clips, 0.9) end
+      if round >= 2 then cover_ops(ops, N, layers, clips, 0.9) end
       apply_ops(lod, ops)
       apply_ops(full, ops)
       local every, phase = {}, {}
@@ -1042,6 +1077,7 @@ describe("limber.plan threads", function()
   it("gives bit-identical output for 1 and 2 threads", function()
     local old = skinning.threads()
     finally(function() skinning.threads(old) end)
+    skinning.threads(1) -- built for one worker; the second one's scratch comes with the first run on 2
     local skel = humanoid()
     local N = 203
     local clips = rand_clips(skel, 4)
