@@ -1041,6 +1041,10 @@ describe("limber.plan LOD", function()
     plan:set_rate(8, 2, 1, 0)
     assert.is_true(plan:run(0.25) <= 1)
     assert.equal(0, plan:run(0.25))
+    -- a clip held at its end (no loop) does not change either
+    plan:play(9, 1, 1, 1, clips[1]:duration(), 1, false)
+    assert.equal(1, plan:run(0.25))
+    assert.equal(0, plan:run(0.25))
     -- a fade moves the weight on every run until it ends
     plan:set_weight(4, 1, 2, 1, 1)
     for _ = 1, 4 do assert.equal(1, plan:run(0.25)) end
@@ -1347,12 +1351,13 @@ describe("limber.plan errors", function()
       { desc({ models = "bogus" }), "models" }, { desc({ root_motion = { joint = J + 1 } }), "root_motion" },
       { desc({ layerz = {} }), "layerz" },
     }
-    for n, c in ipairs(cases) do
-      local err = expect_error(function() limber.plan(c[1]) end, "limber.plan", 1, c[2])
-      assert.is_truthy(err:find("limber.plan", 1, true), "case " .. n)
+    local bytes = all_bytes(pose, pals)
+    for _, c in ipairs(cases) do
+      expect_error(function() limber.plan(c[1]) end, "limber.plan", 1, c[2])
     end
-    -- the pose was not touched by a failed build
-    assert.is_not_nil(limber.plan(desc({})))
+    -- a failed build touched neither the pose nor its palettes
+    assert.equal(bytes, all_bytes(pose, pals))
+    assert.equal(N, #limber.plan(desc({})))
   end)
 end)
 
@@ -1369,7 +1374,14 @@ describe("limber.stack errors", function()
       stack:set_layer_weight(i, 2, H.rand(0, 1))
     end
     stack:run()
-    local bytes = out:model_buffer():bytes()
+    local function locals()
+      local t = {}
+      for i = 1, N do
+        for j = 1, J do t[#t + 1] = { out:trs(i, j) } end
+      end
+      return t
+    end
+    local before_all = locals()
     local M = "limber.Stack:"
     local nan = 0 / 0
     local long = {}
@@ -1390,12 +1402,9 @@ describe("limber.stack errors", function()
       expect_error(function() call_method(stack, cs[1], cs[3]) end, M .. cs[1], cs[2], cs[4])
       assert.same(before, stack_state(stack, { 2, 1 }), cs[1] .. " changed the stack's state")
     end
+    -- the same weights, mask and reference: the same output
     stack:run()
-    out:local_to_model(true)
-    local after = out:model_buffer():bytes()
-    out:local_to_model(true)
-    assert.equal(after, out:model_buffer():bytes())
-    assert.is_string(bytes)
+    assert.same(before_all, locals())
   end)
 
   it("of limber.stack name the argument and build nothing", function()
@@ -1466,6 +1475,34 @@ describe("limber.plan accessors", function()
       assert.is_true(tm[k] >= 0, k)
     end
     assert.matches("limber.Plan", tostring(plan), 1, true)
+  end)
+
+  it("keep what they read alive (pose, clips, palettes, sources) without other references", function()
+    local skel = random_skeleton(12)
+    local N = 20
+    local plan, stack
+    do
+      local pose = limber.pose(skel, N)
+      local clips = rand_clips(skel, 3)
+      plan = limber.plan({ pose = pose, clips = clips, layers = { { sources = 2 },
+        { mode = "additive", reference = { clip = rand_clips(skel, 1)[1], time = 0.5 },
+          mask = limber.buffer("f32", 1, 12) } },
+        palettes = { limber.palette(pose), limber.palette(pose, { layout = "mat3x4" }) }, models = "all" })
+      local srcs = {}
+      for s = 1, 16 do srcs[s] = (rand_pose(skel, N)) end
+      stack = limber.stack(limber.pose(skel, N), { { sources = srcs }, { sources = { (rand_pose(skel, N)) } } })
+    end
+    collectgarbage()
+    collectgarbage()
+    for i = 1, N do
+      plan:play(i, 1, 1, math.random(1, 3), H.rand(0, 1))
+      plan:play(i, 2, 1, math.random(1, 3), H.rand(0, 1))
+      for s = 1, 16 do stack:set_weight(i, 1, s, H.rand(0, 1)) end
+    end
+    assert.equal(N, plan:run(0.1))
+    assert.equal(N, #plan:pose())
+    stack:run()
+    assert.equal(N, #stack:output())
   end)
 
   it("advances times by rate * dt, wrapped when looping and clamped otherwise", function()
