@@ -57,6 +57,45 @@ describe("examples/bench_hierarchy.lua", function()
   end)
 end)
 
+describe("examples/bench_frame.lua", function()
+  it("prints the issue's JSON keys, positive, after the paths agreed", function()
+    local ok, text = H.run(H.example("bench_frame.lua",
+      "--frames 4 --block 2 --small 8 --large 24 --crowd 80 --json"))
+    assert.is_true(ok, text)
+    assert.truthy(text:find("interpreter: " .. INTERPRETER .. ",", 1, true), text)
+    -- the two paths were compared at both sizes, before and after the timed frames
+    local compared = 0
+    local compare_line = "stages vs plan at (%d+) [^\n]*: (%S+) before timing, (%S+) after"
+    for n, before, after in text:gmatch(compare_line) do
+      assert.truthy(tonumber(before) <= 1e-3 and tonumber(after) <= 1e-3, n)
+      compared = compared + 1
+    end
+    assert.equal(2, compared, text)
+    local last = text:match("([^\n]*)\n?$")
+    local keys = { "stages_ns_100", "plan_ns_100", "stages_ns_1000", "plan_ns_1000",
+                   "plan_mt_ns_1000", "threads", "lod_ms_10000", "full_ms_10000" }
+    -- the keys in the issue's order
+    local at = 0
+    for _, key in ipairs(keys) do
+      local pos = last:find('"' .. key .. '":', 1, true)
+      assert.truthy(pos and pos > at, key)
+      at = pos
+    end
+    local r = require("cjson").decode(last)
+    for _, key in ipairs(keys) do
+      assert.equal("number", type(r[key]), key)
+      assert.truthy(r[key] > 0, key)
+    end
+    assert.equal(r.threads, math.floor(r.threads))
+    assert.equal(INTERPRETER, r.lua)
+    -- the table's rows are the JSON's figures (ns/joint of 96 joints; ms at the crowd size)
+    local row = text:match("%(a%) stages, 1 thread%s+24%s+%S+%s+%S+%s+(%S+)")
+    assert.near(r.stages_ns_1000, tonumber(row), 0.01)
+    row = text:match("%(d%) plan:run, LOD tiers, 1 thread%s+80%s+(%S+)")
+    assert.near(r.lod_ms_10000, tonumber(row), 0.001)
+  end)
+end)
+
 -- limber.baseline_skin is not part of the rock: the dev and sanitizer builds
 -- have it next to limber.core, and the installed tree's test run finds the
 -- one scripts/build.sh builds into build-bench/ (Lua 5.4) or

@@ -26,7 +26,7 @@ local tmp = H.tmpdir(setup, teardown)
 -- The workload: SETUP (not injected), WORK (resumable steps), VERIFY.
 local WORKLOAD = [==[
 local limber, gltf, anim, scene, skinning
-local STEPS = 14
+local STEPS = 16
 
 function SETUP()
   limber = require "limber"
@@ -110,6 +110,28 @@ local steps = {
     REVERSED = limber.skeleton((limber.sort_joints(joints)))
     assert(limber.core.skeleton(parents):joint_count() == 40)
   end,
+  function()
+    -- a frame plan over a second pose: two layers, a palette, a slot joint
+    PLAN_POSE = PLAN_POSE or gltf.pose(ASSET, 1, 3)
+    PLAN_PAL = PLAN_PAL or gltf.palette(ASSET, PLAN_POSE, { skin = 1, layout = "mat3x4" })
+    local clips = {}
+    for a, animation in ipairs(ASSET.animations) do clips[a] = animation.clips[1] end
+    PLAN = limber.plan({ pose = PLAN_POSE, clips = clips, palettes = { PLAN_PAL }, slots = { 2 },
+      layers = { { sources = 2 }, { mode = "additive", reference = { clip = clips[1], time = 0 } } } })
+  end,
+  function()
+    for i = 1, 3 do
+      PLAN:play(i, 1, 1, 1, 0.1 * i)
+      PLAN:play(i, 1, 2, 1, 0.2 * i)
+      PLAN:set_weight(i, 1, 2, 0.5, 0.1)
+      PLAN:play(i, 2, 1, 1, 0.3)
+    end
+    PLAN:run(1 / 30)
+    -- more threads: the plan's worker scratch grows at the next run
+    skinning.threads(2)
+    PLAN:run(1 / 30)
+    skinning.threads(1)
+  end,
 }
 assert(#steps == STEPS)
 
@@ -149,6 +171,14 @@ function VERIFY()
   local pos = TARGET:position_buffer()
   if pos then for v = 1, math.min(#pos, 50) do acc = sum(pos:get(v), acc) end end
   acc = acc + REVERSED:joint_count()
+  -- the plan: one fixed frame
+  for i = 1, 3 do
+    PLAN:play(i, 1, 1, 1, 0.25 * i)
+    PLAN:play(i, 1, 2, 1, 0.5)
+    PLAN:set_weight(i, 1, 2, 0.5)
+  end
+  assert(PLAN:run(0) == 3, "the plan did not evaluate every instance")
+  for i = 1, 3 do for j = 1, PLAN_PAL:joint_count() do acc = sum(PLAN_PAL:get(i, j), acc) end end
   return string.format("%.5e", acc)
 end
 ]==]

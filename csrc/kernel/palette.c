@@ -86,6 +86,41 @@ void lmb_palette_run_portable(const lmb_pose *pose, const lmb_skin *skin, int la
     }
 }
 
+void lmb_palette_block_portable(const lmb_skin *skin, int layout, const float *soa,
+                                float *const out[LMB_LANES]) {
+    const uint32_t K = skin->joint_count, width = lmb_palette_width(layout);
+    for (uint32_t k = 0; k < K; k++) {
+        const float *S = soa + (size_t)skin->joint[k] * 12 * LMB_LANES;
+        const float *ib = skin->inverse_bind + (size_t)k * 16;
+        for (uint32_t l = 0; l < LMB_LANES; l++) {
+            if (!out[l]) continue;
+            float m[16], o[16];
+            for (int c = 0; c < 4; c++) {
+                for (int r = 0; r < 3; r++)
+                    m[c * 4 + r] = S[(size_t)(c * 3 + r) * LMB_LANES + l];
+                m[c * 4 + 3] = c == 3 ? 1.0f : 0.0f;
+            }
+            lmb_mat4_mul(m, ib, o);
+            float *d = out[l] + (size_t)k * width;
+            if (layout == LMB_PALETTE_MAT4) {
+                memcpy(d, o, sizeof o);
+            } else {
+                for (int r = 0; r < 3; r++)
+                    for (int c = 0; c < 4; c++)
+                        d[r * 4 + c] = o[c * 4 + r];
+            }
+        }
+    }
+}
+
+void lmb_palette_block(const lmb_skin *skin, int layout, const float *soa,
+                       float *const out[LMB_LANES]) {
+    if (lmb_simd_active())
+        lmb_palette_block_avx2(skin, layout, soa, out);
+    else
+        lmb_palette_block_portable(skin, layout, soa, out);
+}
+
 void lmb_palette_run(const lmb_pose *pose, const lmb_skin *skin, int layout, float *out,
                      uint32_t first, uint32_t count) {
     if (lmb_simd_active())

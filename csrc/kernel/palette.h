@@ -57,6 +57,19 @@ void lmb_palette_run_portable(const lmb_pose *pose, const lmb_skin *skin, int la
 void lmb_palette_run_avx2(const lmb_pose *pose, const lmb_skin *skin, int layout, float *out,
                           uint32_t first, uint32_t count);
 
+/* Palettes of one block of LMB_LANES instances straight from the 3x4 model
+ * matrices of local-to-model's scratch (pose.h: soa[(j * 12 + c * 3 + r) *
+ * LMB_LANES + l] is row r, column c of joint j's matrix in lane l): the
+ * entries of lane l go to out[l] (K entries of the layout's width; NULL:
+ * lane skipped). The same products as lmb_palette_run, within float
+ * rounding (the frame plan, which never writes the block's model matrices). */
+void lmb_palette_block(const lmb_skin *skin, int layout, const float *soa,
+                       float *const out[LMB_LANES]);
+void lmb_palette_block_portable(const lmb_skin *skin, int layout, const float *soa,
+                                float *const out[LMB_LANES]);
+void lmb_palette_block_avx2(const lmb_skin *skin, int layout, const float *soa,
+                            float *const out[LMB_LANES]);
+
 /* Column-major 4x4 product out = a * b (out may not alias). */
 void lmb_mat4_mul(const float a[16], const float b[16], float out[16]);
 

@@ -185,12 +185,41 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
                     need[j / 8] = 1;
         }
     }
-    for (uint32_t k = 0; k < p->source_count; k++) {
+    /* dense clips: the next source's frames are prefetched while one samples */
+    const int simd = lmb_simd_active();
+    lmb_dense_plan dp[2];
+    int cur = 0;
+    uint32_t k = 0;
+    while (k < p->source_count && !want[k])
+        src[k++] = NULL;
+    if (simd && k < p->source_count) {
+        lmb_sampler_dense_plan(p->src + k, inst, want[k], dp);
+        dp[0].need = covered || masked ? wk->need + (size_t)p->layer_of[k] * chunks : NULL;
+    }
+    for (; k < p->source_count; k++) {
+        if (!want[k]) {
+            src[k] = NULL;
+            for (uint32_t l = 0; l < LMB_LANES; l++)
+                src_w[k * LMB_LANES + l] = 0.0f;
+            continue;
+        }
         lmb_sampler *s = p->src + k;
         const float *w = p->weight + (size_t)k * N;
         float *blk = wk->src + (size_t)k * J * JS;
         const uint8_t *need = covered || masked ? wk->need + (size_t)p->layer_of[k] * chunks : NULL;
-        unsigned got = want[k] ? lmb_sampler_lanes(s, inst, want[k], blk, 1, NULL, NULL, need) : 0;
+        uint32_t k2 = k + 1;
+        while (k2 < p->source_count && !want[k2])
+            k2++;
+        const lmb_dense_plan *next = NULL;
+        if (simd && k2 < p->source_count) {
+            lmb_sampler_dense_plan(p->src + k2, inst, want[k2], dp + (cur ^ 1));
+            dp[cur ^ 1].need =
+                covered || masked ? wk->need + (size_t)p->layer_of[k2] * chunks : NULL;
+            next = dp + (cur ^ 1);
+        }
+        unsigned got =
+            lmb_sampler_lanes(s, inst, want[k], blk, 1, simd ? dp + cur : NULL, next, need);
+        cur ^= 1;
         src[k] = got ? blk : NULL;
         for (uint32_t l = 0; l < LMB_LANES; l++)
             src_w[k * LMB_LANES + l] = (got >> l & 1u) ? w[inst[l]] : 0.0f;
@@ -202,6 +231,7 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
     double t2 = now();
     /* 3. local-to-model with each lane's root (invalid lanes: identity) */
     wp->has_root = pose->has_root;
+    wp->skip_model = !p->all_models;
     for (uint32_t l = 0; l < LMB_LANES; l++)
         if (valid >> l & 1u) memcpy(wp->root + l * 16, pose->root + (size_t)inst[l] * 16, 64);
     if (lmb_simd_active())
@@ -210,23 +240,31 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
         lmb_l2m_block_portable(wp, 0, 0);
     /* (a per-block stage after local-to-model, e.g. IK, goes here) */
     double t3 = now();
-    /* 4. what someone reads: palettes and slot (or every) model matrices */
+    /* 4. what someone reads: palettes and slot (or every) model matrices,
+     * from the block's 3x4 model matrices (SoA, in the worker's cache) */
     for (uint32_t m = 0; m < p->palette_count; m++) {
         const lmb_plan_palette *pl = p->palettes + m;
         size_t per = (size_t)pl->skin->joint_count * lmb_palette_width(pl->layout);
+        float *outs[LMB_LANES];
         for (uint32_t l = 0; l < LMB_LANES; l++)
-            if (valid >> l & 1u)
-                lmb_palette_run(wp, pl->skin, pl->layout, pl->out + inst[l] * per, l, 1);
+            outs[l] = (valid >> l & 1u) ? pl->out + inst[l] * per : NULL;
+        lmb_palette_block(pl->skin, pl->layout, wp->scratch, outs);
     }
     for (uint32_t l = 0; l < LMB_LANES; l++) {
         if (!(valid >> l & 1u)) continue;
-        const float *from = wp->model + (size_t)l * J * 16;
         float *to = pose->model + (size_t)inst[l] * J * 16;
         if (p->all_models) {
-            memcpy(to, from, (size_t)J * 16 * sizeof(float));
+            memcpy(to, wp->model + (size_t)l * J * 16, (size_t)J * 16 * sizeof(float));
         } else {
-            for (uint32_t m = 0; m < p->slot_count; m++)
-                memcpy(to + (size_t)p->slots[m] * 16, from + (size_t)p->slots[m] * 16, 64);
+            for (uint32_t m = 0; m < p->slot_count; m++) {
+                const float *S = wp->scratch + (size_t)p->slots[m] * 12 * LMB_LANES + l;
+                float *d = to + (size_t)p->slots[m] * 16;
+                for (int c = 0; c < 4; c++) {
+                    for (int r = 0; r < 3; r++)
+                        d[c * 4 + r] = S[(c * 3 + r) * LMB_LANES];
+                    d[c * 4 + 3] = c == 3 ? 1.0f : 0.0f;
+                }
+            }
         }
         p->dirty[inst[l]] = 0;
         pose->first_dirty[inst[l]] = J;

@@ -39,6 +39,7 @@ lmb_pose *lmb_pose_place(void *mem, const lmb_skeleton *s, uint32_t instances) {
     pose->block_count = (instances + LMB_LANES - 1) / LMB_LANES;
     pose->has_root = 0;
     pose->generation = 0;
+    pose->skip_model = 0;
     pose->local = (float *)(void *)p, p += local;
     pose->model = (float *)(void *)p, p += model;
     pose->root = (float *)(void *)p, p += root;
@@ -155,7 +156,7 @@ void lmb_l2m_block_portable(lmb_pose *p, uint32_t block, uint32_t start) {
                     if (c == 3) v += P[(9 + r) * W + l];
                     S[(c * 3 + r) * W + l] = v;
                 }
-        for (int l = 0; l < W; l++) {
+        for (int l = 0; l < W && !p->skip_model; l++) {
             float *out = model0 + ((size_t)l * J + j) * 16;
             for (int c = 0; c < 4; c++) {
                 for (int r = 0; r < 3; r++)

@@ -36,6 +36,9 @@ typedef struct lmb_pose {
     float *scratch;        /* J * 12 * LMB_LANES: one block's model matrices, SoA */
     uint8_t *loaded;       /* J flags used by partial updates */
     uint32_t generation;   /* bumped whenever model matrices change (read by scenes) */
+    uint32_t skip_model;   /* 1: local-to-model fills only `scratch` (the 3x4 model
+                            * matrices of the last block, SoA), never `model` (the
+                            * frame plan's worker poses, which read the scratch) */
 } lmb_pose;
 
 /* Bytes to reserve for a pose of `instances` x `joints` (any alignment;

@@ -93,30 +93,11 @@ static inline V FOLD(sinv)(V y) {
     return y + y * y2 * p;
 }
 
-/* The layer pose A of joint j (all lanes) from its sources: the weighted
- * mean with weights normalised in each lane; a lane where one source plays
- * gets exactly that source's values. Returns A: a source's own block when
- * that one source is the only one playing in every lane, else `a`, filled;
- * NULL when no lane has weight. *has: the lanes with weight (bit l). */
-static const float *FOLD(layer_pose)(const lmb_stack_layer *ly, const float *const *src,
-                                     const float *src_w, uint32_t j, float *a, unsigned *has) {
-    unsigned any = 0;
-    int playing = 0;
-    uint32_t last = 0;
-    for (uint32_t k = ly->first_source; k < ly->first_source + ly->source_count; k++) {
-        if (!src[k]) continue;
-        const float *wt = src_w + (size_t)k * W;
-        unsigned on = 0;
-        for (int l = 0; l < W; l++)
-            on |= (unsigned)(wt[l] > 0.0f) << l;
-        if (!on) continue;
-        any |= on;
-        playing++;
-        last = k;
-    }
-    *has = any;
-    if (!any) return NULL;
-    if (playing == 1) return src[last] + (size_t)j * JS;
+/* The layer pose A of joint j (all lanes) from its sources, when more than
+ * one source plays: the weighted mean with weights normalised in each lane;
+ * a lane where one source plays gets exactly that source's values. */
+static void FOLD(layer_pose)(const lmb_stack_layer *ly, const float *const *src, const float *src_w,
+                             uint32_t j, float *a) {
     V acc[LMB_TRS_FLOATS], one[LMB_TRS_FLOATS];
     V zero = FOLD(splat)(0.0f), wsum = zero, cnt = zero;
     for (int c = 0; c < LMB_TRS_FLOATS; c++)
@@ -149,7 +130,6 @@ static const float *FOLD(layer_pose)(const lmb_stack_layer *ly, const float *con
     VI single = cnt == 1.0f;
     for (int c = 0; c < LMB_TRS_FLOATS; c++)
         FOLD(st)(a + c * W, FOLD(sel)(single, one[c], acc[c] * ((c >= 3 && c < 7) ? qi : inv)));
-    return a;
 }
 
 /* P = fold of A into P by f per lane: override (weights strictly between
@@ -235,31 +215,57 @@ void FOLD(lmb_stack_block)(const lmb_skeleton *sk, const lmb_stack_layer *layers
     for (uint32_t n = 0; n < layer_count; n++) {
         const lmb_stack_layer *ly = layers + n;
         V lw = FOLD(ld)(layer_w + (size_t)n * W);
-        unsigned on = 0;
+        unsigned on = 0, any = 0;
         for (int l = 0; l < W; l++)
             on |= (unsigned)(lw[l] > 0.0f) << l;
-        if (!on) continue;
+        /* the sources that play (weight > 0 in some lane where the layer is on) */
+        int playing = 0;
+        uint32_t last = 0;
+        for (uint32_t k = ly->first_source; on && k < ly->first_source + ly->source_count; k++) {
+            if (!src[k]) continue;
+            unsigned son = 0;
+            for (int l = 0; l < W; l++)
+                son |= (unsigned)(src_w[(size_t)k * W + (size_t)l] > 0.0f) << l;
+            if (!(son & on)) continue;
+            any |= son;
+            playing++;
+            last = k;
+        }
+        unsigned has = any & on;
+        if (!has) continue;
+        VI hv;
+        for (int l = 0; l < W; l++)
+            hv[l] = (has >> l & 1u) ? -1 : 0;
+        /* f = layer weight x mask; for mask 1 (the usual case) once per layer */
+        V f1 = FOLD(sel)(hv, lw, FOLD(splat)(0.0f));
+        int exact1 = 1, ones1 = 1;
+        for (int l = 0; l < W; l++) {
+            exact1 &= f1[l] == 1.0f || f1[l] == 0.0f;
+            ones1 &= f1[l] == 1.0f;
+        }
         for (uint32_t j = 0; j < J; j++) {
             float m = ly->mask ? ly->mask[j] : 1.0f;
             if (m == 0.0f || (top && top[j] > (int32_t)n)) continue;
             float abuf[JS] __attribute__((aligned(32)));
-            unsigned has;
-            const float *a = FOLD(layer_pose)(ly, src, src_w, j, abuf, &has);
-            has &= on;
-            if (!has) continue;
-            VI hv;
-            for (int l = 0; l < W; l++)
-                hv[l] = (has >> l & 1u) ? -1 : 0;
-            V f = FOLD(sel)(hv, lw * m, FOLD(splat)(0.0f));
-            VI ones = f == 1.0f, zeros = f == 0.0f;
-            int exact = 1, all_ones = 1;
-            for (int l = 0; l < W; l++) {
-                exact &= (ones[l] | zeros[l]) != 0;
-                all_ones &= ones[l] != 0;
+            const float *a = abuf;
+            if (playing == 1)
+                a = src[last] + (size_t)j * JS;
+            else
+                FOLD(layer_pose)(ly, src, src_w, j, abuf);
+            V f = f1;
+            int exact = exact1, all_ones = ones1;
+            if (m != 1.0f) {
+                f = f1 * m;
+                exact = 1, all_ones = 1;
+                for (int l = 0; l < W; l++) {
+                    exact &= f[l] == 1.0f || f[l] == 0.0f;
+                    all_ones &= f[l] == 1.0f;
+                }
             }
             float *p = out + (size_t)j * JS;
             if (ly->mode == LMB_LAYER_OVERRIDE && exact) {
                 /* weights 0 or 1 (the common case): A where 1 */
+                VI ones = f == 1.0f;
                 for (int c = 0; c < LMB_TRS_FLOATS; c++) {
                     V av = FOLD(ld)(a + c * W);
                     FOLD(st)(p + c * W, all_ones ? av : FOLD(sel)(ones, av, FOLD(ld)(p + c * W)));

@@ -256,7 +256,7 @@ LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan
                 lanes |= 1u << l;
                 dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, plan->alpha[l], buf + l * 8);
             }
-            if (next && q < next->chunks[l]) {
+            if (next && q < next->chunks[l] && (!next->need || next->need[q])) {
                 /* the next block's chunk q: 5 lines per frame */
                 const char *na = (const char *)(next->a[l] + q * 80);
                 const char *nb = (const char *)(next->b[l] + q * 80);

@@ -56,7 +56,62 @@ LMB_AVX2 void lmb_palette_run_avx2(const lmb_pose *pose, const lmb_skin *skin, i
     }
 }
 
+LMB_AVX2 void lmb_palette_block_avx2(const lmb_skin *skin, int layout, const float *soa,
+                                     float *const out[LMB_LANES]) {
+    const uint32_t K = skin->joint_count;
+    const __m256 zero = _mm256_setzero_ps();
+    for (uint32_t k = 0; k < K; k++) {
+        const float *S = soa + (size_t)skin->joint[k] * 12 * LMB_LANES;
+        const float *ib = skin->inverse_bind + (size_t)k * 16;
+        __m256 m[12];
+        for (int q = 0; q < 12; q++)
+            m[q] = _mm256_load_ps(S + q * LMB_LANES);
+        /* o[c][r] = sum_i M[r][i] IB[i][c] (M's column 3 is the translation;
+         * its bottom row 0 0 0 1, so row 3 of the product is IB's row 3) */
+        __m256 o[16];
+        for (int c = 0; c < 4; c++) {
+            const float *b = ib + c * 4;
+            __m256 b0 = _mm256_broadcast_ss(b), b1 = _mm256_broadcast_ss(b + 1);
+            __m256 b2 = _mm256_broadcast_ss(b + 2), b3 = _mm256_broadcast_ss(b + 3);
+            for (int r = 0; r < 3; r++)
+                o[c * 4 + r] = _mm256_fmadd_ps(
+                    m[6 + r], b2,
+                    _mm256_fmadd_ps(m[3 + r], b1,
+                                    _mm256_fmadd_ps(m[r], b0, _mm256_mul_ps(m[9 + r], b3))));
+            o[c * 4 + 3] = b3;
+        }
+        if (layout == LMB_PALETTE_MAT4) {
+            __m256 lo[8] = {o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]};
+            __m256 hi[8] = {o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]};
+            lmb_transpose8(lo);
+            lmb_transpose8(hi);
+            for (int l = 0; l < LMB_LANES; l++) {
+                if (!out[l]) continue;
+                float *d = out[l] + (size_t)k * 16;
+                _mm256_storeu_ps(d, lo[l]);
+                _mm256_storeu_ps(d + 8, hi[l]);
+            }
+        } else { /* rows: d[r * 4 + c] */
+            __m256 lo[8] = {o[0], o[4], o[8], o[12], o[1], o[5], o[9], o[13]};
+            __m256 hi[8] = {o[2], o[6], o[10], o[14], zero, zero, zero, zero};
+            lmb_transpose8(lo);
+            lmb_transpose8(hi);
+            for (int l = 0; l < LMB_LANES; l++) {
+                if (!out[l]) continue;
+                float *d = out[l] + (size_t)k * 12;
+                _mm256_storeu_ps(d, lo[l]);
+                _mm_storeu_ps(d + 8, _mm256_castps256_ps128(hi[l]));
+            }
+        }
+    }
+}
+
 #else
+
+void lmb_palette_block_avx2(const lmb_skin *skin, int layout, const float *soa,
+                            float *const out[LMB_LANES]) {
+    lmb_palette_block_portable(skin, layout, soa, out);
+}
 
 void lmb_palette_run_avx2(const lmb_pose *pose, const lmb_skin *skin, int layout, float *out,
                           uint32_t first, uint32_t count) {

@@ -68,6 +68,7 @@ LMB_AVX2 void lmb_l2m_block_avx2(lmb_pose *p, uint32_t block, uint32_t start) {
         }
         for (int k = 0; k < 12; k++)
             _mm256_store_ps(S + k * 8, m[k]);
+        if (p->skip_model) continue;
 
         __m256 lo[8] = {m[0], m[1], m[2], zero, m[3], m[4], m[5], zero};
         __m256 hi[8] = {m[6], m[7], m[8], zero, m[9], m[10], m[11], one};
