@@ -1284,7 +1284,8 @@ describe("limber.plan errors", function()
       { "set_weight", 5, { 1, 1, 1, 1, nan }, "fade" },
       { "set_layer_weight", 3, { 1, 1, 1.5 }, "weight" }, { "set_layer_weight", 3, { 1, 1, -0.1 }, "weight" },
       { "set_layer_weight", 3, { 1, 2, nan }, "weight" }, { "set_layer_weight", 4, { 1, 2, 1, -1 }, "fade" },
-      { "set_layer_weight", 4, { 1, 2, 1, inf }, "fade" },
+      { "set_layer_weight", 4, { 1, 2, 1, inf }, "fade" }, { "set_layer_weight", 3, { 1, 2 }, "no value" },
+      { "set_weight", 4, { 1, 1, 1 }, "no value" },
       -- masks and references
       { "set_mask", 2, { 2, {} } }, { "set_mask", 2, { 2, { 1, 1 } } },
       { "set_mask", 2, { 2, (function() local m = {} for j = 1, J + 1 do m[j] = 1 end return m end)() } },
@@ -1393,6 +1394,7 @@ describe("limber.stack errors", function()
       { "set_weight", 4, { 1, 1, 1, 2e6 }, "weight" }, { "set_weight", 4, { 1, 1, 1, nan }, "weight" },
       { "weight", 3, { 1, 2, 2 }, "source" }, { "layer_weight", 2, { 1, "nope" }, "nope" },
       { "set_layer_weight", 3, { 1, 1, 1.5 }, "weight" }, { "set_layer_weight", 3, { 1, 2, nan }, "weight" },
+      { "set_layer_weight", 3, { 1, 2 }, "no value" }, { "set_weight", 4, { 1, 2, 1 }, "no value" },
       { "set_mask", 1, { 3, nil }, "layer" }, { "set_mask", 2, { 1, long } }, { "set_mask", 2, { 2, "x" } },
       { "set_reference", 2, { 2, 42 } }, { "set_reference", 2, { 2, { clip = 1, time = 0 } } },
       { "run", 1, { 0 } }, { "run", 2, { 1, N + 1 } }, { "run", 1, { N + 1 } },
