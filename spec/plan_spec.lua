@@ -810,6 +810,36 @@ local function all_bytes(pose, pals)
   return table.concat(parts)
 end
 
+describe("limber.mask", function()
+  it("puts `weight` on the root's subtree and `other` elsewhere, as { root = } in a layer", function()
+    local skel = random_skeleton(12)
+    local parents = skel:parents()
+    for root = 1, 12 do
+      local m = limber.mask(skel, { root = root, weight = 0.75, other = 0.25 })
+      for j = 1, 12 do
+        local k, inside = j, false
+        while k ~= 0 do
+          if k == root then inside = true end
+          k = parents[k]
+        end
+        assert.equal(inside and 0.75 or 0.25, m[j], ("root %d joint %d"):format(root, j))
+      end
+    end
+    local N = 3
+    local base, up = rand_pose(skel, N), rand_pose(skel, N)
+    local a, b = limber.pose(skel, N), limber.pose(skel, N)
+    local mask = limber.mask(skel, { root = 2 })
+    limber.stack(a, { { sources = { base } }, { sources = { up }, mask = mask } }):run()
+    limber.stack(b, { { sources = { base } }, { sources = { up }, mask = { root = 2 } } }):run()
+    for i = 1, N do
+      for j = 1, 12 do assert.same({ b:trs(i, j) }, { a:trs(i, j) }) end
+    end
+    assert.has_error(function() limber.mask(skel, { root = 13 }) end)
+    assert.has_error(function() limber.mask(skel, { root = 1, colour = 1 }) end)
+    assert.has_error(function() limber.mask(skel, {}) end)
+  end)
+end)
+
 describe("set_mask and set_reference without the optional value", function()
   it("remove the mask and restore the rest-pose reference (Stack)", function()
     local skel = random_skeleton(9)
