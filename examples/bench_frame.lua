@@ -7,7 +7,9 @@
 -- cross-fading between the two locomotion clips (source weights w and 1 - w,
 -- w in [0.3, 0.7] per instance) and an upper-body override layer playing the
 -- upper-body clip under a mask (1 on spine2's subtree, 0 elsewhere; layer
--- weight in [0.6, 1] per instance). Every source has its own time and rate.
+-- weight 1 for 85% of the instances, as a game plays an upper-body action,
+-- and in [0.2, 1) for the other 15%, as if fading it in or out). Every source
+-- has its own time and rate.
 -- Palettes in the mat3x4 layout; a scene with one node per character (on
 -- its pose instance) and 4 attachments on slot joints (head, both hands,
 -- back) whose world matrices are gathered every frame, as a renderer would.
@@ -121,8 +123,9 @@ local SOURCES = { { layer = 1, source = 1, clip = 1 }, { layer = 1, source = 2, 
 local function parameters(N)
   local par = {}
   for i = 1, N do
-    local p = { w = 0.3 + 0.4 * math.random(), layer = 0.6 + 0.4 * math.random(), time = {},
-                rate = {} }
+    local fading = math.random() < 0.15
+    local p = { w = 0.3 + 0.4 * math.random(), layer = fading and 0.2 + 0.8 * math.random() or 1,
+                time = {}, rate = {} }
     for k, s in ipairs(SOURCES) do
       p.time[k] = math.random() * clips[s.clip]:duration()
       p.rate[k] = 0.9 + 0.2 * math.random()

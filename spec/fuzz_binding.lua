@@ -137,6 +137,23 @@ local function build_pool()
       try(b.set_mask, b, 1, { 1, 1, 0, 0 })
       try(b.run, b)
     end
+    local st = p2 and try(limber.stack, pose, { { sources = { p2 } },
+      { mode = "additive", sources = { p2, p2 }, mask = { 1, 0, 1, 0.5 } } })
+    if st then
+      try(st.set_weight, st, 1, 2, 2, 0.5)
+      try(st.set_layer_weight, st, 2, 2, 0.25)
+      try(st.run, st)
+    end
+    local plan = p2 and try(limber.plan, { pose = p2, clips = { clip, clip2 }, slots = { 2 },
+      layers = { { name = "base", sources = 2 },
+        { mode = "additive", mask = { 1, 0, 1, 0.5 }, reference = { clip = clip, time = 0 } } } })
+    if plan then
+      try(plan.play, plan, 1, "base", 1, 1, 0.2)
+      try(plan.play, plan, 2, "base", 2, clip2, 0.1, 2, false)
+      try(plan.set_weight, plan, 1, 1, 2, 0.5, 0.1)
+      try(plan.set_lod, plan, 2, 2)
+      try(plan.run, plan, 1 / 60)
+    end
     try(pose.set_local, pose, 2, 3, { 1, 2, 3 }, { 0, 0, 0, 1 }, { 1, 1, 1 })
     try(pose.set_root, pose, 1, { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 5, 0, 0, 1 })
     try(pose.local_to_model, pose)
@@ -413,6 +430,19 @@ local function digest(v, depth, seen)
   elseif c == "limber.Blender" then
     for i = 1, 4 do
       for l = 1, 3 do parts[#parts + 1] = serialize(H.tpack(pcall(v.weight, v, i, l)), depth, seen) end
+    end
+  elseif c == "limber.Stack" or c == "limber.Plan" then
+    for i = 1, 4 do
+      for l = 1, 3 do
+        parts[#parts + 1] = serialize(H.tpack(pcall(v.layer_weight, v, i, l)), depth, seen)
+        for k = 1, 3 do
+          local read = c == "limber.Plan" and v.source or v.weight
+          parts[#parts + 1] = serialize(H.tpack(pcall(read, v, i, l, k)), depth, seen)
+        end
+      end
+      if c == "limber.Plan" then
+        parts[#parts + 1] = serialize(H.tpack(pcall(v.lod, v, i)), depth, seen)
+      end
     end
   elseif c == "limber.anim.Crowd" then
     for i = 1, 8 do

@@ -95,7 +95,7 @@ describe("limber.scene", function()
       math.randomseed(seq_seed)
       local sc = scene.new({ capacity = 8, stale_bound = opts.stale_bound })
       local nodes, touched, log = {}, {}, {}
-      local pose_moved = false -- since the last check
+      local pose_moved = {} -- instances moved since the last check
       local function say(...) if os.getenv("SCENE_LOG") then local t = H.tpack(...)
           for i = 1, t.n do t[i] = tostring(t[i]) end
           log[#log + 1] = table.concat(t, " ") end end
@@ -148,7 +148,10 @@ describe("limber.scene", function()
           if affected[id] ~= nil then return affected[id] end
           local n = nodes[id]
           local prov = n.parent ~= 0 and nodes[n.parent].prov
-          local v = touched[id] or (pose_moved and n.slot ~= nil and prov and prov.pose ~= nil) or false
+          -- a follower changes when its own instance of the pose moved (each
+          -- instance has its own generation: the others' followers stay)
+          local v = touched[id] or (n.slot ~= nil and prov and prov.pose ~= nil
+            and pose_moved[prov.instance] == true) or false
           if not v and n.parent ~= 0 then v = aff(n.parent) end
           affected[id] = v
           return v
@@ -175,16 +178,17 @@ describe("limber.scene", function()
           if prev[id] and not close(prev[id], ref[id]) then assert.is_true(a) end
         end
         for i = 1, count do assert.is_not_nil(nodes[list[i]]) end
-        touched, pose_moved = {}, false
+        touched, pose_moved = {}, {}
         return ref
       end
       local function animate()
-        for _ = 1, 3 do
+        for _ = 1, math.random(3) do
           local t, r, s = H.rand_trs(true)
-          pose:set_trs(math.random(3), math.random(#skel), t, r, s)
+          local i = math.random(3)
+          pose:set_trs(i, math.random(#skel), t, r, s)
+          pose_moved[i] = true
         end
         pose:local_to_model()
-        pose_moved = true
         say("animate")
       end
       local prev = {}

@@ -615,7 +615,8 @@ static void dense_chunk(const float *restrict a, const float *restrict b, float 
 /* Portable dense sampling of instance i playing clip c at clip time t:
  * every component of joints < joint_span (finish_instance then writes the
  * rest pose over the untracked ones). */
-static void sample_dense_lane(const lmb_clip *c, float t, float *local, const uint8_t *need) {
+static void sample_dense_lane(const lmb_clip *c, float t, float *local, const uint8_t *need,
+                              uint32_t lane) {
     const lmb_dense *d = &c->dense;
     uint32_t fa, fb;
     float alpha;
@@ -625,7 +626,7 @@ static void sample_dense_lane(const lmb_clip *c, float t, float *local, const ui
     const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES, span = c->joint_span;
     float buf[80];
     for (uint32_t q = 0; q * 8 < span; q++) {
-        if (need && !need[q]) continue;
+        if (need && !(need[q] >> lane & 1u)) continue;
         const float *src = A + (size_t)q * 80;
         if (alpha != 0.0f) {
             dense_chunk(src, B + (size_t)q * 80, alpha, buf);
@@ -642,13 +643,14 @@ static void sample_dense_lane(const lmb_clip *c, float t, float *local, const ui
 
 /* Instance i of the sampler's state into `local` (the lane's joint 0 in a
  * block of LMB_LANES lanes), by the portable code. */
-static void sample_lane(lmb_sampler *s, uint32_t i, float *local, const uint8_t *need) {
+static void sample_lane(lmb_sampler *s, uint32_t i, float *local, const uint8_t *need,
+                        uint32_t lane) {
     int32_t k = s->clip[i];
     if (k < 0) return;
     const lmb_clip *c = s->clips[k];
     float t = lmb_clip_time(c, s->time[i], s->loop[i]);
     if (c->dense.data) {
-        sample_dense_lane(c, t, local, need);
+        sample_dense_lane(c, t, local, need, lane);
         finish_lane(s, k, c, local);
         return;
     }
@@ -706,7 +708,7 @@ unsigned lmb_sampler_lanes(lmb_sampler *s, const uint32_t inst[LMB_LANES], unsig
         if ((valid >> l & 1u) && s->clip[inst[l]] >= 0) sampled |= 1u << l;
     if (!lmb_simd_active()) {
         for (uint32_t l = 0; l < LMB_LANES; l++)
-            if (sampled >> l & 1u) sample_lane(s, inst[l], blk + l, need);
+            if (sampled >> l & 1u) sample_lane(s, inst[l], blk + l, need, l);
         return sampled;
     }
     lmb_dense_plan own;
@@ -750,7 +752,7 @@ unsigned lmb_sampler_lanes(lmb_sampler *s, const uint32_t inst[LMB_LANES], unsig
                 if (lanes >> l & 1u) finish_lane(s, k, c, blk + l);
         } else {
             for (uint32_t l = 0; l < LMB_LANES; l++)
-                if (lanes >> l & 1u) sample_lane(s, inst[l], blk + l, need);
+                if (lanes >> l & 1u) sample_lane(s, inst[l], blk + l, need, l);
         }
     }
     return sampled;

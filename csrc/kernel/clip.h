@@ -266,7 +266,8 @@ typedef struct lmb_dense_plan {
     uint32_t chunks[LMB_LANES];
     uint32_t max_chunks;
     unsigned lanes;      /* bit l: lane l is dense-sampled */
-    const uint8_t *need; /* per chunk of 8 joints: 0 = skip it (NULL: every chunk) */
+    const uint8_t *need; /* per chunk of 8 joints, the lanes (bit l) that need it
+                          * (NULL: every lane needs every chunk) */
 } lmb_dense_plan;
 
 /* Samples the dense lanes of `plan` into the pose block at `blk` (J joints,
@@ -298,10 +299,10 @@ void lmb_sampler_dense_plan(const lmb_sampler *s, const uint32_t inst[LMB_LANES]
  * always takes the same path, so a lane's result never depends on its
  * neighbours); `plan` (NULL: computed here) and `next` (NULL: none) are
  * dense plans of this block and of the one sampled next. `need` (NULL:
- * every joint) flags the chunks of 8 joints (j / 8) someone reads: dense
- * clips skip the others, which keep what they held (the frame plan passes
- * the chunks that a higher override layer does not cover entirely). Dirty
- * marks are the caller's. */
+ * every joint of every lane) gives per chunk of 8 joints (j / 8) the lanes
+ * (bit l) whose values someone reads: dense clips skip the others, which
+ * keep what they held (the frame plan passes what a higher override layer
+ * does not replace). Dirty marks are the caller's. */
 unsigned lmb_sampler_lanes(lmb_sampler *s, const uint32_t inst[LMB_LANES], unsigned valid,
                            float *blk, unsigned group_min, const lmb_dense_plan *plan,
                            const lmb_dense_plan *next, const uint8_t *need);

@@ -18,10 +18,10 @@ static const float IDENTITY_SRT[LMB_TRS_FLOATS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1}
 
 enum { S_HEAD, S_NODE, S_LINK, S_PTR, S_MAT, S_DIRTY, S_IDS, S_COUNT };
 
-/* 3 pointer arrays (slot, gen, pose), 8 id arrays (seen, order, cache,
+/* 4 pointer arrays (slot, gen, igen, pose), 8 id arrays (seen, order, cache,
  * scratch, pending, changed, free, followers) and 2 more (pose_seen,
  * pose_refs). */
-#define N_PTR 3
+#define N_PTR 4
 #define N_IDS 10
 
 static size_t sizes(uint32_t cap, size_t s[S_COUNT]) {
@@ -48,6 +48,7 @@ static void reset_record(lmb_hier *h, uint32_t id) {
     memset(&h->link[id], 0, sizeof h->link[id]);
     h->slot[id] = NULL;
     h->gen[id] = NULL;
+    h->igen[id] = NULL;
     h->seen[id] = 0;
     memcpy(h->node[id].srt, IDENTITY_SRT, sizeof IDENTITY_SRT);
     memcpy(lmb_hier_world(h, id), IDENTITY, sizeof IDENTITY);
@@ -70,6 +71,7 @@ lmb_hier *lmb_hier_place(void *mem, uint32_t capacity, uint32_t stale_bound) {
     h->link = (lmb_hlink *)(void *)p, p += s[S_LINK];
     h->slot = (const float **)(void *)p, p += s[S_PTR];
     h->gen = (const uint32_t **)(void *)p, p += s[S_PTR];
+    h->igen = (const uint32_t **)(void *)p, p += s[S_PTR];
     h->pose = (const uint32_t **)(void *)p, p += s[S_PTR];
     h->mats = (float *)(void *)p, p += s[S_MAT];
     h->dirty = (uint32_t *)(void *)p, p += s[S_DIRTY];
@@ -89,6 +91,7 @@ void lmb_hier_copy(lmb_hier *dst, const lmb_hier *src) {
     memcpy(dst->link, src->link, n * sizeof *src->link);
     memcpy((void *)dst->slot, (const void *)src->slot, n * sizeof *src->slot);
     memcpy((void *)dst->gen, (const void *)src->gen, n * sizeof *src->gen);
+    memcpy((void *)dst->igen, (const void *)src->igen, n * sizeof *src->igen);
     memcpy(dst->seen, src->seen, n * sizeof(uint32_t));
     memcpy(dst->mats, src->mats, n * 32 * sizeof(float));
     memcpy(dst->dirty, src->dirty, src->dirty_count * sizeof(uint32_t));
@@ -404,11 +407,12 @@ static uint32_t pose_index(const lmb_hier *h, const uint32_t *gen) {
     return k;
 }
 
-static void follower_add(lmb_hier *h, uint32_t id, const uint32_t *gen) {
+static void follower_add(lmb_hier *h, uint32_t id, const uint32_t *gen, const uint32_t *igen) {
     h->followers[h->follower_count++] = id;
     h->node[id].fpos = h->follower_count;
     h->gen[id] = gen;
-    h->seen[id] = *gen;
+    h->igen[id] = igen ? igen : gen;
+    h->seen[id] = *h->igen[id];
     uint32_t k = pose_index(h, gen);
     if (k == h->pose_count) {
         h->pose[k] = gen;
@@ -432,6 +436,7 @@ static void follower_remove(lmb_hier *h, uint32_t id) {
         h->pose_refs[k] = h->pose_refs[e];
     }
     h->gen[id] = NULL;
+    h->igen[id] = NULL;
 }
 
 /* ---- nodes ------------------------------------------------------------------------ */
@@ -466,7 +471,7 @@ uint32_t lmb_hier_create(lmb_hier *h) {
 }
 
 void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t newp, const float *slot, int mode,
-                   const uint32_t *generation) {
+                   const uint32_t *generation, const uint32_t *instance_generation) {
     lmb_hnode *node = h->node;
     lmb_hlink *link = h->link;
     uint32_t oldp = node[id].parent;
@@ -504,7 +509,7 @@ void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t newp, const float *slot, i
     }
     h->slot[id] = slot;
     if (node[id].fpos) follower_remove(h, id);
-    if (generation) follower_add(h, id, generation);
+    if (generation) follower_add(h, id, generation, instance_generation);
     uint32_t f = node[id].flags & ~(LMB_HIER_MODE_MASK | LMB_HIER_ANIMATED | LMB_HIER_HAS_SLOT);
     f |= ((uint32_t)mode & LMB_HIER_MODE_MASK) | LMB_HIER_BASE_DIRTY;
     if (slot) f |= LMB_HIER_HAS_SLOT;
@@ -675,8 +680,8 @@ uint32_t lmb_hier_update(lmb_hier *h) {
     h->changed_count = 0;
     for (uint32_t k = 0; k < h->follower_count; k++) {
         uint32_t f = h->followers[k];
-        if (*h->gen[f] != h->seen[f]) {
-            h->seen[f] = *h->gen[f];
+        if (*h->igen[f] != h->seen[f]) {
+            h->seen[f] = *h->igen[f];
             lmb_hier_touch(h, f);
         }
     }
@@ -707,8 +712,8 @@ uint32_t lmb_hier_sync(lmb_hier *h) {
     uint32_t count = 0;
     for (uint32_t k = 0; k < h->follower_count; k++) {
         uint32_t f = h->followers[k];
-        if (*h->gen[f] != h->seen[f]) {
-            h->seen[f] = *h->gen[f];
+        if (*h->igen[f] != h->seen[f]) {
+            h->seen[f] = *h->igen[f];
             h->pending[count++] = f;
         }
     }

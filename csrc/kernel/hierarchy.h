@@ -100,6 +100,8 @@ typedef struct lmb_hier {
     lmb_hlink *link;       /* capacity + 1 */
     const float **slot;    /* capacity + 1: slot matrices (borrowed), NULL = identity */
     const uint32_t **gen;  /* capacity + 1: generation counter of the pose a node follows */
+    const uint32_t **igen; /* capacity + 1: the counter of its instance (bumped only when that
+                            * instance's matrices change), or `gen` */
     uint32_t *seen;        /* capacity + 1: the generation a follower last saw */
     float *mats;           /* (capacity + 1) * 32: world (16) then base (16) per node */
     uint32_t *dirty;       /* dirty_cap = 2 * (capacity + 1) */
@@ -153,10 +155,13 @@ lmb_status lmb_hier_link_validate(const lmb_hier *h, uint32_t id, uint32_t paren
  * it assumes) with a slot matrix (NULL = identity)
  * and follow mode. `generation` is NULL for a static slot, or the counter
  * of the pose whose model matrix `slot` is (bumped whenever the pose's
- * model matrices change): the node then follows the pose. Keeps the
- * derived lists. */
+ * model matrices change): the node then follows the pose.
+ * `instance_generation` (NULL: `generation`) is the counter of the pose
+ * instance the slot belongs to, bumped only when that instance's matrices
+ * change: an update recomputes the node only then (a frame plan with LOD
+ * moves a few instances of a pose per frame). Keeps the derived lists. */
 void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t parent, const float *slot, int mode,
-                   const uint32_t *generation);
+                   const uint32_t *generation, const uint32_t *instance_generation);
 
 /* True when `a` is `b` or one of its descendants. O(depth). */
 int lmb_hier_is_below(const lmb_hier *h, uint32_t a, uint32_t b);

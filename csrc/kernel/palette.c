@@ -92,22 +92,30 @@ void lmb_palette_block_portable(const lmb_skin *skin, int layout, const float *s
     for (uint32_t k = 0; k < K; k++) {
         const float *S = soa + (size_t)skin->joint[k] * 12 * LMB_LANES;
         const float *ib = skin->inverse_bind + (size_t)k * 16;
+        /* o[c][r] = sum_i M[r][i] IB[i][c], all lanes at once (M's column 3
+         * is the translation, its bottom row 0 0 0 1) */
+        float o[16][LMB_LANES];
+        for (int c = 0; c < 4; c++) {
+            const float *b = ib + c * 4;
+            for (int r = 0; r < 3; r++)
+                for (int l = 0; l < LMB_LANES; l++)
+                    o[c * 4 + r][l] = S[(size_t)r * LMB_LANES + (size_t)l] * b[0] +
+                                      S[(size_t)(3 + r) * LMB_LANES + (size_t)l] * b[1] +
+                                      S[(size_t)(6 + r) * LMB_LANES + (size_t)l] * b[2] +
+                                      S[(size_t)(9 + r) * LMB_LANES + (size_t)l] * b[3];
+            for (int l = 0; l < LMB_LANES; l++)
+                o[c * 4 + 3][l] = b[3];
+        }
         for (uint32_t l = 0; l < LMB_LANES; l++) {
             if (!out[l]) continue;
-            float m[16], o[16];
-            for (int c = 0; c < 4; c++) {
-                for (int r = 0; r < 3; r++)
-                    m[c * 4 + r] = S[(size_t)(c * 3 + r) * LMB_LANES + l];
-                m[c * 4 + 3] = c == 3 ? 1.0f : 0.0f;
-            }
-            lmb_mat4_mul(m, ib, o);
             float *d = out[l] + (size_t)k * width;
             if (layout == LMB_PALETTE_MAT4) {
-                memcpy(d, o, sizeof o);
+                for (int q = 0; q < 16; q++)
+                    d[q] = o[q][l];
             } else {
                 for (int r = 0; r < 3; r++)
                     for (int c = 0; c < 4; c++)
-                        d[r * 4 + c] = o[c * 4 + r];
+                        d[r * 4 + c] = o[c * 4 + r][l];
             }
         }
     }

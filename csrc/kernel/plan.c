@@ -156,35 +156,41 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
                 want[k] |= 1u << l;
         plays[p->layer_of[k]] |= want[k];
     }
-    /* joints an override layer replaces in every lane (weight and mask 1):
-     * the layers below it need not sample or fold them */
-    int covered = 0, masked = 0;
+    /* Lanes an override layer replaces (layer weight 1, playing): where its
+     * mask is 1, the layers below need not be sampled in those lanes, and
+     * where that holds in every lane they need not be folded either (the
+     * weight-1 fold is a select: the result is the same bits). */
+    unsigned cover[LMB_STACK_MAX_LAYERS];
+    int any_cover = 0, masked = 0;
     for (uint32_t n = 0; n < p->layer_count; n++) {
         const lmb_stack_layer *ly = p->layers + n;
         masked |= ly->mask != NULL;
-        if (n == 0 || ly->mode != LMB_LAYER_OVERRIDE || plays[n] != valid) continue;
-        int full = 1;
+        cover[n] = 0;
+        if (n == 0 || ly->mode != LMB_LAYER_OVERRIDE) continue;
         for (uint32_t l = 0; l < LMB_LANES; l++)
-            if ((valid >> l & 1u) && layer_w[n * LMB_LANES + l] != 1.0f) full = 0;
-        if (!full) continue;
-        if (!covered)
-            for (uint32_t j = 0; j < J; j++)
-                wk->top[j] = -1;
-        covered = 1;
-        for (uint32_t j = 0; j < J; j++)
-            if (!ly->mask || ly->mask[j] == 1.0f) wk->top[j] = (int16_t)n;
+            if ((plays[n] >> l & 1u) && layer_w[n * LMB_LANES + l] == 1.0f) cover[n] |= 1u << l;
+        any_cover |= cover[n] != 0;
     }
     const uint32_t chunks = (J + 7) / 8;
-    if (covered || masked) {
-        for (uint32_t n = 0; n < p->layer_count; n++) {
-            const float *mask = p->layers[n].mask;
-            uint8_t *need = wk->need + (size_t)n * chunks;
-            memset(need, 0, chunks);
-            for (uint32_t j = 0; j < J; j++)
-                if ((!mask || mask[j] > 0.0f) && (!covered || wk->top[j] <= (int32_t)n))
-                    need[j / 8] = 1;
+    int covered = 0; /* some joint covered in every lane: wk->top is set */
+    if (any_cover || masked) {
+        memset(wk->need, 0, (size_t)p->layer_count * chunks);
+        for (uint32_t j = 0; j < J; j++) {
+            unsigned above = 0; /* lanes replaced at j by a layer above n */
+            int16_t top = -1;
+            for (uint32_t n = p->layer_count; n-- > 0;) {
+                const float *mask = p->layers[n].mask;
+                float m = mask ? mask[j] : 1.0f;
+                if (m > 0.0f) wk->need[(size_t)n * chunks + j / 8] |= (uint8_t)(~above & 0xFFu);
+                if (m == 1.0f) above |= cover[n];
+                if (top < 0 && m == 1.0f && cover[n] && (cover[n] & valid) == valid)
+                    top = (int16_t)n;
+            }
+            wk->top[j] = top;
+            covered |= top >= 0;
         }
     }
+    const int needs = any_cover || masked;
     /* dense clips: the next source's frames are prefetched while one samples */
     const int simd = lmb_simd_active();
     lmb_dense_plan dp[2];
@@ -194,7 +200,7 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
         src[k++] = NULL;
     if (simd && k < p->source_count) {
         lmb_sampler_dense_plan(p->src + k, inst, want[k], dp);
-        dp[0].need = covered || masked ? wk->need + (size_t)p->layer_of[k] * chunks : NULL;
+        dp[0].need = needs ? wk->need + (size_t)p->layer_of[k] * chunks : NULL;
     }
     for (; k < p->source_count; k++) {
         if (!want[k]) {
@@ -206,15 +212,14 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
         lmb_sampler *s = p->src + k;
         const float *w = p->weight + (size_t)k * N;
         float *blk = wk->src + (size_t)k * J * JS;
-        const uint8_t *need = covered || masked ? wk->need + (size_t)p->layer_of[k] * chunks : NULL;
+        const uint8_t *need = needs ? wk->need + (size_t)p->layer_of[k] * chunks : NULL;
         uint32_t k2 = k + 1;
         while (k2 < p->source_count && !want[k2])
             k2++;
         const lmb_dense_plan *next = NULL;
         if (simd && k2 < p->source_count) {
             lmb_sampler_dense_plan(p->src + k2, inst, want[k2], dp + (cur ^ 1));
-            dp[cur ^ 1].need =
-                covered || masked ? wk->need + (size_t)p->layer_of[k2] * chunks : NULL;
+            dp[cur ^ 1].need = needs ? wk->need + (size_t)p->layer_of[k2] * chunks : NULL;
             next = dp + (cur ^ 1);
         }
         unsigned got =
@@ -268,6 +273,7 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
         }
         p->dirty[inst[l]] = 0;
         pose->first_dirty[inst[l]] = J;
+        pose->inst_generation[inst[l]]++; /* the scene's followers of this instance */
     }
     double t4 = now();
     wk->sample += t1 - t0, wk->blend += t2 - t1, wk->model += t3 - t2, wk->output += t4 - t3;

@@ -16,7 +16,7 @@ static size_t sizes(uint32_t joints, uint32_t instances, size_t *local, size_t *
     *root = lmb_align_up(lanes * 16 * sizeof(float), ALIGN);
     *dirty = lmb_align_up(lanes * sizeof(uint32_t), ALIGN);
     *scratch = lmb_align_up((size_t)joints * 12 * LMB_LANES * sizeof(float), ALIGN);
-    return lmb_align_up(sizeof(lmb_pose), ALIGN) + *local + *model + *root + *dirty + *scratch +
+    return lmb_align_up(sizeof(lmb_pose), ALIGN) + *local + *model + *root + 2 * *dirty + *scratch +
            lmb_align_up(joints, ALIGN) + ALIGN;
 }
 
@@ -44,12 +44,14 @@ lmb_pose *lmb_pose_place(void *mem, const lmb_skeleton *s, uint32_t instances) {
     pose->model = (float *)(void *)p, p += model;
     pose->root = (float *)(void *)p, p += root;
     pose->first_dirty = (uint32_t *)(void *)p, p += dirty;
+    pose->inst_generation = (uint32_t *)(void *)p, p += dirty;
     pose->scratch = (float *)(void *)p, p += scratch;
     pose->loaded = p;
     uint32_t lanes = pose->block_count * LMB_LANES;
     memset(pose->model, 0, model);
     memset(pose->scratch, 0, scratch);
     memset(pose->loaded, 0, J);
+    memset(pose->inst_generation, 0, dirty);
     for (uint32_t i = 0; i < lanes; i++) {
         lmb_pose_reset(pose, i);
         lmb_pose_set_root(pose, i, NULL);
@@ -182,6 +184,8 @@ void lmb_pose_local_to_model(lmb_pose *p, uint32_t first_block, uint32_t block_c
         }
         if (start >= J) continue;
         p->generation++;
+        for (int l = 0; l < LMB_LANES; l++)
+            if (force || fd[l] < J) p->inst_generation[(size_t)b * LMB_LANES + (size_t)l]++;
         if (start > 0) {
             /* Partial update: parents above `start` were not computed in this
              * call; bring their stored model matrices back into the scratch. */

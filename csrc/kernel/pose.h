@@ -27,18 +27,21 @@ typedef struct lmb_pose {
     const lmb_skeleton *skel; /* borrowed; the binding keeps it alive */
     uint32_t joint_count;
     uint32_t instance_count;
-    uint32_t block_count;  /* ceil(instance_count / LMB_LANES) */
-    uint32_t has_root;     /* 0: every root matrix is identity */
-    float *local;          /* block_count * J * LMB_TRS_FLOATS * LMB_LANES */
-    float *model;          /* block_count * LMB_LANES * J * 16 */
-    float *root;           /* block_count * LMB_LANES * 16, affine, column-major */
-    uint32_t *first_dirty; /* block_count * LMB_LANES */
-    float *scratch;        /* J * 12 * LMB_LANES: one block's model matrices, SoA */
-    uint8_t *loaded;       /* J flags used by partial updates */
-    uint32_t generation;   /* bumped whenever model matrices change (read by scenes) */
-    uint32_t skip_model;   /* 1: local-to-model fills only `scratch` (the 3x4 model
-                            * matrices of the last block, SoA), never `model` (the
-                            * frame plan's worker poses, which read the scratch) */
+    uint32_t block_count;      /* ceil(instance_count / LMB_LANES) */
+    uint32_t has_root;         /* 0: every root matrix is identity */
+    float *local;              /* block_count * J * LMB_TRS_FLOATS * LMB_LANES */
+    float *model;              /* block_count * LMB_LANES * J * 16 */
+    float *root;               /* block_count * LMB_LANES * 16, affine, column-major */
+    uint32_t *first_dirty;     /* block_count * LMB_LANES */
+    float *scratch;            /* J * 12 * LMB_LANES: one block's model matrices, SoA */
+    uint8_t *loaded;           /* J flags used by partial updates */
+    uint32_t generation;       /* bumped whenever model matrices change (read by scenes) */
+    uint32_t *inst_generation; /* block_count * LMB_LANES: bumped when that instance's
+                                * model matrices change (scene followers of that
+                                * instance look at it) */
+    uint32_t skip_model;       /* 1: local-to-model fills only `scratch` (the 3x4 model
+                                * matrices of the last block, SoA), never `model` (the
+                                * frame plan's worker poses, which read the scratch) */
 } lmb_pose;
 
 /* Bytes to reserve for a pose of `instances` x `joints` (any alignment;

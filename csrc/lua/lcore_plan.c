@@ -23,61 +23,101 @@ static size_t take(size_t *off, size_t bytes) {
     return at;
 }
 
+/* Raises the message on top of the stack: as "bad argument #arg (...)"
+ * when arg > 0 (a setter's argument), else as it is (a field of a
+ * constructor's description, already naming the function). */
+static int raise_at(lua_State *L, int arg) {
+    if (arg > 0) return luaL_argerror(L, arg, lua_tostring(L, -1));
+    return lua_error(L);
+}
+
 /* Reads a mask (table or f32 Buffer of J numbers in [0, 1]) at `idx` into
- * out, raw. `what` names it in errors ("limber.plan: layers[2].mask"). */
-static void read_mask(lua_State *L, int idx, uint32_t J, float *out, const char *what) {
+ * out, raw. `what` names it in errors ("limber.plan: layers[2].mask", or
+ * "mask" for the argument `arg` of a setter). */
+static void read_mask(lua_State *L, int idx, uint32_t J, float *out, const char *what, int arg) {
     idx = lua_absindex(L, idx);
     lbuffer *b = (lbuffer *)luaL_testudata(L, idx, BUFFER_MT);
     int tab = !b && lua_type(L, idx) == LUA_TTABLE;
-    if (!b && !tab)
-        luaL_error(L, "%s must be a table or an f32 Buffer (got %s)", what, luaL_typename(L, idx));
-    if (b && b->type != LBUF_F32) luaL_error(L, "%s Buffer must be f32", what);
+    if (!b && !tab) {
+        lua_pushfstring(L, "%s must be a table or an f32 Buffer (got %s)", what,
+                        luaL_typename(L, idx));
+        raise_at(L, arg);
+    }
+    if (b && b->type != LBUF_F32) {
+        lua_pushfstring(L, "%s Buffer must be f32", what);
+        raise_at(L, arg);
+    }
     size_t n = b ? b->count * b->width : (size_t)lua_rawlen(L, idx);
-    if (n != J)
-        luaL_error(L, "%s has %I weights, expected %I (one per joint)", what, (lua_Integer)n,
-                   (lua_Integer)J);
+    if (n != J) {
+        lua_pushfstring(L, "%s has %I weights, expected %I (one per joint)", what, (lua_Integer)n,
+                        (lua_Integer)J);
+        raise_at(L, arg);
+    }
     if (b) {
         memcpy(out, b->data, (size_t)J * sizeof(float));
     } else {
-        lua_pushvalue(L, idx);
-        lcore_read_floats(L, -1, what, 1, out, J);
-        lua_pop(L, 1);
+        for (uint32_t j = 0; j < J; j++) {
+            int t = lua_rawgeti(L, idx, (lua_Integer)j + 1);
+            lua_Number v = lua_tonumber(L, -1);
+            if (t != LUA_TNUMBER || !(v >= 0 && v <= 1)) {
+                lua_pushfstring(L, "%s[%I] must be a number in [0, 1] (got %s)", what,
+                                (lua_Integer)j + 1,
+                                t == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+                raise_at(L, arg);
+            }
+            out[j] = (float)v;
+            lua_pop(L, 1);
+        }
     }
     for (uint32_t j = 0; j < J; j++)
-        if (!(out[j] >= 0.0f && out[j] <= 1.0f))
-            luaL_error(L, "%s[%I] = %f is not in [0, 1]", what, (lua_Integer)j + 1,
-                       (lua_Number)out[j]);
+        if (!(out[j] >= 0.0f && out[j] <= 1.0f)) {
+            lua_pushfstring(L, "%s[%I] = %f is not in [0, 1]", what, (lua_Integer)j + 1,
+                            (lua_Number)out[j]);
+            raise_at(L, arg);
+        }
 }
 
 /* Reads an additive reference at `idx` into out (J * LMB_TRS_FLOATS): a
  * Pose of skeleton `sk` (its instance 1) or { clip = Clip, time = t }
- * (sampled at t, looped). */
+ * (sampled at t, looped). Errors as read_mask's. */
 static void read_reference(lua_State *L, int idx, const lmb_skeleton *sk, float *out,
-                           const char *what) {
+                           const char *what, int arg) {
     idx = lua_absindex(L, idx);
     lmb_pose *p = (lmb_pose *)luaL_testudata(L, idx, POSE_MT);
     if (p) {
         p = (lmb_pose *)lmb_align_ptr(p, 64);
-        if (p->skel != sk) luaL_error(L, "%s is a Pose of another skeleton", what);
+        if (p->skel != sk) {
+            lua_pushfstring(L, "%s is a Pose of another skeleton", what);
+            raise_at(L, arg);
+        }
         for (uint32_t j = 0; j < sk->joint_count; j++)
             lmb_pose_get_trs(p, 0, j, out + (size_t)j * LMB_TRS_FLOATS);
         return;
     }
-    if (lua_type(L, idx) != LUA_TTABLE)
-        luaL_error(L, "%s must be a limber.Pose or { clip = Clip, time = t } (got %s)", what,
-                   luaL_typename(L, idx));
+    if (lua_type(L, idx) != LUA_TTABLE) {
+        lua_pushfstring(L, "%s must be a limber.Pose or { clip = Clip, time = t } (got %s)", what,
+                        luaL_typename(L, idx));
+        raise_at(L, arg);
+    }
     lcore_rawfield(L, idx, "clip");
     lmb_clip *c = (lmb_clip *)luaL_testudata(L, -1, CLIP_MT);
-    if (!c) luaL_error(L, "%s.clip must be a limber.Clip (got %s)", what, luaL_typename(L, -1));
+    if (!c) {
+        lua_pushfstring(L, "%s.clip must be a limber.Clip (got %s)", what, luaL_typename(L, -1));
+        raise_at(L, arg);
+    }
     c = (lmb_clip *)lmb_align_ptr(c, 64);
-    if (c->joint_span > sk->joint_count)
-        luaL_error(L, "%s.clip animates joint %I but the skeleton has %I joints", what,
-                   (lua_Integer)c->joint_span, (lua_Integer)sk->joint_count);
+    if (c->joint_span > sk->joint_count) {
+        lua_pushfstring(L, "%s.clip animates joint %I but the skeleton has %I joints", what,
+                        (lua_Integer)c->joint_span, (lua_Integer)sk->joint_count);
+        raise_at(L, arg);
+    }
     double t = 0.0;
     int tt = lcore_rawfield(L, idx, "time");
     if (tt != LUA_TNIL) {
-        if (tt != LUA_TNUMBER || !isfinite(lua_tonumber(L, -1)))
-            luaL_error(L, "%s.time must be a finite number", what);
+        if (tt != LUA_TNUMBER || !isfinite(lua_tonumber(L, -1))) {
+            lua_pushfstring(L, "%s.time must be a finite number", what);
+            raise_at(L, arg);
+        }
         t = (double)lua_tonumber(L, -1);
     }
     lua_pop(L, 2);
@@ -132,14 +172,15 @@ static void read_layer(lua_State *L, int lt, lua_Integer k, const lmb_skeleton *
         for (int q = 0; m && mode_names[q]; q++)
             if (strcmp(m, mode_names[q]) == 0) found = q;
         if (found < 0)
-            luaL_error(L, "%s: layers[%I].mode must be \"override\" or \"additive\"", fn, k);
+            luaL_error(L, "%s: layers[%I].mode must be \"override\" or \"additive\" (got %s)", fn,
+                       k, m ? m : luaL_typename(L, -1));
         ly->mode = (uint32_t)found;
     }
     lua_pop(L, 1);
     snprintf(what, sizeof what, "%s: layers[%d].mask", fn, (int)k);
     ly->mask = NULL;
     if (lcore_rawfield(L, lt, "mask") != LUA_TNIL) {
-        read_mask(L, -1, J, mask, what);
+        read_mask(L, -1, J, mask, what, 0);
         ly->mask = mask;
     }
     lua_pop(L, 1);
@@ -148,7 +189,7 @@ static void read_layer(lua_State *L, int lt, lua_Integer k, const lmb_skeleton *
     if (lcore_rawfield(L, lt, "reference") != LUA_TNIL) {
         if (ly->mode != LMB_LAYER_ADDITIVE)
             luaL_error(L, "%s: layers[%I].reference is only for additive layers", fn, k);
-        read_reference(L, -1, sk, ref, what);
+        read_reference(L, -1, sk, ref, what, 0);
         ly->reference = ref;
     }
     lua_pop(L, 1);
@@ -330,6 +371,7 @@ static int l_stack_set_layer_weight(lua_State *L) {
     uint32_t i = lcore_check_index(L, 2, st->out->instance_count, "instance");
     int names = push_names(L, 1);
     uint32_t n = check_layer(L, 3, names, st->layer_count);
+    lua_pop(L, 1);
     st->layer_w[(size_t)n * st->lanes + i] = check_layer_weight(L, 4);
     return 0;
 }
@@ -340,6 +382,7 @@ static int l_stack_layer_weight(lua_State *L) {
     uint32_t i = lcore_check_index(L, 2, st->out->instance_count, "instance");
     int names = push_names(L, 1);
     uint32_t n = check_layer(L, 3, names, st->layer_count);
+    lua_pop(L, 1);
     lua_pushnumber(L, (lua_Number)st->layer_w[(size_t)n * st->lanes + i]);
     return 1;
 }
@@ -353,7 +396,7 @@ static void set_mask(lua_State *L, lmb_stack_layer *ly, float *mask, uint32_t J,
         return;
     }
     float *tmp = (float *)lua_newuserdatauv(L, (size_t)J * sizeof(float), 0);
-    read_mask(L, 3, J, tmp, fn);
+    read_mask(L, 3, J, tmp, fn, 3);
     memcpy(mask, tmp, (size_t)J * sizeof(float));
     ly->mask = mask;
 }
@@ -368,7 +411,7 @@ static void set_reference(lua_State *L, lmb_stack_layer *ly, float *ref, const l
     }
     size_t n = (size_t)sk->joint_count * LMB_TRS_FLOATS;
     float *tmp = (float *)lua_newuserdatauv(L, n * sizeof(float), 0);
-    read_reference(L, 3, sk, tmp, fn);
+    read_reference(L, 3, sk, tmp, fn, 3);
     memcpy(ref, tmp, n * sizeof(float));
     ly->reference = ref;
 }
@@ -379,8 +422,9 @@ static int l_stack_set_mask(lua_State *L) {
     lstack *st = check_stack(L, 1);
     int names = push_names(L, 1);
     uint32_t n = check_layer(L, 2, names, st->layer_count);
+    lua_pop(L, 1);
     uint32_t J = st->out->joint_count;
-    set_mask(L, st->layers + n, st->masks + (size_t)n * J, J, "limber.Stack:set_mask: mask");
+    set_mask(L, st->layers + n, st->masks + (size_t)n * J, J, "mask");
     return 0;
 }
 
@@ -390,9 +434,10 @@ static int l_stack_set_reference(lua_State *L) {
     lstack *st = check_stack(L, 1);
     int names = push_names(L, 1);
     uint32_t n = check_layer(L, 2, names, st->layer_count);
+    lua_pop(L, 1);
     uint32_t J = st->out->joint_count;
     set_reference(L, st->layers + n, st->refs + (size_t)n * J * LMB_TRS_FLOATS, st->out->skel,
-                  "limber.Stack:set_reference: reference");
+                  "reference");
     return 0;
 }
 
@@ -738,7 +783,7 @@ static int l_plan_new(lua_State *L) {
         lcore_rawfield(L, rt, "xz");
         if (lua_isnil(L, -1) || lua_toboolean(L, -1)) flags |= LMB_ROOT_XZ;
         lcore_rawfield(L, rt, "yaw");
-        if (lua_isnil(L, -1) || lua_toboolean(L, -1)) flags |= LMB_ROOT_YAW;
+        if (lua_toboolean(L, -1)) flags |= LMB_ROOT_YAW;
         for (uint32_t k = 0; k < (uint32_t)S; k++)
             p->src[k].root_joint = (int32_t)(j - 1), p->src[k].root_flags = flags;
     }
@@ -923,7 +968,7 @@ static int l_plan_layer_weight(lua_State *L) {
 static int l_plan_set_mask(lua_State *L) {
     lplan *lp = check_plan(L, 1);
     uint32_t n = plan_layer(L, lp, 2), J = lp->plan.pose->joint_count;
-    set_mask(L, lp->plan.layers + n, lp->masks + (size_t)n * J, J, "limber.Plan:set_mask: mask");
+    set_mask(L, lp->plan.layers + n, lp->masks + (size_t)n * J, J, "mask");
     lmb_plan_touch_all(&lp->plan);
     return 0;
 }
@@ -934,7 +979,7 @@ static int l_plan_set_reference(lua_State *L) {
     lplan *lp = check_plan(L, 1);
     uint32_t n = plan_layer(L, lp, 2), J = lp->plan.pose->joint_count;
     set_reference(L, lp->plan.layers + n, lp->refs + (size_t)n * J * LMB_TRS_FLOATS,
-                  lp->plan.pose->skel, "limber.Plan:set_reference: reference");
+                  lp->plan.pose->skel, "reference");
     lmb_plan_touch_all(&lp->plan);
     return 0;
 }

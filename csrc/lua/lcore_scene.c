@@ -182,13 +182,14 @@ static void push_uv(lua_State *L, int uv) {
 typedef struct target {
     const float *slot;
     const uint32_t *generation;
+    const uint32_t *instance_generation;
 } target;
 
 /* Resolves slot value at stack index `idx` (nil: the parent's origin) on
  * `parent`: a slot name of the parent's Slots, or a joint name or index of
  * its Pose instance. Pushes the owner (or false). */
 static target resolve_slot(lua_State *L, const char *m, int arg, uint32_t parent, int idx) {
-    target t = {NULL, NULL};
+    target t = {NULL, NULL, NULL};
     int ty = lua_type(L, idx);
     if (ty == LUA_TNIL || ty == LUA_TNONE) {
         lua_pushboolean(L, 0);
@@ -251,6 +252,7 @@ static target resolve_slot(lua_State *L, const char *m, int arg, uint32_t parent
     }
     t.slot = p->model + ((size_t)(inst - 1) * p->joint_count + (size_t)(j - 1)) * 16;
     t.generation = &p->generation;
+    t.instance_generation = p->inst_generation + (inst - 1);
     return t;
 }
 
@@ -269,7 +271,7 @@ static void commit_link(lua_State *L, lmb_hier *h, uint32_t id, uint32_t parent,
         lua_pushvalue(L, slot_idx);
     lua_rawseti(L, -2, (lua_Integer)id);
     lua_settop(L, owner - 1);
-    lmb_hier_link(h, id, parent, t.slot, mode, t.generation);
+    lmb_hier_link(h, id, parent, t.slot, mode, t.generation, t.instance_generation);
 }
 
 static lmb_hier *push_storage(lua_State *L, uint32_t cap, uint32_t bound) {

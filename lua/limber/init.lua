@@ -342,6 +342,20 @@ local function resolve_layers(skel, layers, fname)
   return out
 end
 
+--- A joint mask for a layer: one weight per joint, `weight` (default 1) on
+-- `root` and its whole subtree and `other` (default 0) elsewhere. The same
+-- as `mask = { root = ..., weight = ..., other = ... }` in `limber.plan` and
+-- `limber.stack`; for `set_mask`, which takes arrays and Buffers.
+-- @tparam limber.Skeleton skeleton
+-- @tparam table spec `{ root = joint name or index, weight = 1, other = 0 }`
+-- @treturn table one weight per joint
+function M.mask(skeleton, spec)
+  argcheck(is_a(skeleton, "limber.Skeleton"), 1, "mask", "limber.Skeleton", skeleton)
+  argcheck(type(spec) == "table" and rawget(spec, "root") ~= nil, 2, "mask",
+    "table with a root joint", spec)
+  return resolve_mask(skeleton, spec, "limber.mask", "spec")
+end
+
 --- A layer stack: the blend stage with the layer semantics games expect
 -- (see `limber.core.stack` and docs/frame.md). `layers[k]` = { `mode` =
 -- "override" (default) | "additive", `sources` = { Pose, ... }, `mask` =

@@ -249,14 +249,15 @@ LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan
     uint32_t jlimit = plan->max_chunks * 8 < J ? plan->max_chunks * 8 : J;
     float buf[10 * 64] __attribute__((aligned(32)));
     for (uint32_t q = 0; q * 8 < jlimit; q++) {
-        if (plan->need && !plan->need[q]) continue;
+        const unsigned want = plan->need ? plan->need[q] : 0xFFu;
+        if (!want) continue;
         unsigned lanes = 0;
         for (int l = 0; l < LMB_LANES; l++) {
-            if (q < plan->chunks[l]) {
+            if (q < plan->chunks[l] && (want >> l & 1u)) {
                 lanes |= 1u << l;
                 dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, plan->alpha[l], buf + l * 8);
             }
-            if (next && q < next->chunks[l] && (!next->need || next->need[q])) {
+            if (next && q < next->chunks[l] && (!next->need || (next->need[q] >> l & 1u))) {
                 /* the next block's chunk q: 5 lines per frame */
                 const char *na = (const char *)(next->a[l] + q * 80);
                 const char *nb = (const char *)(next->b[l] + q * 80);
