@@ -353,8 +353,9 @@ print(("%-18s %12.3f %12.3f"):format("frame (sum)", total_med, total_min))
 print(("(the indented plan stages are CPU time summed over the %d thread(s); frame (sum) adds the"
   .. " others)"):format(used_threads))
 local skin_med = C.stats(times[9])
-print(("skinning: %.1f M vertices/s; whole pipeline: %.1f frames/s (%.2f s wall, incl. pictures)")
-  :format(verts_total / skin_med / 1e3, 1e3 / total_med, wall))
+print(("skinning: %.1f M vertices/s; whole pipeline: %.1f frames/s (%.2f s wall%s)")
+  :format(verts_total / skin_med / 1e3, 1e3 / total_med, wall,
+    opt.no_pictures and "" or ", incl. pictures"))
 
 if opt.no_pictures then return end
 

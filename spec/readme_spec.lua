@@ -12,7 +12,10 @@ describe("README tour", function()
     local printed = {}
     local env = setmetatable({ print = function(...) printed[#printed + 1] = select("#", ...) end },
       { __index = _G })
-    local chunk = assert(H.load(tour .. "\nreturn #bytes, size, sc:world(hat), pose:model(7, "
+    -- the tour's locals the frame plan's block uses
+    env.export = function(pose, clips, palette) env.pose, env.clips, env.palette = pose, clips, palette end
+    local chunk = assert(H.load(tour .. "\nexport(pose, clips, palette)"
+      .. "\nreturn #bytes, size, sc:world(hat), pose:model(7, "
       .. "pose:skeleton():find('b_Head_05')), #order", "=README", "t", env))
     local nbytes, size, hat, head, nidx = chunk()
     assert.equal(100 * 1728 * 3 * 4, nbytes)
@@ -21,5 +24,17 @@ describe("README tour", function()
     -- the hero node only moves by (2, 0, 0): the hat sits on the head joint of instance 7
     assert.near({ head[13] + 2, head[14], head[15] }, { hat[13], hat[14], hat[15] }, 1e-3)
     assert.equal(2, #printed)
+    -- the frame plan's block runs in the same state (pose, clips, palette of the tour)
+    local plan_block = text:match("%*%*One call per frame for a whole crowd.-```lua\n(.-)```")
+    assert.truthy(plan_block, "README has the frame plan's Lua block")
+    env.limber = require "limber" -- a local of the tour's chunk
+    local run = assert(H.load(plan_block .. "\nreturn plan", "=README plan", "t", env))
+    local plan = run()
+    assert.equal(100, plan:evaluated()) -- the first run evaluates every instance
+    -- the fades moved by dt / fade time in that run
+    assert.near(1 / 60 / 0.3, plan:weight(7, "base", 2), 1e-6)
+    assert.near(1 - 1 / 60 / 0.3, plan:weight(7, "base", 1), 1e-6)
+    assert.equal(4, (plan:lod(42)))
+    assert.equal(0, plan:run(0)) -- nothing changed since: nothing evaluated
   end)
 end)
