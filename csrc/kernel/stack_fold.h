@@ -6,6 +6,7 @@
  * one AVX register per component). Every lane is computed on its own:
  * selects, never a cross-lane decision that changes a lane's value. */
 #include "clip.h" /* LMB_NLERP_DOT */
+#include "qpoly.h"
 #include "stack.h"
 
 #include <math.h>
@@ -70,26 +71,18 @@ static inline V FOLD(absv)(V x) {
 /* acos(x) for x in [0, 1] and sin(y) for y in [0, pi/2]: qpoly.h's
  * polynomials on vectors */
 static inline V FOLD(acosv)(V x) {
-    V p = FOLD(splat)(-0.0012624911f);
-    p = p * x + 0.0066700901f;
-    p = p * x - 0.0170881256f;
-    p = p * x + 0.0308918810f;
-    p = p * x - 0.0501743046f;
-    p = p * x + 0.0889789874f;
-    p = p * x - 0.2145988016f;
-    p = p * x + 1.5707963050f;
+    V p = FOLD(splat)(lmb_acos_coef[LMB_ACOS_DEGREE]);
+    for (int k = LMB_ACOS_DEGREE - 1; k >= 0; k--)
+        p = p * x + lmb_acos_coef[k];
     V r = 1.0f - x;
     r = FOLD(sel)(r > 0.0f, r, FOLD(splat)(0.0f));
     return FOLD(sqrtv)(r) * p;
 }
 static inline V FOLD(sinv)(V y) {
     V y2 = y * y;
-    V p = FOLD(splat)(1.0f / 6227020800.0f);
-    p = p * y2 - 1.0f / 39916800.0f;
-    p = p * y2 + 1.0f / 362880.0f;
-    p = p * y2 - 1.0f / 5040.0f;
-    p = p * y2 + 1.0f / 120.0f;
-    p = p * y2 - 1.0f / 6.0f;
+    V p = FOLD(splat)(lmb_sin_coef[LMB_SIN_TERMS - 1]);
+    for (int k = LMB_SIN_TERMS - 2; k >= 0; k--)
+        p = p * y2 + lmb_sin_coef[k];
     return y + y * y2 * p;
 }
 
