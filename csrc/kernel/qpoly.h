@@ -13,7 +13,7 @@
 #define LMB_ACOS_DEGREE 7
 #define LMB_SIN_TERMS 6
 static const float lmb_acos_coef[LMB_ACOS_DEGREE + 1] = {
-    1.5707963050f, -0.2145988016f, 0.0889789874f,  -0.0501743046f,
+    1.5707963050f, -0.2145988016f, 0.0889789874f, -0.0501743046f,
     0.0308918810f, -0.0170881256f, 0.0066700901f, -0.0012624911f};
 /* sin(y) = y + y^3 (c[0] + y^2 (c[1] + ...)) */
 static const float lmb_sin_coef[LMB_SIN_TERMS] = {-1.0f / 6.0f,        1.0f / 120.0f,
