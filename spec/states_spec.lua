@@ -1,5 +1,5 @@
 -- limber in several lua_States (issue 13, items 8 and 9): spec/c/two_states.c
--- runs two states on two threads that sample and skin at once, each
+-- runs two states on two threads that sample, run a frame plan and skin at once, each
 -- changing its own SIMD level and thread count every frame (every frame's
 -- bytes must equal a single-state run at that level), and opens and closes
 -- states whose objects skin from finalizers that run after the worker

@@ -3,7 +3,8 @@
  *
  * Usage: two_states LUA_PATH LUA_CPATH race [frames]
  *   One state on the main thread computes reference bytes of a frame
- *   (crowd sampling, local-to-model, palettes, skinning) at each SIMD
+ *   (crowd sampling, local-to-model, palettes, skinning, a frame plan with
+ *   two layers and LOD on the worker pool) at each SIMD
  *   level. Then two threads each open their own state and run frames
  *   concurrently, each changing its own SIMD level and thread count every
  *   frame; every frame's bytes must equal the reference for the level that
@@ -83,6 +84,18 @@ static const char *const workload =
     "end\n"
     "local mesh = sk.mesh { positions = pos, normals = nrm, joints = jnt, weights = wgt }\n"
     "local target = sk.target { mesh = mesh, instances = N, positions = true, normals = true }\n"
+    "local ppose = limber.pose(skel, N)\n"
+    "local ppal = limber.palette(ppose, { layout = 'mat3x4' })\n"
+    "local mask = {}\n"
+    "for j = 1, J do mask[j] = j % 3 == 0 and 0 or (j % 3 == 1 and 1 or 0.5) end\n"
+    "local plan = limber.plan { pose = ppose, clips = { clip }, palettes = { ppal }, slots = { 2 "
+    "},\n"
+    "  layers = { { sources = 2 }, { mask = mask } } }\n"
+    "for i = 1, N do\n"
+    "  plan:set_weight(i, 1, 2, 0.25 + rnd())\n"
+    "  plan:set_layer_weight(i, 2, i % 2 == 0 and 1 or rnd())\n"
+    "  plan:set_lod(i, 1 + i % 3)\n"
+    "end\n"
     "local frame_no = 0\n"
     "return function(level, threads)\n"
     "  core.simd(level)\n"
@@ -94,9 +107,16 @@ static const char *const workload =
     "  pose:local_to_model()\n"
     "  pal:update()\n"
     "  sk.run(mesh, pal, target)\n"
+    "  for i = 1, N do\n"
+    "    plan:play(i, 1, 1, 1, 0.05 * i)\n"
+    "    plan:play(i, 1, 2, 1, 0.07 * i)\n"
+    "    plan:play(i, 2, 1, 1, 0.03 * i)\n"
+    "  end\n"
+    "  plan:invalidate()\n"
+    "  for _ = 1, 4 do plan:run(0) end -- every LOD phase: every instance evaluated\n"
     "  local _, _, used = core.simd()\n"
     "  return used .. '|' .. target:position_buffer():bytes() .. target:normal_buffer():bytes() .. "
-    "pal:matrix_buffer():bytes()\n"
+    "pal:matrix_buffer():bytes() .. ppal:matrix_buffer():bytes()\n"
     "end\n";
 
 static const char *const levels[3] = {"portable", "avx2", "avx512"};
