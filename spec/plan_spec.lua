@@ -1392,6 +1392,67 @@ describe("limber.plan errors", function()
   end)
 end)
 
+describe("constructors and finalizers", function()
+  -- Each constructor reads the caller's tables once, into private copies: a
+  -- finalizer run by one of its allocations may rewrite them. Before the fix
+  -- both overflowed the heap under ASan: the plan sized its untracked lists
+  -- from the clips it read first and filled them from the ones it read again,
+  -- the stack wrote sources past the count it read first.
+  local J = 50
+  local joints, tracks = {}, {}
+  for j = 1, J do
+    joints[j] = { name = "j" .. j, parent = j > 1 and "j" .. (j - 1) or nil }
+    for _, path in ipairs({ "translation", "rotation", "scale" }) do
+      tracks[#tracks + 1] = { joint = j, path = path, times = { 0, 1 },
+        values = path == "rotation" and { 0, 0, 0, 1, 0, 0, 0, 1 } or { 1, 1, 1, 1, 1, 1 } }
+    end
+  end
+  local function armed(fn)
+    for _ = 1, 20 do setmetatable({}, { __gc = fn }) end
+  end
+
+  it("limber.plan uses the clips and layers it read first", function()
+    local skel = limber.skeleton(joints)
+    local full = anim.clip({ tracks = tracks }, skel) -- every joint property: nothing untracked
+    local sparse = anim.clip({ tracks = { tracks[2] } }, skel)
+    local pose = limber.pose(skel, 1)
+    local fired, built = 0, 0
+    for _ = 1, 100 do
+      local clips, layers = {}, { { sources = 1 }, { sources = 2 } }
+      for k = 1, 1000 do clips[k] = full end
+      armed(function()
+        fired = fired + 1
+        for k = 1, 1000 do clips[k] = sparse end
+        layers[1].sources, layers[2] = 16, pose
+      end)
+      local ok, plan = pcall(limber.core.plan, { pose = pose, clips = clips, layers = layers })
+      if ok then
+        built = built + 1
+        assert.equal(3, plan:source_count(1) + plan:source_count(2))
+        plan:run(0)
+      end
+    end
+    assert.is_true(fired > 0, "no finalizer ran")
+    assert.is_true(built > 0)
+  end)
+
+  it("limber.stack uses the sources it read first", function()
+    local skel = limber.skeleton({ joints[1], joints[2], joints[3], joints[4] })
+    local pose = limber.pose(skel, 64)
+    local fired = 0
+    for _ = 1, 2000 do
+      local srcs = { limber.pose(skel, 64) }
+      armed(function()
+        fired = fired + 1
+        for k = 2, 16 do srcs[k] = srcs[1] end
+      end)
+      local ok, st = pcall(limber.stack, pose, { { sources = srcs } })
+      if ok then st:run() end
+    end
+    assert.is_true(fired > 0, "no finalizer ran")
+  end)
+end)
+
 describe("limber.stack errors", function()
   it("name the method and the argument, and change nothing", function()
     local skel = random_skeleton(8)

@@ -247,61 +247,28 @@ static int l_stack_new(lua_State *L) {
         return luaL_argerror(
             L, 2,
             lua_pushfstring(L, "layer count %I out of range [1, %d]", n, LMB_STACK_MAX_LAYERS));
-    /* count the sources first */
+    /* One pass over the caller's tables, raw, into private copies: the layer
+     * tables (3) and the anchors (4: out, then every source pose, checked).
+     * Nothing is read from the caller's arrays again: a finalizer run by a
+     * later allocation may change them. */
+    lua_createtable(L, (int)n, 0);     /* 3 */
+    lua_createtable(L, (int)n + 1, 1); /* 4 */
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, 4, 1);
+    uint32_t counts[LMB_STACK_MAX_LAYERS];
     lua_Integer S = 0;
     for (lua_Integer k = 1; k <= n; k++) {
         if (lua_rawgeti(L, 2, k) != LUA_TTABLE)
             return luaL_error(L, "%s: layers[%I] must be a table", fn, k);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, 3, k);
         if (lcore_rawfield(L, -1, "sources") != LUA_TTABLE)
             return luaL_error(L, "%s: layers[%I].sources must be an array of limber.Pose", fn, k);
         lua_Integer m = lcore_rawlen(L, -1);
         if (m < 1 || m > LMB_STACK_MAX_SOURCES)
             return luaL_error(L, "%s: layers[%I].sources: count %I out of range [1, %d]", fn, k, m,
                               LMB_STACK_MAX_SOURCES);
-        S += m;
-        lua_pop(L, 2);
-    }
-    uint32_t J = out->joint_count, lanes = out->block_count * LMB_LANES;
-    size_t off = lmb_align_up(sizeof(lstack), 64);
-    size_t o_layers = take(&off, (size_t)n * sizeof(lmb_stack_layer));
-    size_t o_src = take(&off, (size_t)S * sizeof(void *));
-    size_t o_sw = take(&off, (size_t)S * lanes * 4);
-    size_t o_lw = take(&off, (size_t)n * lanes * 4);
-    size_t o_m = take(&off, (size_t)n * J * 4);
-    size_t o_r = take(&off, (size_t)n * J * LMB_TRS_FLOATS * 4);
-    size_t o_t = take(&off, (size_t)J * JS * 4);
-    unsigned char *mem = (unsigned char *)lcore_newobject(L, off, 1, STACK_MT); /* 3 */
-    lstack *st = (lstack *)(void *)mem;
-    st->out = out;
-    st->layer_count = (uint32_t)n;
-    st->source_count = (uint32_t)S;
-    st->lanes = lanes;
-    st->layers = (lmb_stack_layer *)(void *)(mem + o_layers);
-    st->sources = (const lmb_pose **)(void *)(mem + o_src);
-    st->src_w = (float *)(void *)(mem + o_sw);
-    st->layer_w = (float *)(void *)(mem + o_lw);
-    st->masks = (float *)(void *)(mem + o_m);
-    st->refs = (float *)(void *)(mem + o_r);
-    st->tmp = (float *)(void *)(mem + o_t);
-    lua_createtable(L, (int)S + 1, 1); /* 4: anchors: out, the sources; names */
-    lua_pushvalue(L, 1);
-    lua_rawseti(L, 4, 1);
-    lua_newtable(L); /* 5: names */
-    uint32_t next = 0;
-    for (lua_Integer k = 1; k <= n; k++) {
-        lmb_stack_layer *ly = st->layers + (k - 1);
-        lua_rawgeti(L, 2, k);
-        int lt = lua_gettop(L);
-        float w;
-        read_layer(L, lt, k, out->skel, ly, st->masks + (size_t)(k - 1) * J,
-                   st->refs + (size_t)(k - 1) * J * LMB_TRS_FLOATS, &w, 5, fn);
-        for (uint32_t i = 0; i < lanes; i++)
-            st->layer_w[(size_t)(k - 1) * lanes + i] = w;
-        lcore_rawfield(L, lt, "sources");
-        lua_Integer m = lcore_rawlen(L, -1);
-        ly->first_source = next;
-        ly->source_count = (uint32_t)m;
-        for (lua_Integer q = 1; q <= m; q++, next++) {
+        for (lua_Integer q = 1; q <= m; q++) {
             lua_rawgeti(L, -1, q);
             lmb_pose *p = (lmb_pose *)luaL_testudata(L, -1, POSE_MT);
             if (!p)
@@ -315,18 +282,63 @@ static int l_stack_new(lua_State *L) {
                                   "%s: layers[%I].sources[%I] must have the output's skeleton "
                                   "and instance count",
                                   fn, k, q);
-            st->sources[next] = p;
-            lua_rawseti(L, 4, (lua_Integer)next + 2);
-            for (uint32_t i = 0; i < lanes; i++)
-                st->src_w[(size_t)next * lanes + i] = q == 1;
+            lua_rawseti(L, 4, S + q + 1);
         }
-        lua_settop(L, 5);
+        counts[k - 1] = (uint32_t)m;
+        S += m;
+        lua_pop(L, 2);
+    }
+    uint32_t J = out->joint_count, lanes = out->block_count * LMB_LANES;
+    size_t off = lmb_align_up(sizeof(lstack), 64);
+    size_t o_layers = take(&off, (size_t)n * sizeof(lmb_stack_layer));
+    size_t o_src = take(&off, (size_t)S * sizeof(void *));
+    size_t o_sw = take(&off, (size_t)S * lanes * 4);
+    size_t o_lw = take(&off, (size_t)n * lanes * 4);
+    size_t o_m = take(&off, (size_t)n * J * 4);
+    size_t o_r = take(&off, (size_t)n * J * LMB_TRS_FLOATS * 4);
+    size_t o_t = take(&off, (size_t)J * JS * 4);
+    unsigned char *mem = (unsigned char *)lcore_newobject(L, off, 1, STACK_MT); /* 5 */
+    lstack *st = (lstack *)(void *)mem;
+    st->out = out;
+    st->layer_count = (uint32_t)n;
+    st->source_count = (uint32_t)S;
+    st->lanes = lanes;
+    st->layers = (lmb_stack_layer *)(void *)(mem + o_layers);
+    st->sources = (const lmb_pose **)(void *)(mem + o_src);
+    st->src_w = (float *)(void *)(mem + o_sw);
+    st->layer_w = (float *)(void *)(mem + o_lw);
+    st->masks = (float *)(void *)(mem + o_m);
+    st->refs = (float *)(void *)(mem + o_r);
+    st->tmp = (float *)(void *)(mem + o_t);
+    lua_newtable(L); /* 6: names */
+    uint32_t next = 0;
+    for (lua_Integer k = 1; k <= n; k++) {
+        lmb_stack_layer *ly = st->layers + (k - 1);
+        lua_rawgeti(L, 3, k);
+        int lt = lua_gettop(L);
+        float w;
+        read_layer(L, lt, k, out->skel, ly, st->masks + (size_t)(k - 1) * J,
+                   st->refs + (size_t)(k - 1) * J * LMB_TRS_FLOATS, &w, 6, fn);
+        for (uint32_t i = 0; i < lanes; i++)
+            st->layer_w[(size_t)(k - 1) * lanes + i] = w;
+        ly->first_source = next;
+        ly->source_count = counts[k - 1];
+        for (uint32_t q = 0; q < counts[k - 1]; q++, next++) {
+            lua_rawgeti(L, 4, (lua_Integer)next + 2); /* checked above, anchored in 4 */
+            st->sources[next] = (const lmb_pose *)lmb_align_ptr(lua_touserdata(L, -1), 64);
+            lua_pop(L, 1);
+            for (uint32_t i = 0; i < lanes; i++)
+                st->src_w[(size_t)next * lanes + i] = q == 0;
+        }
+        lua_settop(L, 6);
     }
     lmb_error err;
     if (lmb_stack_validate(st->layers, st->layer_count, J, st->source_count, &err) != LMB_OK)
         return lcore_raise(L, &err, fn);
     lua_setfield(L, 4, "names");
-    lua_setiuservalue(L, 3, 1);
+    lua_pushvalue(L, 4);
+    lua_setiuservalue(L, 5, 1);
+    lua_pushvalue(L, 5);
     return 1;
 }
 
@@ -562,10 +574,17 @@ static int l_plan_new(lua_State *L) {
     if (n < 1 || n > LMB_STACK_MAX_LAYERS)
         return luaL_error(L, "%s: desc.layers: layer count %I out of range [1, %d]", fn, n,
                           LMB_STACK_MAX_LAYERS);
+    /* Every caller's table is read once, raw, into private copies (the
+     * layer tables here, the clips below) with the counts in C: a finalizer
+     * run by a later allocation may change the caller's tables. */
     lua_Integer S = 0;
+    uint32_t counts[LMB_STACK_MAX_LAYERS];
+    if (lt != LUA_TNIL) lua_createtable(L, (int)n, 0); /* 5, then 4 */
     for (lua_Integer k = 1; k <= n && lt != LUA_TNIL; k++) {
         if (lua_rawgeti(L, 4, k) != LUA_TTABLE)
             return luaL_error(L, "%s: layers[%I] must be a table", fn, k);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, 5, k);
         lua_Integer m = 1;
         if (lcore_rawfield(L, -1, "sources") != LUA_TNIL) {
             if (!lua_isinteger(L, -1))
@@ -575,10 +594,12 @@ static int l_plan_new(lua_State *L) {
         if (m < 1 || m > LMB_STACK_MAX_SOURCES)
             return luaL_error(L, "%s: layers[%I].sources: count %I out of range [1, %d]", fn, k, m,
                               LMB_STACK_MAX_SOURCES);
+        counts[k - 1] = (uint32_t)m;
         S += m;
         lua_pop(L, 2);
     }
-    if (lt == LUA_TNIL) S = 1;
+    if (lt != LUA_TNIL) lua_replace(L, 4);
+    if (lt == LUA_TNIL) S = 1, counts[0] = 1;
     int pt = lcore_rawfield(L, 1, "palettes"); /* 5 */
     if (pt != LUA_TNIL && pt != LUA_TTABLE)
         return luaL_error(L, "%s: desc.palettes must be an array of limber.Palette", fn);
@@ -594,12 +615,15 @@ static int l_plan_new(lua_State *L) {
     /* the clips, their cursor stride and untracked lists */
     uint32_t stride = 0;
     size_t untracked = 0;
+    lua_createtable(L, (int)C, 0); /* 7, then 3: the private copy of the clips */
     for (lua_Integer k = 1; k <= C; k++) {
         lua_rawgeti(L, 3, k);
         lmb_clip *c = (lmb_clip *)luaL_testudata(L, -1, CLIP_MT);
         if (!c)
             return luaL_error(L, "%s: desc.clips[%I] is not a limber.Clip (got %s)", fn, k,
                               luaL_typename(L, -1));
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, 7, k);
         c = (lmb_clip *)lmb_align_ptr(c, 64);
         if (c->joint_span > J)
             return luaL_error(L,
@@ -609,6 +633,7 @@ static int l_plan_new(lua_State *L) {
         untracked += (size_t)J * 3 - (c->joint_track_count < J * 3 ? c->joint_track_count : J * 3);
         lua_pop(L, 1);
     }
+    lua_replace(L, 3);
     size_t off = lmb_align_up(sizeof(lplan), 64);
     size_t o_layers = take(&off, (size_t)n * sizeof(lmb_stack_layer));
     size_t o_lof = take(&off, (size_t)S * 4);
@@ -694,7 +719,7 @@ static int l_plan_new(lua_State *L) {
             int lidx = lua_gettop(L);
             read_layer(L, lidx, k, sk, ly, lp->masks + (size_t)(k - 1) * J,
                        lp->refs + (size_t)(k - 1) * J * LMB_TRS_FLOATS, &w, 9, fn);
-            if (lcore_rawfield(L, lidx, "sources") != LUA_TNIL) m = lua_tointeger(L, -1);
+            m = counts[k - 1];
             lua_settop(L, 9);
         } else {
             memset(ly, 0, sizeof *ly);
