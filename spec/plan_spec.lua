@@ -1407,8 +1407,17 @@ describe("constructors and finalizers", function()
         values = path == "rotation" and { 0, 0, 0, 1, 0, 0, 0, 1 } or { 1, 1, 1, 1, 1, 1 } }
     end
   end
+  -- garbage whose finalizer is fn: tables on 5.2 and later, proxy userdata on
+  -- 5.1 and LuaJIT, whose tables have no __gc
+  local newproxy = rawget(_G, "newproxy")
   local function armed(fn)
-    for _ = 1, 20 do setmetatable({}, { __gc = fn }) end
+    for _ = 1, 20 do
+      if newproxy then
+        getmetatable(newproxy(true)).__gc = fn
+      else
+        setmetatable({}, { __gc = fn })
+      end
+    end
   end
 
   it("limber.plan uses the clips and layers it read first", function()
