@@ -768,13 +768,14 @@ local function run_stage(st, plan, layers, N)
 end
 
 -- Two Buffers of matrices within tol relative to each matrix's largest
--- entry (at least 1); `only(e)` limits the comparison to some elements.
-local function compare_matrices(a, b, tol, what, only)
+-- entry (at least 1, or floor(e) when given); `only(e)` limits the
+-- comparison to some elements.
+local function compare_matrices(a, b, tol, what, only, floor)
   assert.equal(#a, #b)
   for e = 1, #a do
     if not only or only(e) then
       local x, y = a:get(e), b:get(e)
-      local scale = 1
+      local scale = floor and floor(e) or 1
       for k = 1, #x do scale = math.max(scale, math.abs(x[k]), math.abs(y[k])) end
       for k = 1, #x do
         if not (math.abs(x[k] - y[k]) <= tol * scale) then -- luacheck: ignore 581 (NaN fails)
@@ -904,10 +905,26 @@ describe("limber.plan against the stage path", function()
         plan:run(dt)
         run_stage(st, plan, layers, N)
         local what = ("round %d frame %d"):format(round, frame)
-        compare_matrices(st.out:model_buffer(), pose:model_buffer(), 1e-5, what .. " models")
+        -- Rounding errors scale with the largest entries of an instance's
+        -- model matrices (a joint's translation sums its ancestors', which can
+        -- cancel: a root far from the origin, a joint back near it), and a
+        -- palette matrix's with the inverse binds' translations too (up to
+        -- 2 sqrt 3): the tolerance is relative to those, not to the entries of
+        -- the matrix compared alone.
+        local models, J, floors = st.out:model_buffer(), skel:joint_count(), {}
+        for i = 1, N do
+          local m = 1
+          for j = 1, J do
+            for _, v in ipairs(models:get((i - 1) * J + j)) do m = math.max(m, math.abs(v)) end
+          end
+          floors[i] = m
+        end
+        compare_matrices(models, pose:model_buffer(), 1e-5, what .. " models", nil,
+          function(e) return floors[math.floor((e - 1) / J) + 1] end)
         for k = 1, #pals do
+          local per = math.floor(#pals[k]:matrix_buffer() / N)
           compare_matrices(st.pals[k]:matrix_buffer(), pals[k]:matrix_buffer(), 1e-5,
-            what .. " palette " .. k)
+            what .. " palette " .. k, nil, function(e) return 4 * floors[math.floor((e - 1) / per) + 1] end)
         end
       end
     end

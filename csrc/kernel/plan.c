@@ -20,11 +20,9 @@ size_t lmb_plan_worker_bytes(uint32_t joints, uint32_t sources, uint32_t layers)
            (size_t)layers * ((joints + 7) / 8) + 64;
 }
 
-void lmb_plan_worker_place(lmb_plan_worker *w, void *mem, const lmb_skeleton *s, uint32_t sources,
-                           uint32_t layers) {
+void lmb_plan_worker_place(lmb_plan_worker *w, void *mem, const lmb_skeleton *s, uint32_t sources) {
     uint32_t J = s->joint_count;
     size_t pose = lmb_pose_bytes(J, LMB_LANES);
-    (void)layers;
     w->pose = lmb_pose_place(mem, s, LMB_LANES);
     w->src = (float *)lmb_align_ptr((unsigned char *)mem + pose + 64, 64);
     w->top = (int16_t *)(void *)(w->src + (size_t)sources * J * JS);

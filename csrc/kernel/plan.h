@@ -48,8 +48,7 @@ typedef struct lmb_plan_worker {
 /* Bytes of one worker's scratch (any alignment). */
 size_t lmb_plan_worker_bytes(uint32_t joints, uint32_t sources, uint32_t layers);
 /* Lays out worker scratch in `mem` (all sources at the rest pose). */
-void lmb_plan_worker_place(lmb_plan_worker *w, void *mem, const lmb_skeleton *s, uint32_t sources,
-                           uint32_t layers);
+void lmb_plan_worker_place(lmb_plan_worker *w, void *mem, const lmb_skeleton *s, uint32_t sources);
 
 typedef struct lmb_plan {
     lmb_pose *pose; /* the crowd (borrowed): skeleton, instances, roots, model matrices */

@@ -44,16 +44,7 @@ static inline V FOLD(splat)(float x) {
 static inline V FOLD(sel)(VI m, V a, V b) {
     return (V)(((VI)a & m) | ((VI)b & ~m));
 }
-/* 1 / sqrt(x) per lane, x > 0 (the loop vectorises: sqrt is one instruction) */
-static inline V FOLD(rsqrt)(V x) {
-    float in[W], out[W];
-    memcpy(in, &x, sizeof in);
-    for (int l = 0; l < W; l++)
-        out[l] = 1.0f / sqrtf(in[l]);
-    V r;
-    memcpy(&r, out, sizeof r);
-    return r;
-}
+/* sqrt(x) per lane (the loop vectorises: sqrt is one instruction) */
 static inline V FOLD(sqrtv)(V x) {
     float in[W], out[W];
     memcpy(in, &x, sizeof in);
@@ -62,6 +53,10 @@ static inline V FOLD(sqrtv)(V x) {
     V r;
     memcpy(&r, out, sizeof r);
     return r;
+}
+/* 1 / sqrt(x) per lane, x > 0 */
+static inline V FOLD(rsqrt)(V x) {
+    return 1.0f / FOLD(sqrtv)(x);
 }
 static inline V FOLD(absv)(V x) {
     VI m = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff,

@@ -66,6 +66,9 @@ int lcore_float_ok(lua_Number v);
 /* Reads argument `arg` as such a float; raises "bad argument #arg (<what>
  * is not a finite float (v))" otherwise. */
 float lcore_check_float(lua_State *L, int arg, const char *what);
+/* Reads argument `arg` as a clip time in seconds: any finite number, kept in
+ * double (defined in lcore_clip.c). */
+double lcore_check_time(lua_State *L, int arg);
 /* Reads `n` floats from the table at `arg` (1-based, starting at `first`)
  * into out, raw. Raises "<what>[k] must be a number (got t)" or "<what>[k]
  * is not a finite float (v)" naming the position k: as a bad-argument

@@ -378,7 +378,7 @@ static int l_clip_joint_tracks(lua_State *L) {
 
 /* A time argument in double: wrapping a long clip's time rounded to float
  * first would move it (3000 s in float is only good to 0.25 ms). */
-static double sample_time(lua_State *L, int arg) {
+double lcore_check_time(lua_State *L, int arg) {
     lua_Number t = luaL_checknumber(L, arg);
     if (!isfinite(t))
         luaL_argerror(L, arg, lua_pushfstring(L, "time is not a finite number (%f)", t));
@@ -386,7 +386,7 @@ static double sample_time(lua_State *L, int arg) {
 }
 
 static int push_sample(lua_State *L, const lmb_clip *c, const lmb_track *tr, int targ, int larg) {
-    double t = sample_time(L, targ);
+    double t = lcore_check_time(L, targ);
     int loop = lua_isnoneornil(L, larg) ? 1 : lua_toboolean(L, larg); /* loops by default */
     lmb_cursor cursor = {0, 0.0f, 0.0f};
     float v[LMB_FLOAT_WIDTH];
@@ -412,7 +412,7 @@ static int l_clip_sample_joint(lua_State *L) {
     lmb_clip *c = check_clip(L, 1);
     lua_Integer j = luaL_checkinteger(L, 2);
     int path = luaL_checkoption(L, 3, NULL, path_names);
-    sample_time(L, 4);
+    lcore_check_time(L, 4);
     for (uint32_t m = 0; m < c->joint_track_count; m++) {
         const lmb_track *tr = c->tracks + m;
         if ((lua_Integer)tr->target + 1 == j && tr->path == path)
@@ -557,14 +557,6 @@ static int l_sampler_new(lua_State *L) {
     return 1;
 }
 
-/* A clip time: any finite number (kept in double). */
-static double check_time(lua_State *L, int arg) {
-    lua_Number v = luaL_checknumber(L, arg);
-    if (!isfinite(v))
-        luaL_argerror(L, arg, lua_pushfstring(L, "time is not a finite number (%f)", v));
-    return (double)v;
-}
-
 /** sampler:set(i, clip, time [, loop [, rate]]): instance i plays clip
  * number `clip` (1-based in the sampler's set; nil: not sampled) at
  * `time` seconds (wrapped when loop, the default, else clamped). `rate` is
@@ -574,7 +566,7 @@ static int l_sampler_set(lua_State *L) {
     uint32_t i = lcore_check_index(L, 2, s->pose->instance_count, "instance");
     int32_t k = -1;
     if (!lua_isnoneornil(L, 3)) k = (int32_t)lcore_check_index(L, 3, s->clip_count, "clip");
-    double t = check_time(L, 4);
+    double t = lcore_check_time(L, 4);
     int loop = lua_isnoneornil(L, 5) ? 1 : lua_toboolean(L, 5);
     float rate = lua_isnoneornil(L, 6) ? s->rate[i] : lcore_check_float(L, 6, "rate");
     if (k != s->clip[i]) /* cursors belong to the clip they were used with */
@@ -590,7 +582,7 @@ static int l_sampler_set(lua_State *L) {
 static int l_sampler_set_time(lua_State *L) {
     lmb_sampler *s = check_sampler(L, 1);
     uint32_t i = lcore_check_index(L, 2, s->pose->instance_count, "instance");
-    s->time[i] = check_time(L, 3);
+    s->time[i] = lcore_check_time(L, 3);
     return 0;
 }
 

@@ -534,17 +534,16 @@ static lplan *check_plan(lua_State *L, int arg) {
 
 /* Allocates worker scratch for `count` workers as user value 2 of the plan
  * at `obj` (raises on failure, before anything changed). */
-static void plan_workers(lua_State *L, int obj, lplan *lp, uint32_t count) {
+static void plan_workers(lua_State *L, int obj, lplan *lp, uint32_t count, const char *fn) {
     lmb_plan *p = &lp->plan;
     size_t per = lmb_plan_worker_bytes(p->pose->joint_count, p->source_count, p->layer_count);
     size_t head = lmb_align_up((size_t)count * sizeof(lmb_plan_worker), 64);
-    if (per == 0 || per > ((size_t)1 << 36)) luaL_error(L, "limber.plan: scratch too large");
+    if (per == 0 || per > ((size_t)1 << 36)) luaL_error(L, "%s: worker scratch too large", fn);
     unsigned char *mem = (unsigned char *)lua_newuserdatauv(L, head + (size_t)count * per + 64, 0);
     mem = (unsigned char *)lmb_align_ptr(mem, 64);
     lmb_plan_worker *w = (lmb_plan_worker *)(void *)mem;
     for (uint32_t k = 0; k < count; k++)
-        lmb_plan_worker_place(w + k, mem + head + (size_t)k * per, p->pose->skel, p->source_count,
-                              p->layer_count);
+        lmb_plan_worker_place(w + k, mem + head + (size_t)k * per, p->pose->skel, p->source_count);
     lua_setiuservalue(L, obj, 2);
     p->workers = w;
     p->worker_count = count;
@@ -814,7 +813,7 @@ static int l_plan_new(lua_State *L) {
     }
     lua_settop(L, 8);
     lua_setiuservalue(L, 7, 1);
-    plan_workers(L, 7, lp, lmb_pool_threads(lcore_pool(L)));
+    plan_workers(L, 7, lp, lmb_pool_threads(lcore_pool(L)), fn);
     lmb_error err;
     if (lmb_plan_validate(p, &err) != LMB_OK) return lcore_raise(L, &err, fn);
     return 1;
@@ -858,13 +857,7 @@ static int l_plan_play(lua_State *L) {
     } else if (!lua_isnoneornil(L, 5)) {
         c = (int32_t)lcore_check_index(L, 5, lp->clip_count, "clip");
     }
-    double t = 0.0;
-    if (!lua_isnoneornil(L, 6)) {
-        lua_Number v = luaL_checknumber(L, 6);
-        if (!isfinite(v))
-            return luaL_argerror(L, 6, lua_pushfstring(L, "time is not a finite number (%f)", v));
-        t = (double)v;
-    }
+    double t = lua_isnoneornil(L, 6) ? 0.0 : lcore_check_time(L, 6);
     float rate = lua_isnoneornil(L, 7) ? 1.0f : lcore_check_float(L, 7, "rate");
     int loop = lua_isnoneornil(L, 8) ? 1 : lua_toboolean(L, 8);
     lmb_sampler *s = lp->plan.src + k;
@@ -882,12 +875,9 @@ static int l_plan_play(lua_State *L) {
 static int l_plan_set_time(lua_State *L) {
     lplan *lp = check_plan(L, 1);
     uint32_t i, k = plan_source(L, lp, 2, &i);
-    lua_Number v = luaL_checknumber(L, 5);
-    if (!isfinite(v))
-        return luaL_argerror(L, 5, lua_pushfstring(L, "time is not a finite number (%f)", v));
+    double v = lcore_check_time(L, 5);
     lmb_sampler *s = lp->plan.src + k;
-    s->time[i] =
-        s->clip[i] >= 0 ? lmb_clip_time_d(s->clips[s->clip[i]], (double)v, s->loop[i]) : (double)v;
+    s->time[i] = s->clip[i] >= 0 ? lmb_clip_time_d(s->clips[s->clip[i]], v, s->loop[i]) : v;
     lmb_plan_touch(&lp->plan, i);
     return 0;
 }
@@ -1084,7 +1074,7 @@ static int l_plan_run(lua_State *L) {
     }
     lmb_pool *pool = lcore_pool(L);
     uint32_t threads = lmb_pool_threads(pool);
-    if (threads > p->worker_count) plan_workers(L, 1, lp, threads);
+    if (threads > p->worker_count) plan_workers(L, 1, lp, threads, "limber.Plan:run");
     double t0 = wall();
     uint32_t blocks = lmb_plan_advance(p, dt);
     for (uint32_t w = 0; w < p->worker_count; w++)
