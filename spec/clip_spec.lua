@@ -361,6 +361,11 @@ describe("batched sampler", function()
     assert.error_matches(function() s:set(5, 1, 0) end, "instance index 5 out of range [1, 4]", 1, true)
     assert.error_matches(function() s:set(2, 2, 0) end, "clip index 2 out of range [1, 1]", 1, true)
     assert.error_matches(function() s:set(2, 1, 0 / 0) end, "time is not a finite number", 1, true)
+    -- every time argument goes through one check (lcore_check_time)
+    assert.error_matches(function() s:set_time(2, math.huge) end,
+      "#2 to 'limber.Sampler:set_time' (time is not a finite number", 1, true)
+    assert.error_matches(function() c:sample_joint(2, "translation", -math.huge) end,
+      "to 'limber.Clip:sample_joint' (time is not a finite number", 1, true)
     assert.error_matches(function() s:run(1, 9) end, "count 9 out of range [0, 4]", 1, true)
     assert.same({ 1, 0.5, true, 2 }, pack(s:get(2)))
   end)
