@@ -305,6 +305,99 @@ function C.humanoid()
   return joints
 end
 
+-- ---- the sampling benchmarks' humanoid and synthetic clips ----------------
+
+
+--- The 96-joint humanoid of the sampling benchmarks (a limber.Skeleton).
+function C.sampling_humanoid(limber)
+  local joints = {}
+  local function add(name, parent, t)
+    joints[#joints + 1] = { name = name, parent = parent, translation = t or { 0, 0.1, 0 } }
+    return name
+  end
+  add("hips", nil, { 0, 1, 0 })
+  local p = "hips"
+  for k = 1, 3 do p = add("spine" .. k, p) end
+  local chest = add("chest", p)
+  local head = add("head", add("neck", chest))
+  for _, side in ipairs({ "l", "r" }) do
+    local x = side == "l" and 0.1 or -0.1
+    local a = add(side .. "_clavicle", chest, { x, 0.1, 0 })
+    a = add(side .. "_upperarm", a, { x * 1.5, 0, 0 })
+    add(side .. "_upperarm_twist", a, { x, 0, 0 })
+    a = add(side .. "_forearm", a, { x * 2.5, 0, 0 })
+    add(side .. "_forearm_twist", a, { x, 0, 0 })
+    local hand = add(side .. "_hand", a, { x * 2.5, 0, 0 })
+    for f = 1, 5 do
+      local q = hand
+      for s = 1, 3 do
+        q = add(("%s_finger%d_%d"):format(side, f, s), q, { x * 0.3, 0, (f - 3) * 0.02 })
+      end
+    end
+    local l = add(side .. "_thigh", "hips", { x, -0.1, 0 })
+    add(side .. "_thigh_twist", l, { 0, -0.2, 0 })
+    l = add(side .. "_calf", l, { 0, -0.45, 0 })
+    add(side .. "_calf_twist", l, { 0, -0.2, 0 })
+    l = add(side .. "_foot", l, { 0, -0.45, 0 })
+    add(side .. "_toe_end", add(side .. "_toe", l, { 0, -0.05, 0.1 }), { 0, 0, 0.05 })
+  end
+  local k = 0
+  while #joints < 96 do
+    k = k + 1
+    add("face" .. k, head, { (k % 7 - 3) * 0.01, 0.05, 0.08 })
+  end
+  return limber.skeleton(joints)
+end
+
+-- Synthetic clip: T, R and S tracks on every joint, keyed at `rate` Hz for
+-- `seconds` seconds (one uniform key grid, as resampled mocap and DCC
+-- exports have, so the clip gets the dense form); smooth motion (keys a few
+-- degrees apart). Also returns the raw arrays for the baselines.
+function C.synthetic_clip(limber, skel, seconds, rate, cursor_only)
+  local J = skel:joint_count()
+  local nk = math.floor(seconds * rate + 0.5) + 1
+  local times = {}
+  for k = 1, nk do times[k] = (k - 1) / rate end
+  local tb = limber.buffer("f32", 1, times)
+  local tracks = {}
+  local all_times = limber.buffer("f32", 1, J * 3 * nk)
+  local tv = limber.buffer("f32", 3, J * nk)
+  local rv = limber.buffer("f32", 4, J * nk)
+  local sv = limber.buffer("f32", 3, J * nk)
+  local tstr = tb:bytes()
+  for j = 1, J do
+    local t0 = skel:rest_trs(j)
+    local T, R, S = {}, {}, {}
+    local ph = j * 0.37
+    for k = 1, nk do
+      local t = times[k]
+      T[#T + 1], T[#T + 2], T[#T + 3] = t0[1] + 0.02 * math.sin(t * 3 + ph), t0[2],
+        t0[3] + 0.01 * math.cos(t * 2 + ph)
+      local a = 0.5 * math.sin(t * 4 + ph)
+      local ax, ay, az = math.sin(ph), math.cos(ph), 0.3
+      local n = math.sqrt(ax * ax + ay * ay + az * az)
+      local sa = math.sin(a / 2) / n
+      R[#R + 1], R[#R + 2], R[#R + 3], R[#R + 4] = ax * sa, ay * sa, az * sa, math.cos(a / 2)
+      local s = 1 + 0.05 * math.sin(t * 5 + ph)
+      S[#S + 1], S[#S + 2], S[#S + 3] = s, s, s
+    end
+    local tbuf, rbuf, sbuf = limber.buffer("f32", 3, T), limber.buffer("f32", 4, R),
+      limber.buffer("f32", 3, S)
+    tracks[#tracks + 1] = { joint = j, path = "translation", times = tb, values = tbuf }
+    tracks[#tracks + 1] = { joint = j, path = "rotation", times = tb, values = rbuf }
+    tracks[#tracks + 1] = { joint = j, path = "scale", times = tb, values = sbuf }
+    for m = 0, 2 do all_times:set_bytes(tstr, ((j - 1) * 3 + m) * nk + 1) end
+    tv:set_bytes(tbuf:bytes(), (j - 1) * nk + 1)
+    rv:set_bytes(rbuf:bytes(), (j - 1) * nk + 1)
+    sv:set_bytes(sbuf:bytes(), (j - 1) * nk + 1)
+  end
+  local name = ("synthetic %ds@%dHz"):format(seconds, rate)
+  -- cursor_only: the same clip without the dense form (the per-track cursor path)
+  local clip = cursor_only and limber.core.clip(tracks, name, false)
+    or require("limber.anim").clip({ name = name, tracks = tracks }, skel)
+  return clip, { times = all_times, tv = tv, rv = rv, sv = sv, keys = nk, rate = rate }
+end
+
 --- A string as a JSON string literal.
 function C.json_string(v)
   return '"' .. v:gsub('[%c"\\]', function(c) return ("\\u%04x"):format(c:byte()) end) .. '"'

@@ -4,13 +4,17 @@
 -- implementation.
 --
 --   lua5.4 examples/gltf_dump.lua MODEL [--anim I | --rest] [--times t1,t2,...]
---          [--loop clamp|repeat] [--skinned] [--nodes]
+--          [--loop clamp|repeat] [--skinned] [--nodes] [--tolerance T [--distance D]]
 --   lua5.4 examples/gltf_dump.lua MODEL --info     (what is in the file, as text)
 --
 -- --anim I samples animation I (0-based glTF index) at the given times
 -- (default: the reference times -0.1, 0, 0.13d, 0.37d, 0.5d, 0.71d, 0.93d,
 -- d, d + 0.25 for duration d); --rest (default) prints the file's own pose.
 -- Joint world and skin matrices come from limber poses and palettes.
+-- The clips are exact unless --tolerance T (model units) packs them with
+-- that error bound (limber.anim.pack; --distance D sets its virtual
+-- distance, default the rig-relative one), so a packed clip can be
+-- compared with another runtime.
 -- Skinned vertices come from limber.skinning (`plain_skinning` in D.dump
 -- selects the plain Lua reference below instead). Requiring this file
 -- returns the functions instead of running.
@@ -218,19 +222,28 @@ end
 -- ---- sampling through limber.anim ----------------------------------------
 
 --- Default sampler: values of every channel of animation `anim` at clip
--- time t, through the animation's node clip (limber.anim). Returns
--- node -> { translation =, rotation =, scale = }.
-function D.clip_sampler(anim, t)
+-- time t, through the animation's clips (limber.anim): the node clip's
+-- node tracks and, with the asset, the joint tracks of the clips bound to
+-- its skeletons. Returns node -> { translation =, rotation =, scale = }.
+function D.clip_sampler(anim, t, asset)
   local clip = anim.clip
   if not clip then
     if #anim.channels == 0 then return {} end -- nothing to play (no channels, duration 0)
     error("gltf_dump: the animation has no clip (the asset was loaded with clips = false)", 0)
   end
   local out = {}
+  local function put(node, path, v)
+    out[node] = out[node] or {}
+    out[node][path] = type(v[1]) == "table" and v[1] or move(v, 1, v.n, 1, {})
+  end
   for k, tr in ipairs(clip:node_tracks()) do
-    out[tr.node] = out[tr.node] or {}
-    local v = pack(clip:sample_node(k, t, false)) -- t is already the clip time
-    out[tr.node][tr.path] = type(v[1]) == "table" and v[1] or move(v, 1, v.n, 1, {})
+    put(tr.node, tr.path, pack(clip:sample_node(k, t, false))) -- t is already the clip time
+  end
+  for s, c in ipairs(asset and anim.clips or {}) do
+    local nodes = asset.skeletons[s].nodes
+    for _, tr in ipairs(c:joint_tracks()) do
+      put(nodes[tr.joint], tr.path, pack(c:sample_joint(tr.joint, tr.path, t, false)))
+    end
   end
   return out
 end
@@ -315,7 +328,7 @@ function D.dump(asset, opts)
         clip_time = math.min(math.max(t, 0), d)
       end
       locals = {}
-      for n, v in pairs(sampler(anim, clip_time)) do
+      for n, v in pairs(sampler(anim, clip_time, asset)) do
         local e = trs[n]
         trs[n] = { translation = v.translation or e.translation,
                    rotation = v.rotation or e.rotation, scale = v.scale or e.scale }
@@ -388,7 +401,8 @@ end
 
 local function usage(msg)
   io.stderr:write(("gltf_dump: %s\nusage: lua5.4 examples/gltf_dump.lua MODEL [--anim I | --rest] "
-    .. "[--times t1,t2,...] [--loop clamp|repeat] [--skinned] [--nodes]\n"):format(msg))
+    .. "[--times t1,t2,...] [--loop clamp|repeat] [--skinned] [--nodes] "
+    .. "[--tolerance T [--distance D]]\n"):format(msg))
   os.exit(2)
 end
 
@@ -427,6 +441,13 @@ function D.main(args)
       opts.nodes = true
     elseif a == "--info" then
       opts.info = true
+    elseif a == "--tolerance" or a == "--distance" then
+      k = k + 1
+      local v = tonumber(args[k])
+      if not v or v ~= v or v < 0 or v == math.huge then
+        usage(a .. " needs a finite number >= 0 (model units)")
+      end
+      opts[a:sub(3)] = v
     elseif a:sub(1, 2) == "--" then
       usage("unknown option " .. a)
     else
@@ -436,7 +457,7 @@ function D.main(args)
   end
   if not path then usage("no model given") end
   local ok, res = pcall(function()
-    local asset = gltf.load(path)
+    local asset = gltf.load(path, { tolerance = opts.tolerance or 0, distance = opts.distance })
     if opts.info then return gltf.describe(asset) end
     return D.encode(D.dump(asset, opts))
   end)

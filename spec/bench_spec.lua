@@ -143,3 +143,29 @@ describe("the benchmark's host helpers (limber.baseline_skin)", function()
     refuses(function() base.pin("x") end, "number expected")
   end)
 end)
+
+describe("examples/bench_clips.lua", function()
+  -- packs all six clips (the 60 s one takes a while): once, on Lua 5.4
+  local run = H.lua == "5.4" and it or pending
+  run("prints the issue's JSON line: six clips, figures that agree with each other", function()
+    local ok, text = H.run(H.example("bench_clips.lua", "--frames 2 --instances 16 --json"))
+    assert.is_true(ok, text)
+    assert.truthy(text:find("interpreter: " .. INTERPRETER .. ",", 1, true), text)
+    local r = require("cjson").decode(text:match("([^\n]*)\n?$"))
+    local names = {}
+    for k, c in ipairs(r.clips) do
+      names[k] = c.name
+      for _, key in ipairs({ "bytes", "max_error", "max_error_10cm", "p99_error_10cm", "sample_ns",
+                             "sample_ns_uncompressed", "seek_ns" }) do
+        assert.equal("number", type(c[key]), c.name .. " " .. key)
+        assert.truthy(c[key] >= 0, key)
+      end
+      assert.truthy(c.bytes > 0 and c.sample_ns > 0 and c.seek_ns > 0)
+      -- the error at 10 cm covers the joint's own; the 99th percentile is below the largest
+      assert.truthy(c.max_error_10cm >= c.max_error and c.p99_error_10cm <= c.max_error_10cm)
+    end
+    assert.same({ "CesiumMan", "Fox_Survey", "Fox_Walk", "Fox_Run", "synth_10s_30hz",
+                  "synth_60s_120hz" }, names)
+    assert.truthy(r.snapshot_speedup == require("cjson").null or type(r.snapshot_speedup) == "number")
+  end)
+end)

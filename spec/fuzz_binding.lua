@@ -118,6 +118,10 @@ local function build_pool()
   local clip2 = try(anim.clip, { name = "Run", tracks = {
     { joint = 2, path = "scale", interpolation = "STEP", times = { 0, 2 }, values = { 1, 1, 1, 2, 2, 2 } } },
     events = { { time = 0.5, name = "step" } } }, skel)
+  if clip then -- a packed clip (and its error report) in the pool
+    local packed = try(anim.pack, clip, skel, { tolerance = 1e-3, distance = 0.05 })
+    if packed then try(packed.error, packed, clip, skel, 0.1) end
+  end
   if pose and clip and clip2 then
     local s = try(core.sampler, pose, { clip, clip2 })
     if s then
@@ -220,6 +224,8 @@ local function build_pool()
       end
     end
     add(asset.animations and asset.animations[1] and asset.animations[1].clip)
+    add(asset.animations and asset.animations[1] and asset.animations[1].clips
+      and asset.animations[1].clips[1]) -- packed at the load's default tolerance
   end
 end
 

@@ -106,7 +106,7 @@ describe("glTF reference (animations, " .. via .. ")", function()
     for a = 0, count - 1 do
       for _, loop in ipairs({ "clamp", "repeat" }) do
         it(("%s anim%d %s"):format(name, a, loop), function()
-          local asset = gltf.load(H.assets .. file)
+          local asset = gltf.load(H.assets .. file, { tolerance = 0 })
           local ref = read_json(("%s%s/anim%d.%s.json"):format(H.reference, name, a, loop))
           local e = extent(asset)
           -- SimpleSkin's rotation keys are off unit length by up to 2.3e-4: limber normalises
@@ -153,3 +153,51 @@ describe("glTF reference (animations, " .. via .. ")", function()
   end
 end)
 end
+
+-- Packed clips (the load's default tolerance): every joint's world
+-- transform stays within the error each clip reports (its origin within
+-- max_error, its axes within max_error_distance over the virtual distance),
+-- against the independent reference, at every reference time.
+describe("glTF reference (animations, packed clips at the default tolerance)", function()
+  for _, m in ipairs(ANIMATED) do
+    local name, file, count = m[1], m[2], m[3]
+    for a = 0, count - 1 do
+      it(("%s anim%d"):format(name, a), function()
+        local asset = gltf.load(H.assets .. file)
+        local ref = read_json(("%s%s/anim%d.clamp.json"):format(H.reference, name, a))
+        local e = extent(asset)
+        local tol = name == "Fox" and 1e-5 * e or 1e-5
+        local err_t, err_r = 0, 0
+        for _, c in ipairs(asset.animations[a + 1].clips or {}) do
+          local r = c:error()
+          if c:packed() then
+            assert.is_true(r.max_error_distance > 0 and r.max_error_distance <= r.tolerance)
+            err_t = math.max(err_t, r.max_error)
+            err_r = math.max(err_r, (r.max_error + r.max_error_distance) / r.distance)
+          end
+        end
+        local times = {}
+        for f, fr in ipairs(ref.frames) do times[f] = fr.t end
+        local got = D.dump(asset, { animation = a + 1, times = times, loop = "clamp" })
+        for f, rf in ipairs(ref.frames) do
+          for s, rs in ipairs(rf.skins) do
+            for k, rj in ipairs(rs.joints) do
+              local gw, rw = got.frames[f].skins[s].joints[k].world, rj.world
+              for c = 0, 2 do
+                local d2 = 0
+                for i = 1, 3 do d2 = d2 + (gw[c * 4 + i] - rw[c * 4 + i]) ^ 2 end
+                assert.is_true(math.sqrt(d2) <= err_r + 1e-5,
+                  ("frame %d joint %d axis %d off by %g (bound %g)"):format(f, k, c + 1,
+                    math.sqrt(d2), err_r))
+              end
+              local d2 = 0
+              for i = 13, 15 do d2 = d2 + (gw[i] - rw[i]) ^ 2 end
+              assert.is_true(math.sqrt(d2) <= err_t + tol,
+                ("frame %d joint %d origin off by %g (bound %g)"):format(f, k, math.sqrt(d2), err_t))
+            end
+          end
+        end
+      end)
+    end
+  end
+end)

@@ -363,24 +363,33 @@ describe("glTF clips through limber.anim", function()
 
   it("binds joint tracks to each skeleton and keeps other channels as node tracks", function()
     with_clip_spy(function(calls)
-      local a = gltf.load(H.assets .. "asset-generator/Animation_Skin/Animation_Skin_08.gltf")
+      local a = gltf.load(H.assets .. "asset-generator/Animation_Skin/Animation_Skin_08.gltf",
+        { tolerance = 0 })
       assert.is_true(a.has_clips)
       local anim = a.animations[1]
       assert.are.equal(2, #calls) -- the node clip and one clip per skeleton
       assert.are.equal(anim.clip, calls[1].clip)
-      assert.are.equal(anim.clips[1], calls[2].clip)
+      assert.are.equal(anim.clips[1], calls[2].clip) -- tolerance 0: exact, not packed
+      assert.is_false(anim.clips[1]:packed())
       assert.is_nil(calls[1].skel)
       assert.are.equal(a.skeletons[1].skeleton, calls[2].skel)
-      for k, ch in ipairs(anim.channels) do
-        local nt, jt = calls[1].desc.tracks[k], calls[2].desc.tracks[k]
-        assert.are.same({ ch.node, ch.path, ch.interpolation }, { nt.node, nt.path, nt.interpolation })
-        assert.is_nil(nt.joint)
-        assert.are.equal(a.skeletons[1].joint_of[ch.node], jt.joint)
-        assert.is_nil(jt.node)
-        assert.are.equal(ch.times, jt.times)
-        assert.are.equal(ch.values, jt.values)
+      -- each channel is in exactly one clip: on a joint, the skeleton's clip
+      local nn, nj = 0, 0
+      for _, ch in ipairs(anim.channels) do
+        local j = a.skeletons[1].joint_of[ch.node]
+        local list = j and calls[2].desc.tracks or calls[1].desc.tracks
+        local k = j and nj + 1 or nn + 1
+        if j then nj = k else nn = k end
+        local tr = list[k]
+        assert.are.same({ ch.path, ch.interpolation }, { tr.path, tr.interpolation })
+        assert.are.equal(j, tr.joint)
+        assert.are.equal(not j and ch.node or nil, tr.node)
+        assert.are.equal(ch.times, tr.times)
+        assert.are.equal(ch.values, tr.values)
       end
-      -- gltf_dump samples node tracks through the clip: at the first key
+      assert.are.equal(nn, #calls[1].desc.tracks)
+      assert.are.equal(nj, #calls[2].desc.tracks)
+      -- gltf_dump samples every channel through the clips: at the first key
       -- time, the first key's value
       local D = dofile(H.root .. "examples/gltf_dump.lua")
       local ch = anim.channels[1]
@@ -390,6 +399,30 @@ describe("glTF clips through limber.anim", function()
       local first = ch.values[ch.interpolation == "CUBICSPLINE" and 2 or 1]
       assert.near(first, out.frames[1].nodes[ch.node][ch.path], 1e-6)
     end)
+  end)
+
+  it("packs the skeleton clips by default (tolerance 0: exact)", function()
+    local a = gltf.load(H.assets .. "CesiumMan/CesiumMan.gltf")
+    local b = gltf.load(H.assets .. "CesiumMan/CesiumMan.gltf", { tolerance = 0 })
+    local pc, ec = a.animations[1].clips[1], b.animations[1].clips[1]
+    assert.is_true(pc:packed())
+    assert.is_false(ec:packed())
+    assert.is_true(pc:bytes() < ec:bytes() / 4)
+    local e = pc:error()
+    assert.is_true(e.max_error_distance > 0)
+    local sk = a.skeletons[1].skeleton
+    assert.is_true(e.max_error_distance <= require("limber.anim").PACK_TOLERANCE
+      * require("limber.anim").rig_size(sk) * (1 + 1e-6))
+    -- a looser tolerance: fewer bytes, a larger (still bounded) error
+    local c = gltf.load(H.assets .. "CesiumMan/CesiumMan.gltf", { tolerance = 0.005 })
+    local lc = c.animations[1].clips[1]
+    assert.is_true(lc:bytes() < pc:bytes())
+    assert.is_true(lc:error().max_error_distance <= 0.005)
+    for _, bad in ipairs({ -1, 0 / 0, math.huge }) do
+      assert.error_matches(function()
+        gltf.load(H.assets .. "CesiumMan/CesiumMan.gltf", { tolerance = bad })
+      end, "option 'tolerance' must be a finite number >= 0", 1, true)
+    end
   end)
 
   it("loads without clips when opts.clips is false", function()

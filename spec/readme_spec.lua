@@ -36,5 +36,16 @@ describe("README tour", function()
     assert.near(1 - 1 / 60 / 0.3, plan:weight(7, "base", 1), 1e-6)
     assert.equal(4, (plan:lod(42)))
     assert.equal(0, plan:run(0)) -- nothing changed since: nothing evaluated
+    -- the packed clips' block: what it prints is what its comment says
+    local pack_block = text:match("%*%*Clips a game can afford.-```lua\n(.-)```")
+    assert.truthy(pack_block, "README has the packed clips' Lua block")
+    pack_block = pack_block:gsub('"examples/assets/', '"' .. H.assets)
+    local shown
+    env.gltf, env.anim = env.limber.gltf, env.limber.anim
+    env.print = function(...) shown = { ... } end
+    assert(H.load(pack_block, "=README pack", "t", env))()
+    assert.equal(26176, shown[1])
+    assert.truthy(shown[2] < 5000, shown[2])
+    assert.truthy(shown[3] > 0 and shown[3] <= 0.02, shown[3])
   end)
 end)

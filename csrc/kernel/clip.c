@@ -237,7 +237,7 @@ static const lmb_track *grid_track(const lmb_clip *c) {
 static int dense_qualifies(const lmb_clip *c, double *dt) {
     uint32_t nt = c->joint_track_count;
     const lmb_track *t0 = grid_track(c);
-    if (!t0) return 0;
+    if (!t0 || c->packed.streams) return 0;
     uint32_t n = t0->key_count;
     if (n > DENSE_MAX_FRAMES) return 0;
     if (t0->interp != LMB_LINEAR && t0->interp != LMB_STEP) return 0;
@@ -256,6 +256,21 @@ static int dense_qualifies(const lmb_clip *c, double *dt) {
         if (dev > 1e-3 * d + 4.0 * (double)FLT_EPSILON * fabs(grid)) return 0;
     }
     *dt = d;
+    return 1;
+}
+
+uint32_t lmb_clip_cursor_count(const lmb_clip *c) {
+    if (!c->packed.streams) return c->joint_track_count;
+    size_t bytes = (size_t)c->packed.chunks * LMB_PK_CACHE_FLOATS * sizeof(float);
+    return (uint32_t)((bytes + sizeof(lmb_cursor) - 1) / sizeof(lmb_cursor));
+}
+
+int lmb_clip_grid(const lmb_clip *c, double *t0, double *dt, uint32_t *frames, uint32_t *interp) {
+    if (!dense_qualifies(c, dt)) return 0;
+    const lmb_track *g = grid_track(c);
+    *t0 = (double)c->times[g->times];
+    *frames = g->key_count;
+    *interp = g->interp;
     return 1;
 }
 
@@ -433,6 +448,10 @@ static inline void quat_interp(float *out, const float *a, const float *b, float
 
 static inline __attribute__((always_inline)) void
 sample_inline(const lmb_clip *c, const lmb_track *tr, float t, lmb_cursor *cursor, float *out) {
+    if (c->packed.streams && !tr->is_node) {
+        lmb_packed_sample(&c->packed, tr->target, tr->path, t, out);
+        return;
+    }
     const float *rec = c->values + tr->values;
     uint32_t n = tr->key_count, w = tr->width, st = tr->stride;
     int cubic = tr->interp == LMB_CUBIC;
@@ -641,6 +660,25 @@ static void sample_dense_lane(const lmb_clip *c, float t, float *local, const ui
     }
 }
 
+/* Portable sampling of a packed clip: every component of joints < joint_span
+ * (cache: the instance's decoded keys). */
+static void sample_packed_lane(const lmb_clip *c, float t, float *cache, float *local,
+                               const uint8_t *need, uint32_t lane) {
+    const lmb_packed *p = &c->packed;
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES, span = c->joint_span;
+    float pos = lmb_packed_pos(p, t), buf[80];
+    for (uint32_t q = 0; q * 8 < span; q++) {
+        if (need && !(need[q] >> lane & 1u)) continue;
+        lmb_packed_chunk_cached(p, q, pos, cache + (size_t)q * LMB_PK_CACHE_FLOATS, buf, 8);
+        uint32_t jn = span - q * 8 < 8 ? span - q * 8 : 8;
+        for (uint32_t j = 0; j < jn; j++) {
+            float *out = local + (size_t)(q * 8 + j) * jstride;
+            for (uint32_t m = 0; m < 10; m++)
+                out[m * LMB_LANES] = buf[m * 8 + j];
+        }
+    }
+}
+
 /* Instance i of the sampler's state into `local` (the lane's joint 0 in a
  * block of LMB_LANES lanes), by the portable code. */
 static void sample_lane(lmb_sampler *s, uint32_t i, float *local, const uint8_t *need,
@@ -651,6 +689,12 @@ static void sample_lane(lmb_sampler *s, uint32_t i, float *local, const uint8_t 
     float t = lmb_clip_time(c, s->time[i], s->loop[i]);
     if (c->dense.data) {
         sample_dense_lane(c, t, local, need, lane);
+        finish_lane(s, k, c, local);
+        return;
+    }
+    if (c->packed.streams) {
+        sample_packed_lane(c, t, (float *)(void *)(s->cursors + (size_t)i * s->cursor_stride),
+                           local, need, lane);
         finish_lane(s, k, c, local);
         return;
     }
@@ -684,6 +728,18 @@ void lmb_sampler_dense_plan(const lmb_sampler *s, const uint32_t inst[LMB_LANES]
         uint32_t i = inst[l];
         int32_t k = (valid >> l & 1u) ? s->clip[i] : -1;
         const lmb_clip *c = k >= 0 ? s->clips[k] : NULL;
+        pl->pk[l] = NULL, pl->pos[l] = 0.0f;
+        if (c && c->packed.streams) {
+            const lmb_packed *p = &c->packed;
+            pl->a[l] = pl->b[l] = NULL, pl->alpha[l] = 0.0f;
+            pl->pk[l] = p;
+            pl->cache[l] = (float *)(void *)(s->cursors + (size_t)i * s->cursor_stride);
+            pl->pos[l] = lmb_packed_pos(p, lmb_clip_time(c, s->time[i], s->loop[i]));
+            pl->chunks[l] = (c->joint_span + 7u) / 8u;
+            if (pl->chunks[l] > pl->max_chunks) pl->max_chunks = pl->chunks[l];
+            pl->lanes |= 1u << l;
+            continue;
+        }
         if (!c || !c->dense.data) {
             pl->a[l] = pl->b[l] = NULL, pl->alpha[l] = 0.0f, pl->chunks[l] = 0;
             continue;
@@ -805,11 +861,11 @@ lmb_status lmb_sampler_validate(const lmb_sampler *s, uint32_t first, uint32_t c
             return lmb_error_set(err, LMB_EMISMATCH, "clips",
                                  "clips[{i}] animates joint {v} but the skeleton has {l} joints", k,
                                  0, (double)c->joint_span, (double)p->joint_count);
-        if (c->joint_track_count > s->cursor_stride)
+        if (lmb_clip_cursor_count(c) > s->cursor_stride)
             return lmb_error_set(err, LMB_ERANGE, "cursor_stride",
-                                 "clips[{i}] has {v} joint tracks, more than the {l} cursors per "
-                                 "instance",
-                                 k, 0, (double)c->joint_track_count, (double)s->cursor_stride);
+                                 "clips[{i}] needs {v} cursors per instance, more than the {l} "
+                                 "there are",
+                                 k, 0, (double)lmb_clip_cursor_count(c), (double)s->cursor_stride);
     }
     if (s->root_joint < -1 || s->root_joint >= (int64_t)p->joint_count)
         return lmb_error_set(err, LMB_ERANGE, "root_joint", "root joint {v} out of range [1, {l}]",

@@ -34,6 +34,7 @@
 #ifndef LIMBER_CLIP_H
 #define LIMBER_CLIP_H
 
+#include "packed.h"
 #include "pose.h"
 
 /* LMB_PATH_F: a float track of 1 .. LMB_FLOAT_WIDTH values per key (e.g. morph
@@ -98,8 +99,16 @@ typedef struct lmb_clip {
     lmb_track *tracks;
     float *times;
     float *values;
-    lmb_dense dense; /* dense.data NULL: no dense form */
+    lmb_dense dense;   /* dense.data NULL: no dense form */
+    lmb_packed packed; /* packed.streams NULL: not packed (pack.h builds packed clips;
+                        * their joint tracks carry no keys: every sampling path
+                        * decodes the packed streams) */
 } lmb_clip;
+
+/* Lookup state a sampler keeps per instance for clip c, in lmb_cursor
+ * units: a cursor per joint track, or for a packed clip its decoded-key
+ * cache (LMB_PK_CACHE_FLOATS per chunk of 8 joints). */
+uint32_t lmb_clip_cursor_count(const lmb_clip *c);
 
 /* Bytes for a clip (header included, any alignment; 0 on overflow). */
 size_t lmb_clip_bytes(uint32_t tracks, uint32_t keys, uint32_t values);
@@ -133,6 +142,11 @@ lmb_status lmb_clip_finish(lmb_clip *c, lmb_error *err);
 /* Bytes for the dense form of a finished clip (any alignment), or 0 when
  * the clip does not qualify (see lmb_dense). */
 size_t lmb_clip_dense_bytes(const lmb_clip *c);
+
+/* Whether the joint tracks of a finished clip share one uniform key grid
+ * (the dense form's rule): its first time, interval, key count and
+ * interpolation (LMB_LINEAR or LMB_STEP). */
+int lmb_clip_grid(const lmb_clip *c, double *t0, double *dt, uint32_t *frames, uint32_t *interp);
 
 /* Builds the dense form in `mem` (lmb_clip_dense_bytes(c) bytes, owned by
  * the caller and kept alive as long as the clip). */
@@ -264,6 +278,9 @@ typedef struct lmb_dense_plan {
     const float *a[LMB_LANES], *b[LMB_LANES];
     float alpha[LMB_LANES];
     uint32_t chunks[LMB_LANES];
+    const lmb_packed *pk[LMB_LANES]; /* packed lanes: decoded at frame position pos[l] */
+    float pos[LMB_LANES];
+    float *cache[LMB_LANES]; /* packed lanes: the instance's decoded-key cache */
     uint32_t max_chunks;
     unsigned lanes;      /* bit l: lane l is dense-sampled */
     const uint8_t *need; /* per chunk of 8 joints, the lanes (bit l) that need it

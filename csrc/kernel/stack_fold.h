@@ -8,20 +8,10 @@
 #include "clip.h" /* LMB_NLERP_DOT */
 #include "qpoly.h"
 #include "stack.h"
+#include "vec8.h"
 
 #include <math.h>
 #include <string.h>
-
-/* the helpers below are static: vector arguments never cross an ABI boundary */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-
-#ifndef LIMBER_STACK_FOLD_TYPES
-#define LIMBER_STACK_FOLD_TYPES
-typedef float lmb_v8f __attribute__((vector_size(32)));
-typedef int32_t lmb_v8i __attribute__((vector_size(32)));
-#endif
 
 #define W LMB_LANES
 #define JS (LMB_TRS_FLOATS * W) /* floats per joint in a block */

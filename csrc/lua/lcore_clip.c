@@ -7,6 +7,8 @@
 
 #include "blend.h"
 #include "clip.h"
+#include "pack.h"
+#include "skeleton.h"
 #include "lcore.h"
 
 #define SAMPLER_MT "limber.Sampler"
@@ -221,6 +223,17 @@ static void clip_read_tables(lua_State *L, clip_src *src, uint32_t nsrc, int obj
     }
 }
 
+/* info.node_slots of the info table on top: the node tracks' positions (1-based). */
+static void set_node_slots(lua_State *L, const lmb_clip *c) {
+    lua_newtable(L);
+    int nk = 0;
+    for (uint32_t m = c->joint_track_count; m < c->track_count; m++) {
+        lua_pushinteger(L, (lua_Integer)m + 1);
+        lua_rawseti(L, -2, ++nk);
+    }
+    lua_setfield(L, -2, "node_slots");
+}
+
 /** core.clip(tracks [, name [, dense [, duration]]]): builds an immutable clip. tracks[k] =
  * { joint = j (1-based) | node = id, path = "translation" | "rotation" |
  * "scale", interpolation = "STEP" | "LINEAR" | "CUBICSPLINE" (default
@@ -294,17 +307,13 @@ static int l_clip_new(lua_State *L) {
         lua_pushstring(L, name);
         lua_setfield(L, -2, "name");
     }
-    lua_newtable(L);
-    int nk = 0;
-    for (uint32_t m = c->joint_track_count; m < c->track_count; m++) {
-        lua_pushinteger(L, (lua_Integer)m + 1);
-        lua_rawseti(L, -2, ++nk);
-    }
-    lua_setfield(L, -2, "node_slots");
+    set_node_slots(L, c);
     /* a longer duration than the keys' (channels limber does not sample,
      * such as glTF weights, can run longer): the tracks hold their last key */
     if ((float)min_duration > c->duration) c->duration = (float)min_duration;
     size_t dense = want_dense ? lmb_clip_dense_bytes(c) : 0;
+    lua_pushinteger(L, (lua_Integer)(bytes + dense));
+    lua_setfield(L, -2, "bytes");
     if (dense > 0) {
         /* the dense frames live in a plain userdata anchored by the info table */
         void *mem = lua_newuserdatauv(L, dense, 0);
@@ -328,11 +337,16 @@ static int l_clip_duration(lua_State *L) {
     return 1;
 }
 
-static int l_clip_name(lua_State *L) {
+/* Pushes field `name` of the clip's info table (user value 1). */
+static int clip_info(lua_State *L, const char *name) {
     check_clip(L, 1);
     lua_getiuservalue(L, 1, 1);
-    lua_getfield(L, -1, "name");
+    lua_getfield(L, -1, name);
     return 1;
+}
+
+static int l_clip_name(lua_State *L) {
+    return clip_info(L, "name");
 }
 
 /** clip:node_tracks(): array of { node =, path =, interpolation =, keys = }. */
@@ -454,6 +468,146 @@ static int l_clip_tostring(lua_State *L) {
     return 1;
 }
 
+/* Sets t[name] = v on the table at the top of the stack. */
+static void set_number(lua_State *L, const char *name, double v) {
+    lua_pushnumber(L, (lua_Number)v);
+    lua_setfield(L, -2, name);
+}
+
+/* Pushes the error table of clip:error() from stats. */
+static void push_stats(lua_State *L, const lmb_pack_stats *st, double tolerance, double distance) {
+    lua_createtable(L, 0, 8);
+    set_number(L, "max_error", st->max_joint);
+    set_number(L, "max_error_distance", st->max_distance);
+    set_number(L, "p99_error_distance", st->p99_distance);
+    lua_pushinteger(L, (lua_Integer)st->worst_joint + 1);
+    lua_setfield(L, -2, "worst_joint");
+    set_number(L, "worst_time", (double)st->worst_time);
+    lua_pushinteger(L, (lua_Integer)st->samples);
+    lua_setfield(L, -2, "samples");
+    set_number(L, "tolerance", tolerance);
+    set_number(L, "distance", distance);
+}
+
+/** core.clip_pack(clip, skeleton, tolerance, distance): a packed copy of
+ * clip (pack.h) whose model-space error for skeleton stays within
+ * tolerance at the joints and at `distance` from them, or nil and a
+ * message when no packing meets the tolerance. Bad arguments raise. */
+static int l_clip_pack(lua_State *L) {
+    lmb_clip *src = check_clip(L, 1);
+    lmb_skeleton *sk = lcore_check_skeleton(L, 2);
+    lmb_pack_job job;
+    memset(&job, 0, sizeof job);
+    job.src = src, job.skel = sk;
+    job.tolerance = lcore_check_float(L, 3, "tolerance");
+    job.distance = lcore_check_float(L, 4, "distance");
+    lua_settop(L, 4);
+    lmb_error err;
+    lmb_error_clear(&err);
+    if (src->packed.streams)
+        return luaL_argerror(L, 1, "the clip is packed already (pack the exact clip)");
+    if (src->joint_span > sk->joint_count)
+        return luaL_argerror(L, 2,
+                             lua_pushfstring(L,
+                                             "the clip animates joint %d of a %d-joint "
+                                             "skeleton",
+                                             (int)src->joint_span, (int)sk->joint_count));
+    if (!(job.tolerance > 0.0f))
+        return luaL_argerror(
+            L, 3, lua_pushfstring(L, "tolerance must be > 0 (got %f)", (lua_Number)job.tolerance));
+    if (!(job.distance >= 0.0f))
+        return luaL_argerror(
+            L, 4, lua_pushfstring(L, "distance must be >= 0 (got %f)", (lua_Number)job.distance));
+    size_t sb = lmb_pack_scratch_bytes(src, sk);
+    if (sb == 0) return luaL_argerror(L, 1, "the clip is too large to pack");
+    void *scratch = lua_newuserdatauv(L, sb, 0); /* 5 */
+    if (lmb_pack_plan(&job, scratch, &err) != LMB_OK) {
+        if (err.code == LMB_ERANGE && strcmp(err.field, "tolerance") == 0) {
+            char buf[256];
+            lmb_error_format(&err, buf, sizeof buf);
+            lua_pushnil(L);
+            lua_pushfstring(L, "limber.anim.pack: %s", buf);
+            return 2;
+        }
+        return lcore_raise(L, &err, "limber.anim.pack");
+    }
+    void *mem = lcore_newobject(L, job.bytes, 1, CLIP_MT); /* 6 */
+    lmb_clip *c = lmb_pack_write(&job, scratch, mem);
+    lua_createtable(L, 0, 4); /* 7: info */
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "name");
+    lua_setfield(L, -3, "name");
+    lua_getfield(L, -1, "bytes");
+    lua_setfield(L, -3, "source_bytes");
+    lua_pop(L, 1);
+    lua_pushinteger(L, (lua_Integer)job.bytes);
+    lua_setfield(L, -2, "bytes");
+    set_node_slots(L, c);
+    push_stats(L, &job.stats, (double)job.tolerance, (double)job.distance);
+    lua_setfield(L, -2, "error");
+    lua_setiuservalue(L, 6, 1);
+    lua_settop(L, 6);
+    return 1;
+}
+
+/** clip:packed(): true for a packed clip (limber.anim.pack). */
+static int l_clip_packed(lua_State *L) {
+    lua_pushboolean(L, check_clip(L, 1)->packed.streams != NULL);
+    return 1;
+}
+
+/** clip:bytes(): the bytes the clip holds (keys, dense frames or packed streams, tables). */
+static int l_clip_bytes(lua_State *L) {
+    return clip_info(L, "bytes");
+}
+
+/** clip:error([source, skeleton, distance]): the packed clip's error
+ * against its source as measured when packed: { max_error (at the joints),
+ * max_error_distance, p99_error_distance (at `distance` from them),
+ * worst_joint, worst_time, samples, tolerance, distance, bytes }; an exact
+ * clip reports zeros. With a source clip and a skeleton, measures again
+ * against that source (any two clips of the skeleton). */
+static int l_clip_error(lua_State *L) {
+    lmb_clip *c = check_clip(L, 1);
+    if (!lua_isnoneornil(L, 2)) {
+        lmb_clip *src = check_clip(L, 2);
+        lmb_skeleton *sk = lcore_check_skeleton(L, 3);
+        float distance = lcore_check_float(L, 4, "distance");
+        luaL_argcheck(L, distance >= 0.0f, 4, "distance must be >= 0");
+        if (src->packed.streams) return luaL_argerror(L, 2, "the source must be an exact clip");
+        if (src->joint_span > sk->joint_count || c->joint_span > sk->joint_count)
+            return luaL_argerror(L, 3, "the skeleton has fewer joints than the clips animate");
+        size_t sb = lmb_pack_scratch_bytes(src, sk);
+        if (sb == 0) return luaL_argerror(L, 2, "the clip is too large to measure");
+        void *scratch = lua_newuserdatauv(L, sb, 0);
+        lmb_pack_stats st;
+        lmb_pack_measure(src, c, sk, distance, scratch, &st);
+        push_stats(L, &st, 0.0, (double)distance);
+    } else {
+        lua_getiuservalue(L, 1, 1);
+        lua_getfield(L, -1, "error");
+        if (lua_istable(L, -1)) {
+            /* a copy: the caller may change it */
+            lua_newtable(L);
+            lua_pushnil(L);
+            while (lua_next(L, -3)) {
+                lua_pushvalue(L, -2);
+                lua_insert(L, -2);
+                lua_rawset(L, -4);
+            }
+        } else {
+            lmb_pack_stats st;
+            memset(&st, 0, sizeof st);
+            push_stats(L, &st, 0.0, 0.0);
+        }
+    }
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "bytes");
+    lua_setfield(L, -3, "bytes");
+    lua_pop(L, 1);
+    return 1;
+}
+
 /* ---- Sampler ---------------------------------------------------------- */
 
 static lmb_sampler *check_sampler(lua_State *L, int arg) {
@@ -485,7 +639,7 @@ static int l_sampler_new(lua_State *L) {
                                  lua_pushfstring(L, "clips[%I] is not a limber.Clip (got %s)", k,
                                                  luaL_typename(L, -1)));
         c = (lmb_clip *)lmb_align_ptr(c, 64);
-        if (c->joint_track_count > stride) stride = c->joint_track_count;
+        if (lmb_clip_cursor_count(c) > stride) stride = lmb_clip_cursor_count(c);
         untracked += (size_t)J * 3 - c->joint_track_count;
         got[k - 1] = c;
         lua_rawseti(L, 3, k);
@@ -916,6 +1070,9 @@ void lcore_open_clip(lua_State *L) {
                                             {"key_count", l_clip_key_count},
                                             {"track_count", l_clip_track_count},
                                             {"dense", l_clip_dense},
+                                            {"packed", l_clip_packed},
+                                            {"bytes", l_clip_bytes},
+                                            {"error", l_clip_error},
                                             {NULL, NULL}};
     static const luaL_Reg sampler_methods[] = {{"set", l_sampler_set},
                                                {"set_time", l_sampler_set_time},
@@ -943,6 +1100,8 @@ void lcore_open_clip(lua_State *L) {
     lcore_class(L, BLENDER_MT, blender_meta, blender_methods);
     lua_pushcfunction(L, l_clip_new);
     lua_setfield(L, -2, "clip");
+    lua_pushcfunction(L, l_clip_pack);
+    lua_setfield(L, -2, "clip_pack");
     lua_pushcfunction(L, l_sampler_new);
     lua_setfield(L, -2, "sampler");
     lua_pushcfunction(L, l_blender_new);

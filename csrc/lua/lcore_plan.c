@@ -628,7 +628,7 @@ static int l_plan_new(lua_State *L) {
             return luaL_error(L,
                               "%s: desc.clips[%I] animates joint %I but the skeleton has %I joints",
                               fn, k, (lua_Integer)c->joint_span, (lua_Integer)J);
-        if (c->joint_track_count > stride) stride = c->joint_track_count;
+        if (lmb_clip_cursor_count(c) > stride) stride = lmb_clip_cursor_count(c);
         untracked += (size_t)J * 3 - (c->joint_track_count < J * 3 ? c->joint_track_count : J * 3);
         lua_pop(L, 1);
     }

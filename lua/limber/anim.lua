@@ -181,6 +181,83 @@ function M.clip(desc, skeleton)
   return clip
 end
 
+-- ---- packed clips --------------------------------------------------------------
+
+--- Default packing tolerance, as a fraction of the rig's size (`rig_size`):
+-- 2e-4 is 0.36 mm on a 1.8 m character.
+M.PACK_TOLERANCE = 2e-4
+--- Default virtual distance (points that far from each joint, along its
+-- axes, are measured as well as the joint), as a fraction of the rig's
+-- size: 0.05 is 9 cm on a 1.8 m character.
+M.PACK_DISTANCE = 0.05
+
+--- The size of a skeleton's rest pose: the largest extent (x, y or z) of
+-- its joints' model-space origins, or 1 when every joint sits at one point.
+-- @tparam limber.Skeleton skeleton
+-- @treturn number
+function M.rig_size(skeleton)
+  if not is_a(skeleton, "limber.Skeleton") then
+    arg_error(1, "rig_size", "limber.Skeleton", skeleton)
+  end
+  local pose = core.pose(skeleton, 1)
+  pose:local_to_model()
+  local lo, hi = { math.huge, math.huge, math.huge }, { -math.huge, -math.huge, -math.huge }
+  for j = 1, skeleton:joint_count() do
+    local m = pose:model(1, j)
+    for c = 1, 3 do
+      local v = m[12 + c]
+      if v < lo[c] then lo[c] = v end
+      if v > hi[c] then hi[c] = v end
+    end
+  end
+  local size = math.max(hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3])
+  return size > 0 and size or 1
+end
+
+local PACK_OPTIONS = { tolerance = "number", distance = "number" }
+
+--- Packs (compresses) a clip for a skeleton within an error bound.
+--
+-- The packed clip's joints stay within `tolerance` (model units) of the
+-- exact clip's, in model space, at every joint and at points `distance`
+-- from each joint along its axes (so a joint's rotation error counts at
+-- the size of what hangs from it), measured at every key time and every
+-- midpoint between key times. Every sampling path (samplers, stacks,
+-- plans, `sample_joint`) reads packed clips as it reads exact ones.
+-- `clip:error()` reports the error reached and `clip:bytes()` the memory.
+-- @tparam limber.Clip clip an exact clip (joints of `skeleton`)
+-- @tparam limber.Skeleton skeleton the skeleton it animates
+-- @tparam[opt] table opts `tolerance` (default `PACK_TOLERANCE` times
+--   `rig_size(skeleton)`; 0 returns the clip itself, exact) and `distance`
+--   (default `PACK_DISTANCE` times the rig size), both in model units
+-- @treturn limber.Clip the packed clip, or `clip` itself when the
+--   tolerance is 0 or no packing meets it
+-- @treturn[opt] string why the clip was kept exact (no packing met the tolerance)
+function M.pack(clip, skeleton, opts)
+  if not is_a(clip, "limber.Clip") then arg_error(1, "pack", "limber.Clip", clip) end
+  if not is_a(skeleton, "limber.Skeleton") then
+    arg_error(2, "pack", "limber.Skeleton", skeleton)
+  end
+  opts = check.options(3, "limber.anim.pack", opts, PACK_OPTIONS, 2)
+  local tol, dist = opts.tolerance, opts.distance
+  if tol ~= nil and not (finite(tol) and tol >= 0) then
+    check.arg_fail(3, "limber.anim.pack", "option 'tolerance' must be a finite number >= 0", 2)
+  end
+  if dist ~= nil and not (finite(dist) and dist >= 0) then
+    check.arg_fail(3, "limber.anim.pack", "option 'distance' must be a finite number >= 0", 2)
+  end
+  if tol == 0 then return clip end
+  local size
+  if tol == nil or dist == nil then size = M.rig_size(skeleton) end
+  tol = tol or M.PACK_TOLERANCE * size
+  dist = dist or M.PACK_DISTANCE * size
+  local ok, packed, why = pcall(core.clip_pack, clip, skeleton, tol, dist)
+  if not ok then check.rethrow(packed, "limber.anim.pack", "clip_pack", 2) end
+  if not packed then return clip, why end
+  events_of[packed] = events_of[clip]
+  return packed
+end
+
 --- The events of a clip, sorted by time: array of { time =, name = }.
 -- @tparam limber.Clip clip
 function M.events(clip)

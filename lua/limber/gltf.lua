@@ -898,10 +898,10 @@ end
 
 -- ---- clips --------------------------------------------------------------------
 
---- Builds limber clips for every animation: animation.clip has every
--- channel as a node track (node = 1-based node); animation.clips[s] is
--- bound to asset.skeletons[s]: channels on its joints are joint tracks,
--- the others node tracks.
+--- Builds limber clips for every animation: animation.clips[s] is bound
+-- to asset.skeletons[s] and holds the channels on its joints (as joint
+-- tracks, packed within the load's tolerance); animation.clip holds every
+-- other channel (as node tracks, exact). Each channel is in one clip.
 -- @local
 function Loader:clips()
   local asset = self.asset
@@ -924,12 +924,21 @@ function Loader:clips()
         end
       end
       self:take(where, (1 + #asset.skeletons) * (#an.channels * M.COSTS.track + keys))
-      local function tracks(skel)
+      local owner = {} -- channel -> skeleton whose joint it animates
+      for k, ch in ipairs(an.channels) do
+        for s, skel in ipairs(asset.skeletons) do
+          if not owner[k] and skel.joint_of[ch.node] then owner[k] = s end
+        end
+      end
+      -- the channels of skeleton s (joint tracks), or (s nil) of no skeleton (node tracks)
+      local function tracks(s)
         local t = {}
         for k, ch in ipairs(an.channels) do
-          local j = skel and skel.joint_of[ch.node]
-          t[k] = { joint = j, node = not j and ch.node or nil, path = ch.path,
-                   interpolation = ch.interpolation, times = ch.times, values = ch.values }
+          if owner[k] == s then
+            local j = s and asset.skeletons[s].joint_of[ch.node]
+            t[#t + 1] = { joint = j, node = not j and ch.node or nil, path = ch.path,
+                          interpolation = ch.interpolation, times = ch.times, values = ch.values }
+          end
         end
         return t
       end
@@ -940,8 +949,17 @@ function Loader:clips()
       an.clips = {}
       for s, skel in ipairs(asset.skeletons) do
         local okk, c = pcall(anim_mod.clip,
-          { name = an.name, tracks = tracks(skel), duration = an.duration }, skel.skeleton)
+          { name = an.name, tracks = tracks(s), duration = an.duration }, skel.skeleton)
         if not okk then fail(where, "%s", c) end
+        if self.tolerance ~= 0 and c:joint_span() > 0 then
+          local packed, why = anim_mod.pack(c, skel.skeleton,
+            { tolerance = self.tolerance, distance = self.distance })
+          if why then
+            asset.warnings[#asset.warnings + 1] =
+              ("%s: the clip of skeleton %d is kept exact (%s)"):format(where, s - 1, why)
+          end
+          c = packed
+        end
         an.clips[s] = c
       end
     end
@@ -957,7 +975,7 @@ local function is_glb(bytes)
 end
 
 local LOAD_OPTIONS = { base_dir = "string", name = "string", max_bytes = "number",
-                               clips = "boolean" }
+                               clips = "boolean", tolerance = "number", distance = "number" }
 
 -- the options of load / load_bytes (argument #2 of fname), checked and copied
 local function load_options(fname, opts)
@@ -966,13 +984,19 @@ local function load_options(fname, opts)
   if mb ~= nil and (mb ~= mb or mb < 0) then
     check.arg_fail(2, fname, "option 'max_bytes' must be a non-negative number", 3)
   end
+  for _, k in ipairs({ "tolerance", "distance" }) do
+    local v = opts[k]
+    if v ~= nil and not (v >= 0 and v < math.huge) then
+      check.arg_fail(2, fname, ("option '%s' must be a finite number >= 0"):format(k), 3)
+    end
+  end
   return opts
 end
 
 -- load_bytes after its arguments are checked
 local function load_bytes(bytes, opts)
   local self = setmetatable({
-    base_dir = opts.base_dir, used = 0,
+    base_dir = opts.base_dir, used = 0, tolerance = opts.tolerance, distance = opts.distance,
     max_bytes = opts.max_bytes or (M.DEFAULT_BASE_BYTES + 16 * #bytes),
   }, Loader)
   local text = bytes
@@ -1021,8 +1045,11 @@ end
 -- @tparam[opt] table opts `base_dir` (directory of external buffers, with
 --   a trailing slash; without it only data: URIs and GLB chunks work),
 --   `name` (reported as asset.name), `max_bytes` (decode budget),
---   `clips` (false: do not build limber clips). Unknown options and
---   options of the wrong type are errors.
+--   `clips` (false: do not build limber clips), `tolerance` and `distance`
+--   (the skeleton clips are packed with `limber.anim.pack` and these
+--   options, model units; default: its rig-relative defaults; tolerance 0
+--   keeps them exact). Unknown options and options of the wrong type are
+--   errors.
 -- @treturn table the asset
 function M.load_bytes(bytes, opts)
   if type(bytes) ~= "string" then check.arg_error(1, "limber.gltf.load_bytes", "string", bytes) end

@@ -255,9 +255,21 @@ LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan
         for (int l = 0; l < LMB_LANES; l++) {
             if (q < plan->chunks[l] && (want >> l & 1u)) {
                 lanes |= 1u << l;
-                dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, plan->alpha[l], buf + l * 8);
+                if (plan->pk[l])
+                    lmb_packed_chunk_cached_avx2(plan->pk[l], q, plan->pos[l],
+                                                 plan->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS,
+                                                 buf + l * 8, 64);
+                else
+                    dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, plan->alpha[l],
+                               buf + l * 8);
             }
-            if (next && q < next->chunks[l] && (!next->need || (next->need[q] >> l & 1u))) {
+            if (next && q < next->chunks[l] && next->pk[l] &&
+                (!next->need || (next->need[q] >> l & 1u))) {
+                /* the next block's decoded-key cache of chunk q */
+                const char *nc = (const char *)(next->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS);
+                for (size_t m = 0; m < LMB_PK_CACHE_FLOATS * sizeof(float); m += 64)
+                    __builtin_prefetch(nc + m);
+            } else if (next && q < next->chunks[l] && (!next->need || (next->need[q] >> l & 1u))) {
                 /* the next block's chunk q: 5 lines per frame */
                 const char *na = (const char *)(next->a[l] + q * 80);
                 const char *nb = (const char *)(next->b[l] + q * 80);

@@ -1,0 +1,1035 @@
+/* pack.c: the clip compressor and its error measurement (pack.h). */
+#include "pack.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PK(name) pack_##name
+#include "packed_decode.h"
+#undef PK
+
+/* Steps tried per stream, largest first (frames per kept key). */
+static const uint16_t step_list[] = {32, 24, 16, 12, 8, 6, 5, 4, 3, 2, 1};
+#define STEP_COUNT (sizeof step_list / sizeof step_list[0])
+/* Feasible steps whose quantisation is tried (the largest ones). */
+#define STEP_TRIES 3
+/* Grids finer than the source's tried when resampling cannot meet the bound. */
+#define GRID_TRIES 3
+#define GRID_MAX (1u << 22)
+/* Outer iterations tightening the per-joint budgets. */
+#define BUDGET_TRIES 8
+/* p99 histogram: 200 bins per decade from 1e-12 to 1e6. */
+#define HIST_PER_DECADE 200
+#define HIST_BINS (18 * HIST_PER_DECADE + 2)
+#define SECTION 16
+/* Sample positions per key interval: the keys and the points a quarter,
+ * half and three quarters of the way (interpolation errors of rotations
+ * peak off the midpoint). */
+#define SUB 4u
+
+static const uint32_t first_comp[3] = {0, 3, 7};
+
+typedef struct pack_lay {
+    uint32_t F0, Fmax, F, Q, J, jt;
+    int mode, interp;
+    double t0, dt;
+    float *gt;           /* Fmax: the grid's times */
+    uint16_t *kfc, *kfb; /* Fmax: a candidate's key frames, the best candidate's */
+    uint16_t *kf;        /* Q * 3 * Fmax: the chosen streams' key frames */
+    uint32_t kf_count;
+    float *G;        /* (2 Fmax - 1) * Q * 80: exact values at half frames */
+    float *K;        /* Fmax * 32: one stream's kept key values */
+    float *rg;       /* Q * 3 * 64: ranges of every stream */
+    uint8_t *data;   /* Q * 3 * Fmax * 128: records of every stream */
+    lmb_pstream *st; /* Q * 3 */
+    uint8_t *has;    /* Q * 8 * 3: the source animates (joint, path) */
+    uint8_t *keep;   /* Q * 8 * 3: the packed clip keeps it */
+    double *reach;   /* Q * 8 */
+    double *chain;   /* Q * 8: joints on the longest chain through the joint */
+    float *fill;     /* Q * 80: rest values (constants past the skeleton) */
+    lmb_cursor *cur; /* jt */
+    float *times;    /* key_total */
+    float *poseE, *poseD;
+    double *mE, *mD;
+    uint32_t *hist;
+    uint32_t range_floats, data_bytes, kept, node_tracks, node_times, node_values;
+    lmb_packed pk;
+} pack_lay;
+
+/* ---- layout of the scratch ------------------------------------------- */
+
+/* Distinct key-time ranges of the multi-key joint tracks (at most
+ * RANGES_MAX; returns RANGES_MAX + 1 when there are more). */
+#define RANGES_MAX 64
+static uint32_t time_ranges(const lmb_clip *src, uint32_t *off, uint32_t *cnt) {
+    uint32_t n = 0;
+    for (uint32_t m = 0; m < src->joint_track_count; m++) {
+        const lmb_track *tr = src->tracks + m;
+        if (tr->key_count < 2) continue;
+        int seen = 0;
+        for (uint32_t r = 0; r < n && !seen; r++)
+            seen = off[r] == tr->times && cnt[r] == tr->key_count;
+        if (seen) continue;
+        if (n == RANGES_MAX) return RANGES_MAX + 1;
+        off[n] = tr->times, cnt[n] = tr->key_count, n++;
+    }
+    return n;
+}
+
+/* The sorted union of those ranges' times into out (NULL: only counted). */
+static uint32_t merge_times(const lmb_clip *src, const uint32_t *off, const uint32_t *cnt,
+                            uint32_t nr, float *out) {
+    uint32_t at[RANGES_MAX], n = 0;
+    memset(at, 0, sizeof at);
+    for (;;) {
+        int any = 0;
+        float next = 0.0f;
+        for (uint32_t r = 0; r < nr; r++) {
+            if (at[r] == cnt[r]) continue;
+            float v = src->times[off[r] + at[r]];
+            if (!any || v < next) next = v, any = 1;
+        }
+        if (!any) return n;
+        for (uint32_t r = 0; r < nr; r++)
+            if (at[r] < cnt[r] && src->times[off[r] + at[r]] == next) at[r]++;
+        if (out) out[n] = next;
+        n++;
+    }
+}
+
+enum { GRID_SOURCE = 0, GRID_UNION = 1, GRID_RESAMPLED = 2 };
+
+static int grid_of(const lmb_clip *src, pack_lay *L) {
+    double t0, dt;
+    uint32_t n, interp, off[RANGES_MAX], cnt[RANGES_MAX];
+    L->interp = LMB_LINEAR;
+    if (lmb_clip_grid(src, &t0, &dt, &n, &interp)) {
+        L->mode = GRID_SOURCE, L->interp = (int)interp, L->t0 = t0, L->dt = dt, L->F0 = n;
+    } else {
+        uint32_t nr = time_ranges(src, off, cnt);
+        float lo = 0.0f, hi = 0.0f;
+        uint32_t most = 1;
+        int any = 0;
+        for (uint32_t m = 0; m < src->joint_track_count; m++) {
+            const lmb_track *tr = src->tracks + m;
+            if (!any || tr->first < lo) lo = tr->first;
+            if (!any || tr->last > hi) hi = tr->last;
+            any = 1;
+            if (tr->key_count > most) most = tr->key_count;
+        }
+        L->t0 = (double)lo;
+        if (nr >= 1 && nr <= RANGES_MAX) {
+            /* STEP on the union grid when every multi-key track steps */
+            int step = 1;
+            for (uint32_t m = 0; m < src->joint_track_count; m++)
+                if (src->tracks[m].key_count > 1 && src->tracks[m].interp != LMB_STEP) step = 0;
+            L->interp = step ? LMB_STEP : LMB_LINEAR;
+            L->mode = GRID_UNION;
+            L->F0 = merge_times(src, off, cnt, nr, NULL);
+            L->dt = 0.0;
+        } else {
+            L->mode = GRID_RESAMPLED;
+            L->F0 = hi > lo ? (most > 2 ? most : 2) : 1;
+            L->dt = L->F0 > 1 ? ((double)hi - (double)lo) / (double)(L->F0 - 1) : 1.0;
+        }
+    }
+    if (L->F0 > GRID_MAX) return 0;
+    L->Fmax = L->F0 > 1 && L->F0 <= 2048 ? (L->F0 - 1) * 4 + 1 : L->F0;
+    return 1;
+}
+
+/* The grid's times for the source grid (gt, F0 entries). */
+static void grid_times(const lmb_clip *src, pack_lay *L) {
+    uint32_t off[RANGES_MAX], cnt[RANGES_MAX];
+    if (L->mode == GRID_SOURCE) {
+        for (uint32_t m = 0; m < src->joint_track_count; m++)
+            if (src->tracks[m].key_count > 1) {
+                memcpy(L->gt, src->times + src->tracks[m].times, (size_t)L->F0 * sizeof(float));
+                return;
+            }
+    }
+    if (L->mode == GRID_UNION) {
+        uint32_t nr = time_ranges(src, off, cnt);
+        merge_times(src, off, cnt, nr, L->gt);
+        return;
+    }
+    for (uint32_t i = 0; i < L->F0; i++)
+        L->gt[i] = (float)(L->t0 + L->dt * (double)i);
+}
+
+/* Halves every grid interval (F -> 2 F - 1), in place. */
+static void grid_refine(pack_lay *L) {
+    uint32_t F = L->F;
+    for (uint32_t i = F; i-- > 0;) {
+        L->gt[2 * i] = L->gt[i];
+        if (i + 1 < F) L->gt[2 * i + 1] = 0.5f * (L->gt[i] + L->gt[2 * i + 2]);
+    }
+    L->F = 2 * F - 1;
+    L->dt *= 0.5;
+}
+
+static size_t carve(size_t *off, size_t bytes) {
+    size_t at = *off;
+    *off = lmb_align_up(at + bytes, SECTION);
+    return at;
+}
+
+/* Sizes (mem NULL) or places the scratch; returns its bytes (0: too large). */
+static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pack_lay **out) {
+    pack_lay L;
+    memset(&L, 0, sizeof L);
+    if (!grid_of(src, &L)) return 0;
+    L.Q = (src->joint_span + 7u) / 8u;
+    if (L.Q == 0) L.Q = 1;
+    L.J = sk->joint_count;
+    L.jt = src->joint_track_count;
+    double pos = (double)SUB * (L.Fmax - 1) + 1.0, q = L.Q;
+    if (pos * q * 80.0 * 4.0 + q * 3.0 * L.Fmax * 128.0 > 4e9) return 0;
+    size_t off = lmb_align_up(sizeof(pack_lay), SECTION);
+    size_t oG = carve(&off, ((size_t)SUB * (L.Fmax - 1) + 1) * L.Q * 80 * sizeof(float));
+    size_t oK = carve(&off, (size_t)L.Fmax * 32 * sizeof(float));
+    size_t org = carve(&off, (size_t)L.Q * 3 * 64 * sizeof(float));
+    size_t odata = carve(&off, (size_t)L.Q * 3 * L.Fmax * 128);
+    size_t ost = carve(&off, (size_t)L.Q * 3 * sizeof(lmb_pstream));
+    size_t ohas = carve(&off, (size_t)L.Q * 24);
+    size_t okeep = carve(&off, (size_t)L.Q * 24);
+    size_t oreach = carve(&off, (size_t)L.Q * 8 * sizeof(double));
+    size_t ochain = carve(&off, (size_t)(L.Q * 8 > L.J ? L.Q * 8 : L.J) * 2 * sizeof(double));
+    size_t ofill = carve(&off, (size_t)L.Q * 80 * sizeof(float));
+    size_t ocur = carve(&off, (size_t)L.jt * sizeof(lmb_cursor) + 1);
+    size_t otimes = carve(&off, ((size_t)src->key_total + L.Fmax) * sizeof(float) + 1);
+    size_t opose = carve(&off, (size_t)L.J * LMB_TRS_FLOATS * 2 * sizeof(float));
+    size_t om = carve(&off, (size_t)L.J * 12 * 2 * sizeof(double));
+    size_t ohist = carve(&off, HIST_BINS * sizeof(uint32_t));
+    size_t ogt = carve(&off, (size_t)L.Fmax * sizeof(float));
+    size_t okfc = carve(&off, (size_t)L.Fmax * 2 * sizeof(uint16_t));
+    size_t okf = carve(&off, (size_t)L.Q * 3 * L.Fmax * sizeof(uint16_t));
+    size_t bytes = off + SECTION;
+    if (mem) {
+        unsigned char *b = (unsigned char *)lmb_align_ptr(mem, SECTION);
+        pack_lay *P = (pack_lay *)(void *)b;
+        *P = L;
+        P->G = (float *)(void *)(b + oG);
+        P->K = (float *)(void *)(b + oK);
+        P->rg = (float *)(void *)(b + org);
+        P->data = b + odata;
+        P->st = (lmb_pstream *)(void *)(b + ost);
+        P->has = b + ohas;
+        P->keep = b + okeep;
+        P->reach = (double *)(void *)(b + oreach);
+        P->chain = (double *)(void *)(b + ochain);
+        P->fill = (float *)(void *)(b + ofill);
+        P->cur = (lmb_cursor *)(void *)(b + ocur);
+        P->times = (float *)(void *)(b + otimes);
+        P->poseE = (float *)(void *)(b + opose);
+        P->poseD = P->poseE + (size_t)L.J * LMB_TRS_FLOATS;
+        P->mE = (double *)(void *)(b + om);
+        P->mD = P->mE + (size_t)L.J * 12;
+        P->hist = (uint32_t *)(void *)(b + ohist);
+        P->gt = (float *)(void *)(b + ogt);
+        P->kfc = (uint16_t *)(void *)(b + okfc);
+        P->kfb = P->kfc + L.Fmax;
+        P->kf = (uint16_t *)(void *)(b + okf);
+        *out = P;
+    }
+    return bytes;
+}
+
+size_t lmb_pack_scratch_bytes(const lmb_clip *src, const lmb_skeleton *skel) {
+    return lay_out(src, skel, NULL, NULL);
+}
+
+/* ---- model space ------------------------------------------------------ */
+
+/* Model 3x4 matrices (column-major: 3 axes then the origin) of a pose. */
+static void model_of(const lmb_skeleton *sk, const float *trs, double *m) {
+    for (uint32_t j = 0; j < sk->joint_count; j++) {
+        const float *lf = trs + (size_t)j * LMB_TRS_FLOATS;
+        double l[10];
+        for (int k = 0; k < 10; k++)
+            l[k] = (double)lf[k];
+        double x = l[3], y = l[4], z = l[5], w = l[6];
+        double n = sqrt(x * x + y * y + z * z + w * w);
+        if (n > 0.0) x /= n, y /= n, z /= n, w /= n;
+        double r[12] = {(1 - 2 * (y * y + z * z)) * l[7],
+                        (2 * (x * y + z * w)) * l[7],
+                        (2 * (x * z - y * w)) * l[7],
+                        (2 * (x * y - z * w)) * l[8],
+                        (1 - 2 * (x * x + z * z)) * l[8],
+                        (2 * (y * z + x * w)) * l[8],
+                        (2 * (x * z + y * w)) * l[9],
+                        (2 * (y * z - x * w)) * l[9],
+                        (1 - 2 * (x * x + y * y)) * l[9],
+                        l[0],
+                        l[1],
+                        l[2]};
+        double *o = m + (size_t)j * 12;
+        uint32_t p = sk->parent[j];
+        if (p == LMB_NO_PARENT) {
+            memcpy(o, r, sizeof r);
+            continue;
+        }
+        const double *a = m + (size_t)p * 12;
+        for (int c = 0; c < 4; c++)
+            for (int i = 0; i < 3; i++)
+                o[c * 3 + i] = a[i] * r[c * 3] + a[3 + i] * r[c * 3 + 1] + a[6 + i] * r[c * 3 + 2] +
+                               (c == 3 ? a[9 + i] : 0.0);
+    }
+}
+
+static double dist3(const double *a, const double *b) {
+    double x = a[0] - b[0], y = a[1] - b[1], z = a[2] - b[2];
+    return sqrt(x * x + y * y + z * z);
+}
+
+/* Reach of every joint: distance + its farthest descendant's distance (rest pose). */
+static void reaches(pack_lay *L, const lmb_skeleton *sk, float distance) {
+    model_of(sk, sk->rest, L->mE);
+    uint32_t n = L->Q * 8;
+    for (uint32_t j = 0; j < n; j++)
+        L->reach[j] = (double)distance;
+    /* the longest chain through each joint (ancestors + itself + the
+     * longest line of descendants): a joint's share of the tolerance is
+     * divided by it, so errors along any chain add up to the tolerance at
+     * most (the budget search then grows the shares where they do not) */
+    uint32_t J = sk->joint_count, all = n > J ? n : J;
+    double *depth = L->chain + all, *height = L->chain;
+    for (uint32_t j = 0; j < all; j++)
+        depth[j] = 0.0, height[j] = 0.0;
+    for (uint32_t j = 0; j < J; j++)
+        depth[j] = sk->parent[j] == LMB_NO_PARENT ? 0.0 : depth[sk->parent[j]] + 1.0;
+    for (uint32_t j = J; j-- > 0;) {
+        uint32_t p = sk->parent[j];
+        if (p != LMB_NO_PARENT && height[j] + 1.0 > height[p]) height[p] = height[j] + 1.0;
+    }
+    for (uint32_t j = 0; j < all; j++)
+        L->chain[j] = depth[j] + height[j] + 1.0;
+    for (uint32_t j = 0; j < sk->joint_count && j < n; j++) {
+        /* walk up from j: every ancestor a reaches at least |o_j - o_a| */
+        for (uint32_t a = sk->parent[j]; a != LMB_NO_PARENT; a = sk->parent[a]) {
+            if (a >= n) continue;
+            double d =
+                dist3(L->mE + (size_t)j * 12 + 9, L->mE + (size_t)a * 12 + 9) + (double)distance;
+            if (d > L->reach[a]) L->reach[a] = d;
+        }
+    }
+}
+
+/* ---- error measurement ------------------------------------------------- */
+
+typedef void (*pose_fn)(const void *ctx, pack_lay *L, float t, float *trs);
+
+typedef struct clip_ctx {
+    const lmb_clip *c;
+    const lmb_skeleton *sk;
+} clip_ctx;
+
+/* Any clip's pose (packed clips decode through lmb_clip_sample_pose too). */
+static void pose_clip(const void *ctx, pack_lay *L, float t, float *trs) {
+    const clip_ctx *x = (const clip_ctx *)ctx;
+    (void)L;
+    lmb_clip_sample_pose(x->c, t, x->sk, trs);
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void hist_add(uint32_t *h, double e) {
+    int b = 0;
+    if (e > 1e-12) {
+        double x = (log10(e) + 12.0) * HIST_PER_DECADE;
+        b = x >= HIST_BINS - 2 ? HIST_BINS - 1 : (int)x + 1;
+    }
+    h[b]++;
+}
+
+static double hist_quantile(const uint32_t *h, uint64_t total, double q) {
+    uint64_t want = (uint64_t)ceil(q * (double)total), acc = 0;
+    for (int b = 0; b < HIST_BINS; b++) {
+        acc += h[b];
+        if (acc >= want && acc > 0)
+            return b == 0 ? 0.0 : pow(10.0, (double)b / HIST_PER_DECADE - 12.0);
+    }
+    return 0.0;
+}
+
+/* The decoded pose of the packed form in L->pk with tracks L->keep. */
+static void pose_packed(const void *ctx, pack_lay *L, float t, float *trs) {
+    const lmb_skeleton *sk = (const lmb_skeleton *)ctx;
+    memcpy(trs, sk->rest, (size_t)sk->joint_count * LMB_TRS_FLOATS * sizeof(float));
+    float pos = lmb_packed_pos(&L->pk, t), buf[80];
+    for (uint32_t q = 0; q < L->pk.chunks; q++) {
+        lmb_packed_chunk(&L->pk, q, pos, buf, 8);
+        for (uint32_t l = 0; l < 8; l++) {
+            uint32_t j = q * 8 + l;
+            if (j >= sk->joint_count) break;
+            for (uint32_t ch = 0; ch < 3; ch++) {
+                if (!L->keep[j * 3 + ch]) continue;
+                for (uint32_t r = 0; r < (ch == 1 ? 4u : 3u); r++)
+                    trs[(size_t)j * LMB_TRS_FLOATS + first_comp[ch] + r] =
+                        buf[(first_comp[ch] + r) * 8 + l];
+            }
+        }
+    }
+}
+
+/* Appends the frame times of packed grid g (at most `room`) at L->times + n. */
+static uint32_t grid_frames(const lmb_packed *g, pack_lay *L, uint32_t n, uint32_t room) {
+    if (!g || !g->streams || g->frames > room) return n;
+    for (uint32_t k = 0; k < g->frames; k++)
+        L->times[n + k] = g->times ? g->times[k] : g->t0 + g->dt * (float)k;
+    return n + g->frames;
+}
+
+/* The error of `fn`'s poses against src's at the sample times: src's key
+ * times and (grid) the packed grid's frame times, and the quarter points
+ * between consecutive ones, so interpolation between grid frames that the
+ * source's keys do not see is measured too. */
+static void measure(const lmb_clip *src, const lmb_skeleton *sk, float distance, pack_lay *L,
+                    pose_fn fn, const void *ctx, lmb_pack_stats *out, const lmb_packed *grid) {
+    memset(out, 0, sizeof *out);
+    uint32_t nt = src->key_total, nu = 0;
+    memcpy(L->times, src->times, (size_t)nt * sizeof(float));
+    nt = grid_frames(grid, L, nt, L->Fmax);
+    qsort(L->times, nt, sizeof(float), cmp_float);
+    for (uint32_t k = 0; k < nt; k++)
+        if (nu == 0 || L->times[k] != L->times[nu - 1]) L->times[nu++] = L->times[k];
+    if (nu == 0) L->times[nu++] = 0.0f;
+    memset(L->hist, 0, HIST_BINS * sizeof(uint32_t));
+    uint64_t count = 0;
+    uint32_t J = sk->joint_count;
+    uint32_t ns = SUB * (nu - 1) + 1;
+    for (uint32_t s = 0; s < ns; s++) {
+        uint32_t seg = s / SUB, f = s % SUB;
+        float t = f ? L->times[seg] + (L->times[seg + 1] - L->times[seg]) * ((float)f / (float)SUB)
+                    : L->times[seg];
+        lmb_clip_sample_pose(src, t, sk, L->poseE);
+        fn(ctx, L, t, L->poseD);
+        model_of(sk, L->poseE, L->mE);
+        model_of(sk, L->poseD, L->mD);
+        for (uint32_t j = 0; j < J; j++) {
+            const double *a = L->mE + (size_t)j * 12, *b = L->mD + (size_t)j * 12;
+            double ej = dist3(a + 9, b + 9), ed = 0.0;
+            for (int k = 0; k < 3; k++) {
+                double pa[3], pb[3];
+                for (int i = 0; i < 3; i++)
+                    pa[i] = a[9 + i] + (double)distance * a[k * 3 + i],
+                    pb[i] = b[9 + i] + (double)distance * b[k * 3 + i];
+                double e = dist3(pa, pb);
+                if (e > ed) ed = e;
+            }
+            if (!(ej <= out->max_joint)) out->max_joint = ej;
+            double e = ed > ej ? ed : ej;
+            if (!(e <= out->max_distance)) {
+                out->max_distance = e;
+                out->worst_joint = j;
+                out->worst_time = t;
+            }
+            hist_add(L->hist, e);
+            count++;
+        }
+    }
+    out->samples = ns;
+    out->p99_distance = hist_quantile(L->hist, count, 0.99);
+    if (out->p99_distance > out->max_distance) out->p99_distance = out->max_distance;
+}
+
+/* ---- the exact grid ------------------------------------------------------ */
+
+/* Time of position p (p / SUB frames): a grid time or a point between two. */
+static float grid_time(const pack_lay *L, uint32_t p) {
+    uint32_t i = p / SUB, f = p % SUB;
+    return f ? L->gt[i] + (L->gt[i + 1] - L->gt[i]) * ((float)f / (float)SUB) : L->gt[i];
+}
+
+static void build_grid(const lmb_clip *src, const lmb_skeleton *sk, pack_lay *L) {
+    static const float fill[10] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
+    uint32_t Q = L->Q;
+    for (uint32_t j = 0; j < Q * 8; j++)
+        for (uint32_t c = 0; c < 10; c++)
+            L->fill[(j / 8) * 80 + c * 8 + j % 8] =
+                j < sk->joint_count ? sk->rest[(size_t)j * LMB_TRS_FLOATS + c] : fill[c];
+    memset(L->cur, 0, (size_t)L->jt * sizeof(lmb_cursor));
+    for (uint32_t p = 0; p < SUB * (L->F - 1) + 1; p++) {
+        float *g = L->G + (size_t)p * Q * 80;
+        memcpy(g, L->fill, (size_t)Q * 80 * sizeof(float));
+        float t = grid_time(L, p);
+        for (uint32_t m = 0; m < L->jt; m++) {
+            const lmb_track *tr = src->tracks + m;
+            float v[4];
+            lmb_track_sample(src, tr, t, L->cur + m, v);
+            uint32_t j = tr->target;
+            for (uint32_t c = 0; c < tr->width; c++)
+                g[(j / 8) * 80 + (first_comp[tr->path] + c) * 8 + j % 8] = v[c];
+        }
+    }
+}
+
+/* ---- one stream ------------------------------------------------------------ */
+
+/* Error of lane l of channel ch (model units, estimated from the reach). */
+static double lane_error(uint32_t ch, double reach, const float *e, const float *d, uint32_t l) {
+    if (ch == 0) {
+        double x = (double)(e[l] - d[l]), y = (double)(e[8 + l] - d[8 + l]),
+               z = (double)(e[16 + l] - d[16 + l]);
+        return sqrt(x * x + y * y + z * z);
+    }
+    if (ch == 2) {
+        double m = 0.0;
+        for (uint32_t r = 0; r < 3; r++) {
+            double x = fabs((double)e[r * 8 + l] - (double)d[r * 8 + l]);
+            if (x > m) m = x;
+        }
+        return m * reach;
+    }
+    double sm = 0.0, sp = 0.0;
+    for (uint32_t r = 0; r < 4; r++) {
+        double a = (double)e[r * 8 + l], b = (double)d[r * 8 + l];
+        sm += (a - b) * (a - b), sp += (a + b) * (a + b);
+    }
+    /* chord c between unit quaternions: angle 4 asin(c / 2) */
+    double c = sqrt(sm < sp ? sm : sp);
+    return 4.0 * asin(c < 2.0 ? c / 2.0 : 1.0) * reach;
+}
+
+static double lane_weight(uint32_t ch, double reach) {
+    return ch == 0 ? 1.0 : ch == 1 ? 2.0 * reach : reach;
+}
+
+/* Joint j's error (lane_error) and weight (lane_weight) scaled by its chain. */
+static double joint_error(const pack_lay *L, uint32_t ch, uint32_t j, const float *e,
+                          const float *d, uint32_t l) {
+    return lane_error(ch, L->reach[j], e, d, l) * L->chain[j];
+}
+static double joint_weight(const pack_lay *L, uint32_t ch, uint32_t j) {
+    return lane_weight(ch, L->reach[j]) * L->chain[j];
+}
+
+/* Kept key values of stream (q, ch) at frames fr[0 .. m) into L->K
+ * ([key][row][lane]). Uniform streams of grids past 65535 frames pass fr
+ * NULL and k. */
+static void stream_keys(pack_lay *L, uint32_t q, uint32_t ch, const uint16_t *fr, uint32_t k,
+                        uint32_t m, int derive) {
+    uint32_t F = L->F, n = ch == 1 ? 4 : 3;
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t f = fr ? fr[i] : (i * k < F - 1 ? i * k : F - 1);
+        const float *g = L->G + ((size_t)SUB * f * L->Q + q) * 80;
+        float *o = L->K + (size_t)i * 32;
+        for (uint32_t r = 0; r < n; r++)
+            for (uint32_t l = 0; l < 8; l++) {
+                uint32_t c = (uint32_t)first_comp[ch] + r;
+                o[r * 8 + l] =
+                    L->keep[(q * 8 + l) * 3 + ch] ? g[c * 8 + l] : L->fill[q * 80 + c * 8 + l];
+            }
+        if (ch == 1 && derive) { /* w >= 0 (w is derived from x y z) */
+            for (uint32_t l = 0; l < 8; l++)
+                if (o[24 + l] < 0.0f)
+                    for (uint32_t r = 0; r < 4; r++)
+                        o[r * 8 + l] = -o[r * 8 + l];
+        } else if (ch == 1 && i > 0) { /* sign-continuous per lane */
+            const float *pr = o - 32;
+            for (uint32_t l = 0; l < 8; l++) {
+                float dot = 0.0f;
+                for (uint32_t r = 0; r < 4; r++)
+                    dot += o[r * 8 + l] * pr[r * 8 + l];
+                if (dot < 0.0f)
+                    for (uint32_t r = 0; r < 4; r++)
+                        o[r * 8 + l] = -o[r * 8 + l];
+            }
+        }
+    }
+}
+
+/* Whether interpolating frames a and b of stream (q, ch) (exact values)
+ * keeps every kept lane within budget at the positions between them. */
+static int seg_ok(const pack_lay *L, uint32_t q, uint32_t ch, uint32_t a, uint32_t b,
+                  double budget) {
+    uint32_t n = ch == 1 ? 4 : 3;
+    const float *ga = L->G + ((size_t)SUB * a * L->Q + q) * 80 + first_comp[ch] * 8;
+    const float *gb = L->G + ((size_t)SUB * b * L->Q + q) * 80 + first_comp[ch] * 8;
+    lmb_v8f va[4], vb[4], r[4];
+    float d[32];
+    for (uint32_t m = 0; m < n; m++)
+        va[m] = pack_ld(ga + m * 8), vb[m] = pack_ld(gb + m * 8);
+    for (uint32_t p = SUB * a + 1; p < SUB * b; p++) {
+        float al =
+            L->interp == LMB_STEP ? 0.0f : ((float)p / (float)SUB - (float)a) / (float)(b - a);
+        pack_interp((int)ch, va, vb, al, r);
+        memcpy(d, r, sizeof(lmb_v8f) * n);
+        const float *e = L->G + ((size_t)p * L->Q + q) * 80 + first_comp[ch] * 8;
+        for (uint32_t l = 0; l < 8; l++) {
+            uint32_t j = q * 8 + l;
+            if (L->keep[j * 3 + ch] && joint_error(L, ch, j, e, d, l) > budget) return 0;
+        }
+    }
+    return 1;
+}
+
+/* Keys of stream (q, ch) chosen greedily: from each key, the farthest next
+ * frame (at most IRREGULAR_GAP away) whose interpolation reproduces every
+ * frame between within budget. Returns the key count. */
+#define IRREGULAR_GAP 255u
+static uint32_t irregular_keys(const pack_lay *L, uint32_t q, uint32_t ch, double budget,
+                               uint16_t *fr) {
+    uint32_t F = L->F, m = 0, a = 0;
+    fr[m++] = 0;
+    while (a < F - 1) {
+        uint32_t best = a + 1;
+        for (uint32_t b = a + 2; b <= F - 1 && b - a <= IRREGULAR_GAP; b++) {
+            if (!seg_ok(L, q, ch, a, b, budget)) break;
+            best = b;
+        }
+        fr[m++] = (uint16_t)best;
+        a = best;
+    }
+    return m;
+}
+
+static void row_range(const pack_lay *L, uint32_t m, uint32_t r, uint32_t l, float *lo, float *hi) {
+    float a = L->K[r * 8 + l], b = a;
+    for (uint32_t i = 1; i < m; i++) {
+        float v = L->K[(size_t)i * 32 + r * 8 + l];
+        if (v < a) a = v;
+        if (v > b) b = v;
+    }
+    *lo = a, *hi = b;
+}
+
+/* Encodes L->K (m keys) with the given kinds at the data / range cursors. */
+static void stream_encode(pack_lay *L, uint32_t m, uint32_t n, uint32_t k, const uint8_t *kind,
+                          lmb_pstream *s) {
+    s->data = L->data_bytes, s->range = L->range_floats, s->keys = m, s->step = (uint16_t)k;
+    s->kf = 0;
+    if (k == 0) { /* irregular keys: their frames (L->kfc) at the key frame cursor */
+        s->kf = L->kf_count;
+        memcpy(L->kf + L->kf_count, L->kfc, (size_t)m * sizeof(uint16_t));
+    }
+    memcpy(s->kind, kind, 4);
+    if (n == 3) s->kind[3] = LMB_PK_SKIP;
+    float *rg = L->rg + s->range;
+    uint32_t rec = 0;
+    for (uint32_t r = 0; r < n; r++) {
+        if (kind[r] == LMB_PK_SKIP || kind[r] == LMB_PK_DERIVE) continue;
+        float lo[8], hi[8];
+        for (uint32_t l = 0; l < 8; l++)
+            row_range(L, m, (uint32_t)r, l, lo + l, hi + l);
+        if (kind[r] == LMB_PK_CONST) {
+            for (uint32_t l = 0; l < 8; l++)
+                rg[l] = lo[l] == hi[l] ? lo[l] : 0.5f * (lo[l] + hi[l]);
+            rg += 8;
+            continue;
+        }
+        if (kind[r] == LMB_PK_F32) {
+            rec += 32;
+            continue;
+        }
+        float levels = (float)((1u << (kind[r] - 16u)) - 1u);
+        for (uint32_t l = 0; l < 8; l++) {
+            rg[l] = lo[l];
+            rg[8 + l] = hi[l] > lo[l] ? (hi[l] - lo[l]) / levels : 0.0f;
+        }
+        rg += 16;
+        rec += lmb_pk_row_bytes(kind[r]);
+    }
+    s->rec = (uint16_t)rec;
+    /* the records: rows one after the other, per key (3 bytes of padding
+     * follow the data: b-bit rows are read three bytes at a time) */
+    const float *rr = L->rg + s->range;
+    uint32_t off = 0;
+    for (uint32_t r = 0; r < n; r++) {
+        uint8_t kd = kind[r];
+        if (kd == LMB_PK_SKIP || kd == LMB_PK_DERIVE) continue;
+        if (kd == LMB_PK_CONST) {
+            rr += 8;
+            continue;
+        }
+        uint32_t b = kd - 16u;
+        for (uint32_t i = 0; i < m; i++) {
+            uint8_t *dst = L->data + s->data + (size_t)i * rec + off;
+            const float *v = L->K + (size_t)i * 32 + r * 8;
+            if (kd == LMB_PK_F32) {
+                memcpy(dst, v, 32);
+                continue;
+            }
+            float top = (float)((1u << b) - 1u);
+            if (kd != LMB_PK_U8 && kd != LMB_PK_U16) memset(dst, 0, b);
+            for (uint32_t l = 0; l < 8; l++) {
+                float sc = rr[8 + l], x = sc > 0.0f ? (v[l] - rr[l]) / sc : 0.0f;
+                x = x > 0.0f ? (x < top ? x : top) : 0.0f;
+                uint32_t qv = (uint32_t)lrintf(x);
+                if (kd == LMB_PK_U8) {
+                    dst[l] = (uint8_t)qv;
+                } else if (kd == LMB_PK_U16) {
+                    uint16_t h = (uint16_t)qv;
+                    memcpy(dst + l * 2, &h, 2);
+                } else {
+                    for (uint32_t bit = 0; bit < b; bit++)
+                        if (qv >> bit & 1u)
+                            dst[(l * b + bit) >> 3] |= (uint8_t)(1u << ((l * b + bit) & 7u));
+                }
+            }
+        }
+        off += lmb_pk_row_bytes(kd);
+        rr += lmb_pk_range_floats(kd);
+    }
+}
+
+/* Whether stream s (encoded) keeps every kept lane of (q, ch) within budget. */
+static int stream_ok(pack_lay *L, uint32_t q, uint32_t ch, const lmb_pstream *s, double budget) {
+    lmb_v8f r[4];
+    float d[32];
+    for (uint32_t p = 0; p < SUB * (L->F - 1) + 1; p++) {
+        pack_stream(&L->pk, s, (int)ch, (float)p / (float)SUB, r);
+        memcpy(d, r, sizeof d);
+        const float *e = L->G + ((size_t)p * L->Q + q) * 80 + first_comp[ch] * 8;
+        for (uint32_t l = 0; l < 8; l++) {
+            uint32_t j = q * 8 + l;
+            if (!L->keep[j * 3 + ch]) continue;
+            if (joint_error(L, ch, j, e, d, l) > budget) return 0;
+        }
+    }
+    return 1;
+}
+
+static size_t stream_cost(const lmb_pstream *s, uint32_t n) {
+    size_t floats = s->step == 0 ? (size_t)s->keys / 2u + 1u : 0u; /* 2 bytes per key frame */
+    for (uint32_t r = 0; r < n; r++)
+        floats += lmb_pk_range_floats(s->kind[r]);
+    return (size_t)s->keys * s->rec + floats * 4;
+}
+
+/* Chooses and encodes stream (q, ch) at the cursors with budget `budget`. */
+static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
+    lmb_pstream *out = L->st + q * 3 + ch;
+    uint32_t n = ch == 1 ? 4u : 3u, any = 0;
+    for (uint32_t l = 0; l < 8; l++)
+        any |= L->keep[(q * 8 + l) * 3 + ch];
+    if (!any) {
+        memset(out, 0, sizeof *out);
+        out->keys = 1, out->step = 1;
+        out->data = L->data_bytes, out->range = L->range_floats;
+        return;
+    }
+    uint8_t best_kind[4] = {0, 0, 0, 0};
+    uint32_t best_k = 1, best_m = 0;
+    size_t best_cost = (size_t)-1;
+    int best_dv = 0;
+    int irregular = L->F >= 3 && L->F <= 65536;
+    /* rotations: first with w derived from x y z (three rows), then all four */
+    for (int dv = ch == 1; dv >= 0; dv--) {
+        int tries = 0;
+        /* candidates: one key every k frames (the largest feasible steps), then
+         * keys chosen per stream with half and a quarter of the budget for
+         * their interpolation (the rest for quantisation) */
+        for (size_t si = 0; si < STEP_COUNT + 2; si++) {
+            uint32_t k, m;
+            if (si < STEP_COUNT) {
+                k = step_list[si];
+                if (tries >= STEP_TRIES || (k > 1 && (L->F < 2 || k > L->F - 1))) continue;
+                m = L->F > 1 ? (L->F - 2) / k + 2 : 1;
+                stream_keys(L, q, ch, NULL, k, m, dv);
+            } else {
+                if (!irregular) break;
+                k = 0;
+                m = irregular_keys(L, q, ch, budget * (si == STEP_COUNT ? 0.5 : 0.25), L->kfc);
+                if (m * 3 > L->F * 2) continue; /* hardly fewer keys than a step would keep */
+                stream_keys(L, q, ch, L->kfc, 0, m, dv);
+            }
+            /* rows: exactly constant rows CONST, else raw floats first; then the
+             * quantised start: per row the fewest bits whose step keeps every
+             * joint's error within half the budget (CONST when within a tenth) */
+            uint8_t kind[4] = {0, 0, 0, 0}, init[4] = {0, 0, 0, 0};
+            double span[4] = {0, 0, 0, 0}; /* per row: the largest range x weight / budget */
+            for (uint32_t r = 0; r < n; r++) {
+                if (r == 3 && dv) {
+                    kind[r] = init[r] = LMB_PK_DERIVE;
+                    continue;
+                }
+                int exact = 1;
+                for (uint32_t l = 0; l < 8; l++) {
+                    float lo, hi;
+                    row_range(L, m, (uint32_t)r, l, &lo, &hi);
+                    uint32_t j = q * 8 + l;
+                    if (!L->keep[j * 3 + ch]) continue;
+                    if (hi != lo) exact = 0;
+                    double v = (double)(hi - lo) * joint_weight(L, ch, j) / budget;
+                    if (v > span[r]) span[r] = v;
+                }
+                kind[r] = exact ? LMB_PK_CONST : LMB_PK_F32;
+                if (exact || 0.5 * span[r] <= 0.1) {
+                    init[r] = LMB_PK_CONST;
+                } else {
+                    uint32_t b = 1;
+                    while (b < 16 && span[r] / (double)((1u << b) - 1u) > 0.5)
+                        b++;
+                    init[r] = (uint8_t)LMB_PK_Q(b);
+                }
+            }
+            lmb_pstream s;
+            stream_encode(L, m, n, k, kind, &s);
+            if (!stream_ok(L, q, ch, &s, budget)) continue;
+            if (k) tries++;
+            if (stream_cost(&s, n) < best_cost) {
+                best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
+                memcpy(best_kind, kind, 4);
+                if (!k) memcpy(L->kfb, L->kfc, (size_t)m * sizeof(uint16_t));
+            }
+            /* quantise: add a bit to the row with the coarsest step until it fits */
+            memcpy(kind, init, 4);
+            for (;;) {
+                stream_encode(L, m, n, k, kind, &s);
+                if (stream_cost(&s, n) >= best_cost) break;
+                if (stream_ok(L, q, ch, &s, budget)) {
+                    best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
+                    memcpy(best_kind, kind, 4);
+                    if (!k) memcpy(L->kfb, L->kfc, (size_t)m * sizeof(uint16_t));
+                    break;
+                }
+                int pick = -1;
+                double most = -1.0;
+                for (uint32_t r = 0; r < n; r++) {
+                    uint8_t kd = kind[r];
+                    if (kd == LMB_PK_F32 || kd == LMB_PK_DERIVE) continue;
+                    double v = kd == LMB_PK_CONST ? 0.5 * span[r]
+                                                  : span[r] / (double)((1u << (kd - 16u)) - 1u);
+                    if (v > most) most = v, pick = (int)r;
+                }
+                if (pick < 0) break;
+                uint8_t kd = kind[pick];
+                kind[pick] = kd == LMB_PK_CONST ? (uint8_t)LMB_PK_Q(1)
+                             : kd < LMB_PK_U16  ? (uint8_t)(kd + 1u)
+                                                : (uint8_t)LMB_PK_F32;
+            }
+        }
+    }
+    if (best_cost == (size_t)-1) { /* nothing fits: raw floats at every frame */
+        best_k = 1, best_dv = 0, best_m = L->F;
+        for (uint32_t r = 0; r < n; r++)
+            best_kind[r] = LMB_PK_F32;
+    }
+    uint32_t m = best_m;
+    if (best_k == 0) memcpy(L->kfc, L->kfb, (size_t)m * sizeof(uint16_t));
+    stream_keys(L, q, ch, best_k ? NULL : L->kfc, best_k, m, best_dv);
+    stream_encode(L, m, n, best_k, best_kind, out);
+    if (best_k == 0) L->kf_count += m;
+    for (uint32_t r = 0; r < n; r++) {
+        uint8_t kd = out->kind[r];
+        L->range_floats += lmb_pk_range_floats(kd);
+    }
+    L->data_bytes += out->keys * out->rec;
+}
+
+/* Whether (joint, channel) stays within budget at the rest pose everywhere. */
+static int rest_fits(const pack_lay *L, uint32_t j, uint32_t ch, double budget) {
+    uint32_t q = j / 8, l = j % 8;
+    const float *f = L->fill + q * 80 + first_comp[ch] * 8;
+    for (uint32_t p = 0; p < SUB * (L->F - 1) + 1; p++) {
+        const float *e = L->G + ((size_t)p * L->Q + q) * 80 + first_comp[ch] * 8;
+        if (joint_error(L, ch, j, e, f, l) > 0.25 * budget) return 0;
+    }
+    return 1;
+}
+
+static void choose_all(pack_lay *L, double budget) {
+    L->range_floats = 0, L->data_bytes = 0, L->kept = 0, L->kf_count = 0;
+    for (uint32_t j = 0; j < L->Q * 8; j++)
+        for (uint32_t ch = 0; ch < 3; ch++) {
+            uint8_t k = L->has[j * 3 + ch] && !rest_fits(L, j, ch, budget);
+            L->keep[j * 3 + ch] = k;
+            L->kept += k;
+        }
+    for (uint32_t q = 0; q < L->Q; q++)
+        for (uint32_t ch = 0; ch < 3; ch++)
+            stream_choose(L, q, ch, budget);
+    L->pk.range_floats = L->range_floats, L->pk.data_bytes = L->data_bytes;
+    L->pk.keyframe_count = L->kf_count;
+}
+
+/* ---- the job --------------------------------------------------------------- */
+
+/* Bytes of the packed clip lmb_pack_write lays out for the current choice. */
+static size_t packed_bytes(const pack_lay *L) {
+    size_t bytes = lmb_align_up(sizeof(lmb_clip), SECTION);
+    bytes += lmb_align_up((size_t)(L->kept + L->node_tracks) * sizeof(lmb_track), SECTION);
+    bytes += lmb_align_up((size_t)L->node_times * 4, SECTION);
+    bytes += lmb_align_up(((size_t)L->node_values + 16) * 4, SECTION);
+    bytes += lmb_align_up((size_t)L->Q * 3 * sizeof(lmb_pstream), SECTION);
+    if (L->pk.times) bytes += lmb_align_up((size_t)L->F * sizeof(float), SECTION);
+    bytes += lmb_align_up((size_t)L->kf_count * sizeof(uint16_t), SECTION);
+    bytes += lmb_align_up((size_t)L->range_floats * 4, SECTION);
+    return bytes + (size_t)L->data_bytes + 4 + SECTION; /* + the read padding */
+}
+
+lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
+    lmb_error_clear(err);
+    const lmb_clip *src = job->src;
+    const lmb_skeleton *sk = job->skel;
+    if (src->packed.streams)
+        return lmb_error_set(err, LMB_EINVAL, "clip", "the clip is packed already", 0, 0, 0, 0);
+    if (src->joint_span > sk->joint_count)
+        return lmb_error_set(err, LMB_EMISMATCH, "skeleton",
+                             "the clip animates joint {v} of a {l}-joint skeleton", 0, 0,
+                             (double)src->joint_span, (double)sk->joint_count);
+    if (!(job->tolerance > 0.0f) || !isfinite(job->tolerance))
+        return lmb_error_set(err, LMB_ERANGE, "tolerance", "tolerance {v} must be finite and > 0",
+                             0, 0, (double)job->tolerance, 0);
+    if (!(job->distance >= 0.0f) || !isfinite(job->distance))
+        return lmb_error_set(err, LMB_ERANGE, "distance", "distance {v} must be finite and >= 0", 0,
+                             0, (double)job->distance, 0);
+    pack_lay *L = NULL;
+    if (!lay_out(src, sk, scratch, &L))
+        return lmb_error_set(err, LMB_ERANGE, "clip", "the clip is too large to pack", 0, 0, 0, 0);
+    memset(L->has, 0, (size_t)L->Q * 24);
+    for (uint32_t m = 0; m < src->joint_track_count; m++)
+        L->has[src->tracks[m].target * 3 + src->tracks[m].path] = 1;
+    reaches(L, sk, job->distance);
+    /* candidates are encoded here; b-bit rows read up to 2 bytes past their end */
+    memset(L->data, 0, (size_t)L->Q * 3 * L->Fmax * 128);
+    L->node_tracks = src->track_count - src->joint_track_count;
+    L->node_times = L->node_values = 0;
+    for (uint32_t m = src->joint_track_count; m < src->track_count; m++) {
+        L->node_times += src->tracks[m].key_count;
+        L->node_values += src->tracks[m].key_count * src->tracks[m].stride;
+    }
+    double tol = (double)job->tolerance, best = (double)INFINITY;
+    L->F = L->F0;
+    grid_times(src, L);
+    for (int g = 0; g < GRID_TRIES; g++) {
+        if (g > 0) {
+            if (L->F < 2 || 2 * L->F - 1 > L->Fmax) break;
+            grid_refine(L);
+        }
+        uint32_t F = L->F;
+        L->pk.chunks = L->Q, L->pk.frames = F, L->pk.interp = (uint32_t)L->interp;
+        L->pk.stream_count = L->Q * 3;
+        L->pk.t0 = L->gt[0];
+        L->pk.times = L->mode == GRID_UNION ? L->gt : NULL;
+        L->pk.dt = (float)L->dt, L->pk.inv_dt = L->dt > 0.0 ? (float)(1.0 / L->dt) : 0.0f;
+        L->pk.streams = L->st, L->pk.ranges = L->rg, L->pk.data = L->data;
+        L->pk.keyframes = L->kf;
+        build_grid(src, sk, L);
+        /* the per-joint budget is f x tolerance: shrink f while the measured
+         * error is over the tolerance; grow it while it is well under (errors
+         * of a chain's joints rarely add up fully), keeping the smallest
+         * packing that met the tolerance */
+        double f = 1.0, best_f = -1.0, fail_f = -1.0;
+        size_t best_bytes = (size_t)-1;
+        int last_ok = 0;
+        for (int it = 0; it < BUDGET_TRIES; it++) {
+            choose_all(L, f * tol);
+            measure(src, sk, job->distance, L, pose_packed, sk, &job->stats, &L->pk);
+            double e = job->stats.max_distance;
+            if (e < best) best = e;
+            last_ok = e <= tol;
+            if (last_ok) {
+                size_t bytes = packed_bytes(L);
+                if (bytes < best_bytes) best_bytes = bytes, best_f = f;
+                if (e >= 0.9 * tol) break;
+                if (fail_f > 0.0) { /* between a passing and a failing budget */
+                    f = sqrt(f * fail_f);
+                } else {
+                    double grow = 0.95 * tol / (e > 0.0 ? e : 1e-30 * tol);
+                    f *= grow < 2.0 ? grow : 2.0;
+                }
+            } else if (best_f > 0.0) {
+                fail_f = f;
+                if (fail_f < 1.05 * best_f) break;
+                f = sqrt(best_f * fail_f);
+            } else {
+                double shrink = 0.9 * tol / e;
+                f *= shrink < 0.9 ? shrink : 0.9;
+            }
+        }
+        if (best_f > 0.0) {
+            if (!last_ok || f != best_f) {
+                choose_all(L, best_f * tol);
+                measure(src, sk, job->distance, L, pose_packed, sk, &job->stats, &L->pk);
+            }
+            job->bytes = packed_bytes(L);
+            return LMB_OK;
+        }
+    }
+    return lmb_error_set(err, LMB_ERANGE, "tolerance",
+                         "no packing meets tolerance {l} (the best reached {v}): keep the clip "
+                         "exact",
+                         0, 0, best, tol);
+}
+
+lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem) {
+    const lmb_clip *src = job->src;
+    pack_lay *L = (pack_lay *)lmb_align_ptr(scratch, SECTION);
+    unsigned char *b = (unsigned char *)lmb_align_ptr(mem, SECTION);
+    uint32_t tracks = L->kept + L->node_tracks;
+    lmb_clip *c = (lmb_clip *)(void *)b;
+    memset(c, 0, sizeof *c);
+    b += lmb_align_up(sizeof(lmb_clip), SECTION);
+    c->tracks = (lmb_track *)(void *)b;
+    b += lmb_align_up((size_t)tracks * sizeof(lmb_track), SECTION);
+    c->times = (float *)(void *)b;
+    b += lmb_align_up((size_t)L->node_times * 4, SECTION);
+    c->values = (float *)(void *)b;
+    memset(c->values, 0, ((size_t)L->node_values + 16) * 4);
+    b += lmb_align_up(((size_t)L->node_values + 16) * 4, SECTION);
+    lmb_pstream *st = (lmb_pstream *)(void *)b;
+    memcpy(st, L->st, (size_t)L->Q * 3 * sizeof(lmb_pstream));
+    b += lmb_align_up((size_t)L->Q * 3 * sizeof(lmb_pstream), SECTION);
+    float *gt = NULL;
+    if (L->pk.times) {
+        gt = (float *)(void *)b;
+        memcpy(gt, L->gt, (size_t)L->F * sizeof(float));
+        b += lmb_align_up((size_t)L->F * sizeof(float), SECTION);
+    }
+    uint16_t *kf = (uint16_t *)(void *)b;
+    memcpy(kf, L->kf, (size_t)L->kf_count * sizeof(uint16_t));
+    b += lmb_align_up((size_t)L->kf_count * sizeof(uint16_t), SECTION);
+    float *rg = (float *)(void *)b;
+    memcpy(rg, L->rg, (size_t)L->range_floats * 4);
+    b += lmb_align_up((size_t)L->range_floats * 4, SECTION);
+    memcpy(b, L->data, L->data_bytes);
+    memset(b + L->data_bytes, 0, 4);
+    c->packed = L->pk;
+    c->packed.streams = st, c->packed.ranges = rg, c->packed.data = b, c->packed.times = gt;
+    c->packed.keyframes = kf;
+    uint32_t n = 0, kt = 0, kv = 0;
+    float last = L->gt[L->F - 1];
+    for (uint32_t m = 0; m < src->track_count; m++) {
+        const lmb_track *tr = src->tracks + m;
+        lmb_track *o = c->tracks + n;
+        if (!tr->is_node) {
+            if (!L->keep[tr->target * 3 + tr->path]) continue;
+            *o = *tr;
+            o->key_count = L->st[(tr->target / 8) * 3 + tr->path].keys;
+            o->interp = (uint8_t)L->pk.interp;
+            o->stride = 1u + tr->width;
+            o->shared = 0, o->times = 0, o->values = 0;
+            o->first = c->packed.t0, o->last = last;
+            n++;
+            continue;
+        }
+        *o = *tr;
+        o->shared = 0;
+        memcpy(c->times + kt, src->times + tr->times, (size_t)tr->key_count * 4);
+        memcpy(c->values + kv, src->values + tr->values, (size_t)tr->key_count * tr->stride * 4);
+        o->times = kt, o->values = kv;
+        kt += tr->key_count, kv += tr->key_count * tr->stride;
+        n++;
+    }
+    c->track_count = n;
+    c->joint_track_count = L->kept;
+    c->joint_span = src->joint_span;
+    c->key_total = kt;
+    c->value_total = kv;
+    c->duration = src->duration;
+    return c;
+}
+
+void lmb_pack_measure(const lmb_clip *src, const lmb_clip *c, const lmb_skeleton *skel,
+                      float distance, void *scratch, lmb_pack_stats *out) {
+    pack_lay *L = NULL;
+    lay_out(src, skel, scratch, &L);
+    clip_ctx x = {c, skel};
+    measure(src, skel, distance, L, pose_clip, &x, out, &c->packed);
+}

@@ -1,0 +1,60 @@
+/* pack.h: the clip compressor (packed.h gives the format) and its error
+ * measurement.
+ *
+ * Job: a finished clip (not packed), the skeleton it animates, a tolerance
+ * (model units, > 0) and a virtual distance (model units, >= 0).
+ *   1. lmb_pack_scratch_bytes: scratch for the job (the caller allocates);
+ *   2. lmb_pack_plan: validates, chooses every stream's step and row kinds,
+ *      encodes them into the scratch and measures the result (job->stats,
+ *      job->bytes = the block lmb_pack_write needs);
+ *   3. lmb_pack_write: lays the packed clip out in one block of job->bytes
+ *      (node tracks copied exactly; joint tracks equal to the rest pose
+ *      within the budget dropped, so the sampler writes the rest pose).
+ * Nothing allocates; the scratch may be freed after lmb_pack_write. */
+#ifndef LIMBER_PACK_H
+#define LIMBER_PACK_H
+
+#include "clip.h"
+
+/* Error of a packed clip against its source, at every source key time and
+ * at the points a quarter, half and three quarters of the way between
+ * consecutive key times (so every midpoint), over every joint of the
+ * skeleton: at the joint's origin and at three points `distance` from it
+ * along its axes (model space). p99: 99th percentile over (joint, time) of
+ * the larger of the two (within 0.5%, from a log histogram). */
+typedef struct lmb_pack_stats {
+    double max_joint, max_distance, p99_distance;
+    uint32_t worst_joint; /* 0-based */
+    float worst_time;
+    uint32_t samples; /* sample times */
+} lmb_pack_stats;
+
+typedef struct lmb_pack_job {
+    const lmb_clip *src;
+    const lmb_skeleton *skel;
+    float tolerance, distance;
+    /* set by lmb_pack_plan */
+    size_t bytes; /* block size for lmb_pack_write (any alignment) */
+    lmb_pack_stats stats;
+} lmb_pack_job;
+
+/* Scratch bytes for packing src for skel (0: too large to plan). */
+size_t lmb_pack_scratch_bytes(const lmb_clip *src, const lmb_skeleton *skel);
+
+/* Rules (err->field): "clip" (already packed; LMB_EINVAL), "skeleton" (the
+ * clip animates joint {v} of a {l}-joint skeleton; LMB_EMISMATCH),
+ * "tolerance" (finite, > 0), "distance" (finite, >= 0) and "tolerance"
+ * again when no encoding meets it (LMB_ERANGE: value = the best error
+ * reached, e.g. a STEP track resampled). */
+lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err);
+
+/* The packed clip in mem (job->bytes bytes, any alignment). */
+lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem);
+
+/* Measures any clip `c` (packed or not) against `src` for skel (the same
+ * sample times and points as the stats above); scratch of
+ * lmb_pack_scratch_bytes(src, skel) bytes. */
+void lmb_pack_measure(const lmb_clip *src, const lmb_clip *c, const lmb_skeleton *skel,
+                      float distance, void *scratch, lmb_pack_stats *out);
+
+#endif

@@ -1,0 +1,136 @@
+/* packed.h: compressed (packed) joint tracks of a clip, error-bounded.
+ *
+ * A packed clip keeps its joint tracks on one uniform grid of `frames`
+ * frames (t0, dt): the source's own key grid when it has one, else the
+ * source resampled. Joints are grouped 8 to a chunk as in the dense form
+ * (lmb_dense), and each chunk has three streams: translation (rows x y z),
+ * rotation (x y z w) and scale (x y z). A stream keeps one key every
+ * `step` frames (plus the last frame), so smooth or quiet joints keep few
+ * keys and every lookup is still O(1): key = floor(frame / step). Each row
+ * of a stream (one component of the 8 joints) has a kind:
+ *   SKIP  no joint of the chunk has the track (the sampler writes the rest
+ *         pose there, as for any untracked property);
+ *   CONST one value per joint (8 floats, stored once);
+ *   Q(b)  per joint a range (base, scale: 16 floats) and b bits (1 .. 16)
+ *         per key and joint, packed low bit first (8 joints: b bytes):
+ *         value = base + scale * q;
+ *   F32   raw floats;
+ *   DERIVE (rotation w only) not stored: w = sqrt(1 - x^2 - y^2 - z^2), the
+ *         keys being stored with w >= 0 (q and -q are one rotation).
+ * A stream's key record holds its rows' quantized values (8 joints each)
+ * one after the other, so the two keys a sample reads are adjacent bytes.
+ * Rotations are stored sign-continuous per joint and interpolated with
+ * normalised lerp (the compressor measures exactly that decoding against
+ * the source, so the bound covers it); translations and scales with lerp.
+ *
+ * The compressor (lmb_pack_*) picks, per stream, the step and the row
+ * kinds that use the fewest bytes while every joint's local error stays
+ * within a budget derived from the tolerance: the tolerance divided by the
+ * joint's reach (the virtual distance plus the distance to its farthest
+ * descendant) for rotations and scales, the tolerance itself for
+ * translations. It then measures the model-space error of the whole
+ * skeleton (each joint's origin and three points at the virtual distance
+ * along its axes, at every source key time and every midpoint) and
+ * tightens the budgets until the largest error is within the tolerance.
+ *
+ * Everything is offsets into one block (no pointers but the ones set by
+ * lmb_packed_bind), so a packed clip can be stored and used in place. */
+#ifndef LIMBER_PACKED_H
+#define LIMBER_PACKED_H
+
+#include "limber.h"
+
+enum { LMB_PK_SKIP = 0, LMB_PK_CONST = 1, LMB_PK_F32 = 4, LMB_PK_DERIVE = 5 };
+/* Quantized rows of b bits (1 .. 16) per joint: b bytes per key. */
+#define LMB_PK_Q(b) (16u + (b))
+#define LMB_PK_U8 LMB_PK_Q(8)
+#define LMB_PK_U16 LMB_PK_Q(16)
+
+static inline int lmb_pk_quantized(uint32_t kind) {
+    return kind > 16u && kind <= 32u;
+}
+/* Bytes a row of this kind takes in a key record. */
+static inline uint32_t lmb_pk_row_bytes(uint32_t kind) {
+    return kind == LMB_PK_F32 ? 32u : lmb_pk_quantized(kind) ? kind - 16u : 0u;
+}
+/* Floats of range data a row of this kind keeps (base, then scale). */
+static inline uint32_t lmb_pk_range_floats(uint32_t kind) {
+    return kind == LMB_PK_CONST ? 8u : lmb_pk_quantized(kind) ? 16u : 0u;
+}
+
+/* Largest step (frames per kept key) of a stream. */
+#define LMB_PK_MAX_STEP 32
+
+typedef struct lmb_pstream {
+    uint32_t data;  /* byte offset of key 0's record in lmb_packed.data */
+    uint32_t range; /* float offset of the rows' ranges in lmb_packed.ranges */
+    uint32_t keys;  /* keys kept (1: constant stream) */
+    uint32_t kf;    /* step 0: offset of the keys' frames in lmb_packed.keyframes */
+    uint16_t step;  /* frames per key (>= 1), or 0: the keys sit at frames keyframes[kf ..] */
+    uint16_t rec;   /* bytes per key record */
+    uint8_t kind[4];
+} lmb_pstream;
+
+typedef struct lmb_packed {
+    const lmb_pstream *streams; /* chunks * 3 (T, R, S); NULL: the clip is not packed */
+    const float *ranges;
+    const uint8_t *data;
+    const float *times;        /* frames grid times (NULL: uniform, t0 + k dt) */
+    const uint16_t *keyframes; /* the frames of the streams with irregular keys */
+    uint32_t chunks, frames;
+    uint32_t interp;       /* LMB_LINEAR or LMB_STEP (clip.h) */
+    uint32_t stream_count; /* chunks * 3 */
+    uint32_t range_floats, data_bytes, keyframe_count;
+    float t0, inv_dt, dt;
+} lmb_packed;
+
+/* Frame position of clip time t (clamped to [0, frames - 1]). */
+static inline float lmb_packed_pos(const lmb_packed *p, float t) {
+    if (p->times) { /* a grid of the source's key times: binary search */
+        const float *tm = p->times;
+        uint32_t lo = 0, n = p->frames;
+        if (!(t > tm[0])) return 0.0f;
+        if (t >= tm[n - 1]) return (float)(n - 1);
+        while (n > 1) {
+            uint32_t half = n / 2;
+            if (tm[lo + half] <= t) lo += half;
+            n -= half;
+        }
+        return (float)lo + (t - tm[lo]) / (tm[lo + 1] - tm[lo]);
+    }
+    float f = (t - p->t0) * p->inv_dt;
+    float last = (float)(p->frames - 1);
+    /* STEP: a time a rounding below a key time is that key's */
+    if (p->interp == 0) f += 1e-3f;
+    return f > 0.0f ? (f < last ? f : last) : 0.0f;
+}
+
+/* Decodes chunk q at frame position pos: out[c * cstride + j] for the 10
+ * components (t xyz, q xyzw, s xyz) of the chunk's 8 joints. Portable; the
+ * AVX2 build is lmb_packed_chunk_avx2 (x86/packed_avx2.c). */
+void lmb_packed_chunk(const lmb_packed *p, uint32_t q, float pos, float *out, uint32_t cstride);
+void lmb_packed_chunk_avx2(const lmb_packed *p, uint32_t q, float pos, float *out,
+                           uint32_t cstride);
+
+/* Floats of decoded-key cache per chunk (lmb_packed_chunk_cached): keys a
+ * and b of the chunk's rows (2 x 80) and the three streams' key tags. */
+#define LMB_PK_CACHE_FLOATS 164u
+
+/* lmb_packed_chunk through a cache of LMB_PK_CACHE_FLOATS floats (all zero
+ * when empty; belongs to one instance and one clip): keys are decoded only
+ * when a stream's key interval changes. Same results. */
+void lmb_packed_chunk_cached(const lmb_packed *p, uint32_t q, float pos, float *cache, float *out,
+                             uint32_t cstride);
+void lmb_packed_chunk_cached_avx2(const lmb_packed *p, uint32_t q, float pos, float *cache,
+                                  float *out, uint32_t cstride);
+
+/* One joint's property (path 0 T, 1 R, 2 S) at clip time t. */
+void lmb_packed_sample(const lmb_packed *p, uint32_t joint, uint32_t path, float t, float *out);
+
+/* Bytes of the packed payload (streams, ranges, data). */
+static inline size_t lmb_packed_bytes(const lmb_packed *p) {
+    return (size_t)p->stream_count * sizeof(lmb_pstream) + (size_t)p->range_floats * 4u +
+           (size_t)p->data_bytes + (size_t)p->keyframe_count * 2u;
+}
+
+#endif

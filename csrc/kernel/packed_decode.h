@@ -1,0 +1,272 @@
+/* packed_decode.h: decoding one chunk of a packed clip (packed.h) as a
+ * template, compiled twice: portable (packed.c) and with AVX2 + FMA
+ * (x86/packed_avx2.c). Define PK(name) before including. Each stream finds
+ * its two keys and factor from the frame position in O(1); every row is
+ * dequantized for the chunk's 8 joints at once (one vector per row). */
+#include "packed.h"
+#include "qpoly.h"
+#include "vec8.h"
+
+#include <math.h>
+#include <string.h>
+
+/* as LMB_NLERP_DOT (clip.h) */
+#define LMB_PK_NLERP_DOT 0.9995f
+
+#ifndef LIMBER_PACKED_INV
+#define LIMBER_PACKED_INV
+/* 1 / n for the steps of a stream (n <= LMB_PK_MAX_STEP): rounded up where
+ * inexact, so floor(pos / step) is never one short at a key (one over
+ * happens only a rounding below a key, where both keys give one value) */
+static const float lmb_pk_inv[LMB_PK_MAX_STEP + 1] = {
+    0.0f,         1.0f,         0.5f,         0.33333334f,  0.25f,        0.2f,
+    0.16666667f,  0.14285715f,  0.125f,       0.11111112f,  0.1f,         0.09090909f,
+    0.083333336f, 0.07692308f,  0.071428575f, 0.06666667f,  0.0625f,      0.05882353f,
+    0.055555556f, 0.05263158f,  0.05f,        0.04761905f,  0.045454547f, 0.04347826f,
+    0.041666668f, 0.04f,        0.03846154f,  0.037037037f, 0.035714287f, 0.03448276f,
+    0.033333335f, 0.032258064f, 0.03125f};
+#endif
+
+static inline lmb_v8f PK(ld)(const void *p) {
+    lmb_v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline lmb_v8f PK(splat)(float x) {
+    lmb_v8f v = {x, x, x, x, x, x, x, x};
+    return v;
+}
+/* sqrt per lane of x >= 0 (the loop vectorises: one instruction) */
+static inline lmb_v8f PK(sqrtv)(lmb_v8f x) {
+    float in[8], out[8];
+    memcpy(in, &x, sizeof in);
+    for (int l = 0; l < 8; l++)
+        out[l] = sqrtf(in[l]);
+    return PK(ld)(out);
+}
+static inline lmb_v8f PK(maxv)(lmb_v8f x, float m) {
+    lmb_v8i k = x > m;
+    return (lmb_v8f)(((lmb_v8i)x & k) | ((lmb_v8i)PK(splat)(m) & ~k));
+}
+/* acos(x), x in [0, 1], and sin(y), y in [0, pi/2]: qpoly.h's polynomials */
+static inline lmb_v8f PK(acosv)(lmb_v8f x) {
+    lmb_v8f p = PK(splat)(lmb_acos_coef[LMB_ACOS_DEGREE]);
+    for (int k = LMB_ACOS_DEGREE - 1; k >= 0; k--)
+        p = p * x + lmb_acos_coef[k];
+    return PK(sqrtv)(PK(maxv)(1.0f - x, 0.0f)) * p;
+}
+static inline lmb_v8f PK(sinv)(lmb_v8f y) {
+    lmb_v8f y2 = y * y, p = PK(splat)(lmb_sin_coef[LMB_SIN_TERMS - 1]);
+    for (int k = LMB_SIN_TERMS - 2; k >= 0; k--)
+        p = p * y2 + lmb_sin_coef[k];
+    return y + y * y2 * p;
+}
+
+/* Key of stream s before frame position pos and the factor to the next;
+ * hint: the key used last (irregular keys: checked first). */
+static inline uint32_t PK(key)(const lmb_packed *p, const lmb_pstream *s, float pos, uint32_t hint,
+                               float *al) {
+    if (s->keys < 2) {
+        *al = 0.0f;
+        return 0;
+    }
+    uint32_t a, span;
+    float lo;
+    if (s->step) {
+        uint32_t k = s->step;
+        a = (uint32_t)(pos * lmb_pk_inv[k]);
+        if (a > s->keys - 2) a = s->keys - 2;
+        uint32_t first = a * k, hi = first + k < p->frames - 1 ? first + k : p->frames - 1;
+        lo = (float)first, span = hi - first;
+    } else {
+        const uint16_t *fr = p->keyframes + s->kf;
+        uint32_t m = s->keys;
+        a = hint < m - 1 ? hint : m - 2;
+        if (!(pos >= (float)fr[a] && (pos < (float)fr[a + 1] || a == m - 2))) {
+            uint32_t base = 0, n = m - 1; /* the last a in [0, m - 2] with fr[a] <= pos */
+            while (n > 1) {
+                uint32_t half = n / 2;
+                if ((float)fr[base + half] <= pos) base += half;
+                n -= half;
+            }
+            a = base;
+        }
+        lo = (float)fr[a], span = (uint32_t)fr[a + 1] - fr[a];
+    }
+    float f = (pos - lo) * (span <= LMB_PK_MAX_STEP ? lmb_pk_inv[span] : 1.0f / (float)span);
+    f = f > 0.0f ? (f < 1.0f ? f : 1.0f) : 0.0f;
+    if (p->interp == 0) f = f >= 1.0f ? 1.0f : 0.0f; /* STEP */
+    *al = f;
+    return a;
+}
+
+/* Row values of one key record: base + scale * q, or the stored floats. */
+static inline lmb_v8f PK(row)(uint32_t kind, const uint8_t *r, const float *base) {
+    if (kind == LMB_PK_U8) {
+        lmb_v8u8 b;
+        memcpy(&b, r, sizeof b);
+        return PK(ld)(base) + PK(ld)(base + 8) * __builtin_convertvector(b, lmb_v8f);
+    }
+    if (kind == LMB_PK_U16) {
+        lmb_v8u16 b;
+        memcpy(&b, r, sizeof b);
+        return PK(ld)(base) + PK(ld)(base + 8) * __builtin_convertvector(b, lmb_v8f);
+    }
+    if (kind == LMB_PK_F32) return PK(ld)(r);
+    /* b bits per joint, low bit first: each joint's bits lie in the four
+     * bytes from its first one (the data is followed by 4 bytes of padding) */
+    uint32_t b = kind - 16u;
+    lmb_v8u32 w, sh;
+    for (uint32_t l = 0; l < 8; l++) {
+        uint32_t bit = l * b, x;
+        memcpy(&x, r + (bit >> 3), 4);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        x = __builtin_bswap32(x);
+#endif
+        w[l] = x, sh[l] = bit & 7u;
+    }
+    lmb_v8u32 q = (w >> sh) & ((1u << b) - 1u);
+    return PK(ld)(base) + PK(ld)(base + 8) * __builtin_convertvector((lmb_v8i)q, lmb_v8f);
+}
+
+/* Rows [0, n) of stream s at key a into v (fill: the value of SKIP rows). */
+static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint32_t a, int n,
+                                const float *fill, lmb_v8f *v) {
+    const uint8_t *ra = p->data + s->data + (size_t)a * s->rec;
+    const float *rg = p->ranges + s->range;
+    for (int r = 0; r < n; r++) {
+        uint8_t kind = s->kind[r];
+        if (kind == LMB_PK_SKIP || kind == LMB_PK_DERIVE) {
+            v[r] = PK(splat)(fill[r]);
+        } else if (kind == LMB_PK_CONST) {
+            v[r] = PK(ld)(rg);
+            rg += 8;
+        } else {
+            v[r] = PK(row)(kind, ra, rg);
+            ra += lmb_pk_row_bytes(kind);
+            rg += lmb_pk_range_floats(kind);
+        }
+    }
+    if (n == 4 && s->kind[3] == LMB_PK_DERIVE) /* w >= 0 from the unit length */
+        v[3] = PK(sqrtv)(PK(maxv)(1.0f - (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]), 0.0f));
+}
+
+static const float PK(fill)[3][4] = {{0, 0, 0, 0}, {0, 0, 0, 1}, {1, 1, 1, 1}};
+
+/* r = the value between keys va and vb at factor al: lerp (T, S) or
+ * slerp on the shorter arc (R, glTF's rule, as the dense form does: lerp
+ * weights where the keys are close, else sin((1 - a) theta) and
+ * sin(a theta) without the common 1 / sin(theta), then normalised). */
+static inline __attribute__((always_inline)) void
+PK(interp)(int ch, const lmb_v8f *va, const lmb_v8f *vb, float al, lmb_v8f *r) {
+    if (ch != 1) {
+        for (int m = 0; m < 3; m++)
+            r[m] = va[m] + (vb[m] - va[m]) * al;
+        return;
+    }
+    lmb_v8f dot = va[0] * vb[0] + va[1] * vb[1] + va[2] * vb[2] + va[3] * vb[3];
+    lmb_v8i neg = (dot < 0.0f) & (lmb_v8i){INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN,
+                                           INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN};
+    lmb_v8f wa = PK(splat)(1.0f - al), wb = PK(splat)(al);
+    if (al != 0.0f && al != 1.0f) {
+        lmb_v8f x = (lmb_v8f)((lmb_v8i)dot & (lmb_v8i){INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX,
+                                                       INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX});
+        lmb_v8i far = x <= LMB_PK_NLERP_DOT;
+        uint64_t w[4];
+        memcpy(w, &far, sizeof w);
+        if (w[0] | w[1] | w[2] | w[3]) {
+            lmb_v8f th = PK(acosv)(x);
+            lmb_v8f sa = PK(sinv)(th * (1.0f - al)), sb = PK(sinv)(th * al);
+            wa = (lmb_v8f)(((lmb_v8i)sa & far) | ((lmb_v8i)wa & ~far));
+            wb = (lmb_v8f)(((lmb_v8i)sb & far) | ((lmb_v8i)wb & ~far));
+        }
+    }
+    wb = (lmb_v8f)((lmb_v8i)wb ^ neg);
+    for (int m = 0; m < 4; m++)
+        r[m] = va[m] * wa + vb[m] * wb;
+    /* lanes whose keys cancel (never for stored unit keys) get zeros, not NaN */
+    lmb_v8f len2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2] + r[3] * r[3];
+    lmb_v8i ok = len2 > 1e-30f;
+    lmb_v8f iv = (lmb_v8f)((lmb_v8i)(1.0f / PK(sqrtv)(PK(maxv)(len2, 1e-30f))) & ok);
+    for (int m = 0; m < 4; m++)
+        r[m] *= iv;
+}
+
+/* Stream s (channel ch: 0 T, 1 R, 2 S) at frame position pos: r[m] holds
+ * row m for the chunk's 8 joints. */
+static inline void PK(stream)(const lmb_packed *p, const lmb_pstream *s, int ch, float pos,
+                              lmb_v8f *r) {
+    int n = ch == 1 ? 4 : 3;
+    float al;
+    uint32_t a = PK(key)(p, s, pos, 0, &al);
+    lmb_v8f va[4], vb[4];
+    PK(key_rows)(p, s, a, n, PK(fill)[ch], va);
+    PK(key_rows)(p, s, s->keys > 1 ? a + 1 : a, n, PK(fill)[ch], vb);
+    PK(interp)(ch, va, vb, al, r);
+}
+
+static const int PK(first)[3] = {0, 3, 7};
+
+/* Chunk q at frame position pos: out[c * cstride + j] (packed.h). */
+static inline void PK(chunk_impl)(const lmb_packed *p, uint32_t q, float pos, float *out,
+                                  uint32_t cstride) {
+    const lmb_pstream *st = p->streams + (size_t)q * 3;
+    for (int ch = 0; ch < 3; ch++) {
+        lmb_v8f r[4];
+        PK(stream)(p, st + ch, ch, pos, r);
+        for (int m = 0; m < (ch == 1 ? 4 : 3); m++)
+            memcpy(out + (size_t)(PK(first)[ch] + m) * cstride, &r[m], sizeof r[m]);
+    }
+}
+
+/* The same through a cache of decoded keys (LMB_PK_CACHE_FLOATS per
+ * chunk, all zero = empty): a stream decodes its keys only when the key
+ * interval changes, so forward play mostly interpolates cached floats.
+ * Results equal chunk_impl's (decoding a key is a pure function). */
+static inline __attribute__((always_inline)) void
+PK(cached_stream)(const lmb_packed *p, const lmb_pstream *s, const int ch, float pos, float *cache,
+                  uint32_t *tag, float *out, uint32_t cstride) {
+    const int n = ch == 1 ? 4 : 3, f0 = ch == 0 ? 0 : ch == 1 ? 3 : 7;
+    float *ca = cache + f0 * 8, *cb = cache + 80 + f0 * 8;
+    float al;
+    uint32_t a = PK(key)(p, s, pos, *tag ? *tag - 1 : 0, &al);
+    lmb_v8f va[4], vb[4], r[4];
+    if (*tag == a + 1) {
+        for (int m = 0; m < n; m++)
+            va[m] = PK(ld)(ca + m * 8), vb[m] = PK(ld)(cb + m * 8);
+    } else {
+        if (a > 0 && *tag == a) { /* one key forward: the old b is the new a */
+            for (int m = 0; m < n; m++)
+                va[m] = PK(ld)(cb + m * 8);
+        } else {
+            PK(key_rows)(p, s, a, n, PK(fill)[ch], va);
+        }
+        PK(key_rows)(p, s, s->keys > 1 ? a + 1 : a, n, PK(fill)[ch], vb);
+        for (int m = 0; m < n; m++) {
+            memcpy(ca + m * 8, &va[m], sizeof va[m]);
+            memcpy(cb + m * 8, &vb[m], sizeof vb[m]);
+        }
+        *tag = a + 1;
+    }
+    PK(interp)(ch, va, vb, al, r);
+    for (int m = 0; m < n; m++)
+        memcpy(out + (size_t)(f0 + m) * cstride, &r[m], sizeof r[m]);
+}
+
+/* The same through an instance's cache of decoded keys
+ * (LMB_PK_CACHE_FLOATS per chunk, all zero = empty): a stream decodes its
+ * keys only when its key interval changes, so forward play mostly
+ * interpolates cached floats; the cached key is also where irregular keys
+ * are looked up from. Results equal chunk_impl's (decoding a key is a pure
+ * function). */
+static inline void PK(chunk_cached_impl)(const lmb_packed *p, uint32_t q, float pos, float *cache,
+                                         float *out, uint32_t cstride) {
+    const lmb_pstream *st = p->streams + (size_t)q * 3;
+    uint32_t tags[3];
+    memcpy(tags, cache + 160, sizeof tags);
+    PK(cached_stream)(p, st, 0, pos, cache, tags, out, cstride);
+    PK(cached_stream)(p, st + 1, 1, pos, cache, tags + 1, out, cstride);
+    PK(cached_stream)(p, st + 2, 2, pos, cache, tags + 2, out, cstride);
+    memcpy(cache + 160, tags, sizeof tags);
+}

@@ -1,0 +1,410 @@
+-- Packed clips (issue 17): limber.anim.pack against the exact clips it
+-- packs. The error every packed clip reports is recomputed here in plain
+-- Lua (model matrices from sample_joint values, at the key times and the
+-- quarter points between them) and must match and stay within the
+-- tolerance, on random skeletons and clips (uniform and irregular key
+-- times, LINEAR, STEP, CUBICSPLINE, constant and rest-pose tracks) and on
+-- every bundled clip; every sampling path (sampler, portable and AVX2,
+-- sample_joint, the frame plan) gives the packed clip's values; node
+-- tracks and events stay exact; bad arguments are refused by name.
+local H = require "spec.helper"
+local limber = require "limber"
+local anim = require "limber.anim"
+local gltf = require "limber.gltf"
+
+H.seed("pack")
+
+-- ---- random skeletons and clips ------------------------------------------
+
+local function rand_skeleton(n)
+  return limber.skeleton(H.rand_joints(n, math.random(1, 2)))
+end
+
+local function qmul(a, b)
+  return { a[4] * b[1] + a[1] * b[4] + a[2] * b[3] - a[3] * b[2],
+           a[4] * b[2] - a[1] * b[3] + a[2] * b[4] + a[3] * b[1],
+           a[4] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[4],
+           a[4] * b[4] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3] }
+end
+
+local function axis_angle(ax, a)
+  local n = math.sqrt(ax[1] ^ 2 + ax[2] ^ 2 + ax[3] ^ 2)
+  local s = math.sin(a / 2) / n
+  return { ax[1] * s, ax[2] * s, ax[3] * s, math.cos(a / 2) }
+end
+
+-- Key times: a uniform grid (most clips) or irregular ones.
+local function rand_times(n, uniform)
+  local t, dt = {}, H.rand(1 / 40, 1 / 8)
+  local at = H.rand(0, 0.3)
+  for k = 1, n do
+    t[k] = at
+    at = at + (uniform and dt or H.rand(0.2, 1.8) * dt)
+  end
+  if uniform then -- exactly k * dt, as exporters write them
+    for k = 1, n do t[k] = t[1] + (k - 1) * dt end
+  end
+  return t
+end
+
+-- A random clip for skel: smooth motion around the rest pose (sines of a
+-- few frequencies), constant tracks and tracks equal to the rest pose.
+local function rand_clip(skel, opts)
+  opts = opts or {}
+  local J = skel:joint_count()
+  local n = opts.keys or math.random(2, 40)
+  local uniform = opts.uniform ~= false and (opts.uniform or math.random() < 0.7)
+  local interp = opts.interpolation or (math.random() < 0.85 and "LINEAR" or "STEP")
+  local times = rand_times(n, uniform)
+  local tracks = {}
+  for j = 1, J do
+    local rt, rr, rs = skel:rest_trs(j)
+    local ph, w = H.rand(0, 6), H.rand(0.5, 6)
+    local kind = math.random(1, 10) -- 1: equal to rest, 2: constant, else moving
+    local function add(path, p)
+      local v = {}
+      for k = 1, n do
+        local t = times[k]
+        local x
+        if kind == 1 then
+          x = path == "translation" and rt or path == "rotation" and rr or rs
+        elseif kind == 2 then
+          x = p(0.7)
+        else
+          x = p(t)
+        end
+        for c = 1, #x do v[#v + 1] = x[c] end
+      end
+      tracks[#tracks + 1] = { joint = j, path = path, interpolation = interp, times = times,
+                              values = v }
+    end
+    if math.random() < 0.6 then
+      local amp = H.rand(0, 0.3)
+      add("translation", function(t)
+        return { rt[1] + amp * math.sin(w * t + ph), rt[2] + amp * math.cos(1.3 * w * t), rt[3] }
+      end)
+    end
+    if math.random() < 0.9 then
+      local ax = { H.rand(-1, 1), H.rand(-1, 1), H.rand(-1, 1) }
+      if ax[1] == 0 and ax[2] == 0 and ax[3] == 0 then ax[1] = 1 end
+      local amp = H.rand(0, 1.2)
+      add("rotation", function(t) return qmul(rr, axis_angle(ax, amp * math.sin(w * t + ph))) end)
+    end
+    if math.random() < 0.3 then
+      local amp = H.rand(0, 0.2)
+      add("scale", function(t)
+        local f = 1 + amp * math.sin(w * t)
+        return { rs[1] * f, rs[2] * f, rs[3] }
+      end)
+    end
+  end
+  return anim.clip({ name = "random", tracks = tracks }, skel), times
+end
+
+-- ---- the plain-Lua measure -------------------------------------------------
+
+local function f32(x) return (H.unpack("<f", H.pack("<f", x))) end
+
+-- The local TRS of joint j of a clip at t (the rest pose where it has no track).
+local function local_trs(clip, skel, j, t)
+  local rt, rr, rs = skel:rest_trs(j)
+  local tv = { clip:sample_joint(j, "translation", t, false) }
+  local rv = { clip:sample_joint(j, "rotation", t, false) }
+  local sv = { clip:sample_joint(j, "scale", t, false) }
+  return { #tv > 0 and tv or rt, #rv > 0 and rv or rr, #sv > 0 and sv or rs }
+end
+
+-- Sorted distinct key times of a list of time arrays (glTF channels: the
+-- float values the clip holds).
+local function key_times(lists)
+  local seen, list = {}, {}
+  for _, times in ipairs(lists) do
+    for k = 1, #times do -- a table or an f32 Buffer
+      local t = times[k]
+      t = f32(type(t) == "table" and t[1] or t)
+      if not seen[t] then
+        seen[t] = true
+        list[#list + 1] = t
+      end
+    end
+  end
+  table.sort(list)
+  return list
+end
+
+-- Max error (at the joints, and at `d` along their axes) of `packed`
+-- against `exact` at the key times and the points 1/4, 1/2, 3/4 between.
+local function lua_error(exact, packed, skel, times, d)
+  local parents = {}
+  for j = 1, skel:joint_count() do parents[j] = skel:parent(j) or 0 end
+  local J = skel:joint_count()
+  local samples = {}
+  for k = 1, #times do
+    samples[#samples + 1] = times[k]
+    if k < #times then
+      local a, b = f32(times[k]), f32(times[k + 1])
+      for q = 1, 3 do samples[#samples + 1] = f32(a + (b - a) * f32(q / 4)) end
+    end
+  end
+  local max_j, max_d = 0, 0
+  for _, t in ipairs(samples) do
+    local le, lp = {}, {}
+    for j = 1, J do
+      le[j] = local_trs(exact, skel, j, t)
+      lp[j] = local_trs(packed, skel, j, t)
+    end
+    local me, mp = H.reference_models(parents, le), H.reference_models(parents, lp)
+    for j = 1, J do
+      local a, b = me[j], mp[j]
+      local ej = math.sqrt((a[13] - b[13]) ^ 2 + (a[14] - b[14]) ^ 2 + (a[15] - b[15]) ^ 2)
+      local ed = ej
+      for c = 0, 2 do
+        local s = 0
+        for i = 1, 3 do
+          s = s + ((a[12 + i] + d * a[c * 4 + i]) - (b[12 + i] + d * b[c * 4 + i])) ^ 2
+        end
+        ed = math.max(ed, math.sqrt(s))
+      end
+      max_j, max_d = math.max(max_j, ej), math.max(max_d, ed)
+    end
+  end
+  return max_j, max_d
+end
+
+local function quat_close(a, b, tol)
+  local dot = a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4]
+  return math.abs(math.abs(dot) - 1) <= tol
+end
+
+local function near_list(a, b, tol)
+  for k = 1, #a do
+    if not (math.abs(a[k] - b[k]) <= tol) then return false end -- luacheck: ignore 581 (NaN fails)
+  end
+  return #a == #b
+end
+
+-- Every instance of `pose` holds clip k of `clips` at its time (sampler state).
+local function check_pose(pose, skel, sampler, clips, tol)
+  for i = 1, pose:instance_count() do
+    local k, t, loop = sampler:get(i)
+    if k then
+      local c = clips[k]
+      local tt = t
+      if loop ~= false then
+        local d = c:duration()
+        tt = d > 0 and t - d * math.floor(t / d) or 0
+      end
+      for j = 1, skel:joint_count() do
+        local T, R, S = pose:trs(i, j)
+        local want = local_trs(c, skel, j, tt)
+        assert.is_true(near_list(T, want[1], tol), ("instance %d joint %d translation"):format(i, j))
+        assert.is_true(quat_close(R, want[2], tol), ("instance %d joint %d rotation"):format(i, j))
+        assert.is_true(near_list(S, want[3], tol), ("instance %d joint %d scale"):format(i, j))
+      end
+    end
+  end
+end
+
+-- ---- specs -------------------------------------------------------------------
+
+describe("limber.anim.pack", function()
+  it("reports the error plain Lua measures, within the tolerance, on random clips", function()
+    local packed_count = 0
+    for _ = 1, 14 do
+      local J = math.random(2, 24)
+      local skel = rand_skeleton(J)
+      local clip, times = rand_clip(skel)
+      local tol, d = H.rand(1e-4, 3e-2), H.rand(0, 0.3)
+      local packed, why = anim.pack(clip, skel, { tolerance = tol, distance = d })
+      if why then
+        -- STEP keys on an irregular grid can defeat any packing: the clip comes back exact
+        assert.equal(clip, packed)
+        assert.matches("no packing meets tolerance", why, 1, true)
+      else
+        packed_count = packed_count + 1
+        assert.is_true(packed:packed())
+        local e = packed:error()
+        assert.is_true(e.max_error_distance <= tol, ("%g > %g"):format(e.max_error_distance, tol))
+        assert.is_true(e.max_error <= e.max_error_distance)
+        assert.is_true(e.p99_error_distance <= e.max_error_distance)
+        assert.near(tol, e.tolerance, tol * 1e-6)
+        assert.near(d, e.distance, 1e-6)
+        -- (limber also samples between the packed grid's frames: at least as large)
+        local mj, md = lua_error(clip, packed, skel, key_times({ times }), f32(d))
+        assert.is_true(mj <= e.max_error + 1e-4 * tol + 1e-6)
+        assert.is_true(md <= e.max_error_distance + 1e-4 * tol + 1e-6)
+        assert.is_true(md >= 0.25 * e.max_error_distance or e.max_error_distance < 1e-6)
+        -- and measured again against the source on demand
+        local again = packed:error(clip, skel, d)
+        assert.near(e.max_error_distance, again.max_error_distance, 1e-9)
+        assert.equal(packed:bytes(), again.bytes)
+      end
+    end
+    assert.is_true(packed_count >= 8)
+  end)
+
+  it("keeps every bundled clip within the default tolerance in fewer bytes", function()
+    for _, f in ipairs({ "CesiumMan/CesiumMan.gltf", "Fox/Fox.glb", "RiggedFigure/RiggedFigure.glb",
+                         "RiggedSimple/RiggedSimple.gltf", "SimpleSkin/SimpleSkin.gltf",
+                         "asset-generator/Animation_Skin/Animation_Skin_01.gltf" }) do
+      local exact = gltf.load(H.assets .. f, { tolerance = 0 })
+      local packed = gltf.load(H.assets .. f)
+      for a, an in ipairs(packed.animations) do
+        for s, c in ipairs(an.clips) do
+          local ec = exact.animations[a].clips[s]
+          local skel = packed.skeletons[s].skeleton
+          local tol = anim.PACK_TOLERANCE * anim.rig_size(skel)
+          if ec:joint_span() > 0 then
+            assert.is_true(c:packed(), f)
+            local e = c:error()
+            assert.is_true(e.max_error_distance <= tol, f)
+            assert.is_true(c:bytes() < ec:bytes(), f)
+            local lists = {}
+            for _, ch in ipairs(an.channels) do lists[#lists + 1] = ch.times end
+            local mj, md = lua_error(ec, c, skel, key_times(lists), f32(e.distance))
+            assert.is_true(mj <= e.max_error + 1e-4 * tol + 1e-6)
+            assert.is_true(md <= e.max_error_distance + 1e-4 * tol + 1e-6)
+          end
+        end
+      end
+    end
+  end)
+
+  it("samples the packed values on every path (sampler portable and AVX2, reseeks, clip switches)",
+    function()
+      local was = limber.core.simd()
+      local skel = rand_skeleton(21)
+      local a = assert(anim.pack((rand_clip(skel, { uniform = true, interpolation = "LINEAR" })),
+        skel, { tolerance = 0.01 }))
+      local b = assert(anim.pack((rand_clip(skel, { uniform = false, interpolation = "LINEAR" })),
+        skel, { tolerance = 0.01 }))
+      local e = rand_clip(skel, { uniform = true })
+      local clips = { a, b, e }
+      for _, simd in ipairs({ false, true }) do
+        limber.core.simd(simd)
+        local N = 27
+        local pose = limber.pose(skel, N)
+        local s = anim.sampler(pose, clips)
+        for step = 1, 12 do
+          for i = 1, N do
+            -- clip switches, seeks backward and forward, forward play, times outside the clip
+            if step == 1 or math.random() < 0.3 then
+              s:set(i, math.random(1, 3), H.rand(-3, 6), math.random() < 0.8)
+            end
+          end
+          s:advance(H.rand(0, 0.1))
+          s:run()
+          check_pose(pose, skel, s, clips, 2e-5)
+        end
+        s:reset_cursors()
+        s:run()
+        check_pose(pose, skel, s, clips, 2e-5)
+      end
+      limber.core.simd(was)
+    end)
+
+  it("samples through the frame plan as through the sampler", function()
+    local skel = rand_skeleton(17)
+    local clips = {}
+    for k = 1, 3 do
+      clips[k] = anim.pack((rand_clip(skel, { uniform = k ~= 2, interpolation = "LINEAR" })), skel,
+        { tolerance = 0.005 })
+    end
+    local N = 19
+    local pose = limber.pose(skel, N)
+    local plan = limber.plan({ pose = pose, clips = clips, layers = { { name = "base" } },
+                               models = "all" })
+    local ref = limber.pose(skel, N)
+    local s = anim.sampler(ref, clips)
+    for _ = 1, 3 do
+      for i = 1, N do
+        local k, t = math.random(1, 3), H.rand(0, 3)
+        plan:play(i, "base", 1, k, t)
+        s:set(i, k, t)
+      end
+      plan:run(0)
+      s:run()
+      ref:local_to_model()
+      for i = 1, N do
+        for j = 1, skel:joint_count() do
+          assert.is_true(near_list(pose:model(i, j), ref:model(i, j), 1e-5))
+        end
+      end
+    end
+  end)
+
+  it("keeps node tracks and events exact", function()
+    local skel = rand_skeleton(4)
+    local times = { 0, 0.5, 1 }
+    local clip = anim.clip({ name = "n", tracks = {
+      { joint = 2, path = "rotation", times = times, values = { 0, 0, 0, 1, 0, 0.5, 0, 0.866, 0, 0, 0, 1 } },
+      { node = 7, path = "translation", times = { 0, 0.3, 1 }, values = { 1, 2, 3, 4, 5, 6, 7, 8, 9 } },
+      { node = 9, path = "scale", interpolation = "STEP", times = { 0.2 }, values = { 2, 2, 2 } },
+    }, events = { { time = 0.25, name = "step" }, { time = 0.75, name = "land" } } }, skel)
+    local packed = assert(anim.pack(clip, skel, { tolerance = 1e-3 }))
+    assert.is_true(packed:packed())
+    assert.same(clip:node_tracks(), packed:node_tracks())
+    for _, t in ipairs({ 0, 0.1, 0.3, 0.5, 0.77, 1, 1.5 }) do
+      for k = 1, 2 do
+        assert.same({ clip:sample_node(k, t) }, { packed:sample_node(k, t) })
+      end
+    end
+    assert.same(anim.events(clip), anim.events(packed))
+    assert.equal(clip:duration(), packed:duration())
+    assert.equal("n", packed:name())
+  end)
+
+  it("keeps the clip exact at tolerance 0 and when no packing meets the tolerance", function()
+    local skel = rand_skeleton(3)
+    local clip = anim.clip({ tracks = {
+      { joint = 2, path = "translation", interpolation = "STEP", times = { 0, 0.3, 1 },
+        values = { 0, 0, 0, 1, 1, 1, 0, 0, 0 } },
+      { joint = 3, path = "translation", times = { 0, 0.7, 1 }, values = { 0, 0, 0, 1, 1, 1, 0, 0, 0 } },
+    } }, skel)
+    assert.equal(clip, anim.pack(clip, skel, { tolerance = 0 }))
+    -- a STEP track next to a LINEAR one on irregular key times: no grid keeps the steps
+    local same, why = anim.pack(clip, skel, { tolerance = 1e-3 })
+    assert.equal(clip, same)
+    assert.matches("no packing meets tolerance", why, 1, true)
+    local none, msg = limber.core.clip_pack(clip, skel, 1e-3, 0.1)
+    assert.is_nil(none)
+    assert.matches("^limber.anim.pack: no packing meets tolerance", msg)
+    -- an exact clip reports no error
+    local e = clip:error()
+    assert.same({ 0, 0, 0 }, { e.max_error, e.max_error_distance, e.p99_error_distance })
+    assert.equal(clip:bytes(), e.bytes)
+  end)
+
+  it("refuses bad arguments by name", function()
+    local skel = rand_skeleton(3)
+    local small = rand_skeleton(1)
+    local clip = anim.clip({ tracks = {
+      { joint = 3, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, 1, 1, 1 } } } }, skel)
+    local packed = anim.pack(clip, skel, { tolerance = 1e-3 })
+    local cases = {
+      { function() anim.pack(nil, skel) end, "bad argument #1 to 'limber.anim.pack'" },
+      { function() anim.pack(clip, clip) end, "bad argument #2 to 'limber.anim.pack'" },
+      { function() anim.pack(clip, skel, 5) end, "bad argument #3 to 'limber.anim.pack'" },
+      { function() anim.pack(clip, skel, { tolerance = -1 }) end, "option 'tolerance' must be" },
+      { function() anim.pack(clip, skel, { tolerance = 0 / 0 }) end, "option 'tolerance' must be" },
+      { function() anim.pack(clip, skel, { distance = math.huge }) end, "option 'distance' must be" },
+      { function() anim.pack(clip, skel, { tolerence = 1 }) end, "unknown option 'tolerence'" },
+      { function() anim.pack(packed, skel) end, "packed already" },
+      { function() anim.pack(clip, small) end, "animates joint 3 of a 1-joint skeleton" },
+      { function() limber.core.clip_pack(clip, skel, 0, 0.1) end, "tolerance must be > 0" },
+      { function() limber.core.clip_pack(clip, skel, 1e-3, -1) end, "distance must be >= 0" },
+      { function() limber.core.clip_pack(clip, skel, 1e39, 0.1) end, "tolerance" },
+      { function() packed:error(packed, skel, 0.1) end, "the source must be an exact clip" },
+      { function() packed:error(clip, small, 0.1) end, "fewer joints" },
+      { function() packed:error(clip, skel, -1) end, "distance must be >= 0" },
+    }
+    for k, c in ipairs(cases) do
+      local ok, err = pcall(c[1])
+      assert.is_false(ok, "case " .. k)
+      assert.matches(c[2], tostring(err), 1, true)
+    end
+    -- nothing changed
+    assert.is_true(packed:packed())
+    assert.is_false(clip:packed())
+  end)
+end)
