@@ -303,6 +303,33 @@ describe("limber.anim.pack", function()
       limber.core.simd(was)
     end)
 
+  it("removes root motion as the exact clip does", function()
+    local skel = rand_skeleton(9)
+    local clip = rand_clip(skel, { uniform = true, interpolation = "LINEAR" })
+    -- (at distance 0 a leaf's rotation moves no point: the bound would not cover it)
+    local packed = assert(anim.pack(clip, skel, { tolerance = 1e-4, distance = 0.1 }))
+    local N = 11
+    local pe, pp = limber.pose(skel, N), limber.pose(skel, N)
+    local se, sp = anim.sampler(pe, { clip }), anim.sampler(pp, { packed })
+    se:set_root_motion(1, true, true)
+    sp:set_root_motion(1, true, true)
+    for i = 1, N do
+      local t = H.rand(0, 3)
+      se:set(i, 1, t)
+      sp:set(i, 1, t)
+    end
+    se:run()
+    sp:run()
+    for i = 1, N do
+      local te, re = pe:trs(i, 1)
+      local tp, rp = pp:trs(i, 1)
+      assert.is_true(near_list(te, tp, 2e-4), "translation")
+      local dot = re[1] * rp[1] + re[2] * rp[2] + re[3] * rp[3] + re[4] * rp[4]
+      -- (yaw removal amplifies errors near a pitch of 90 degrees: a loose bound)
+      assert.is_true(math.abs(math.abs(dot) - 1) <= 1e-4, ("rotation: dot %.9g"):format(dot))
+    end
+  end)
+
   it("samples through the frame plan as through the sampler", function()
     local skel = rand_skeleton(17)
     local clips = {}

@@ -259,6 +259,35 @@ static int dense_qualifies(const lmb_clip *c, double *dt) {
     return 1;
 }
 
+int lmb_packed_skipped(const lmb_packed *p, uint32_t q, uint32_t path) {
+    const lmb_pstream *s = p->streams + (size_t)q * 3 + path;
+    if (s->keys > 1) return 0;
+    for (uint32_t r = 0; r < (path == LMB_PATH_R ? 4u : 3u); r++)
+        if (s->kind[r] != LMB_PK_SKIP) return 0;
+    return 1;
+}
+
+uint32_t lmb_clip_untracked(const lmb_clip *c, uint32_t J, uint32_t *out) {
+    uint32_t n = 0, t = 0;
+    for (uint32_t j = 0; j < J; j++) {
+        for (uint32_t path = 0; path < 3; path++) {
+            int tracked;
+            if (c->packed.streams) {
+                tracked = j < c->joint_span && !lmb_packed_skipped(&c->packed, j / 8, path);
+            } else {
+                tracked = t < c->joint_track_count && c->tracks[t].target == j &&
+                          c->tracks[t].path == path;
+                t += (uint32_t)tracked;
+            }
+            if (!tracked) {
+                if (out) out[n] = j << 2 | path;
+                n++;
+            }
+        }
+    }
+    return n;
+}
+
 uint32_t lmb_clip_cursor_count(const lmb_clip *c) {
     if (!c->packed.streams) return c->joint_track_count;
     size_t bytes = (size_t)c->packed.chunks * LMB_PK_CACHE_FLOATS * sizeof(float);
@@ -503,6 +532,24 @@ void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_curso
 void lmb_clip_sample_pose(const lmb_clip *c, float t, const lmb_skeleton *s, float *trs) {
     static const uint32_t at[3] = {0, 3, 7};
     memcpy(trs, s->rest, (size_t)s->joint_count * LMB_TRS_FLOATS * sizeof(float));
+    if (c->packed.streams) { /* what samplers write: whole chunks (lmb_clip_untracked) */
+        const lmb_packed *p = &c->packed;
+        float pos = lmb_packed_pos(p, t), buf[80];
+        for (uint32_t q = 0; q < p->chunks; q++) {
+            lmb_packed_chunk(p, q, pos, buf, 8);
+            for (uint32_t path = 0; path < 3; path++) {
+                if (lmb_packed_skipped(p, q, path)) continue;
+                for (uint32_t l = 0; l < 8; l++) {
+                    uint32_t j = q * 8 + l;
+                    if (j >= c->joint_span || j >= s->joint_count) break;
+                    for (uint32_t m = 0; m < (path == LMB_PATH_R ? 4u : 3u); m++)
+                        trs[(size_t)j * LMB_TRS_FLOATS + at[path] + m] =
+                            buf[(at[path] + m) * 8 + l];
+                }
+            }
+        }
+        return;
+    }
     for (uint32_t m = 0; m < c->joint_track_count; m++) {
         const lmb_track *tr = c->tracks + m;
         if (tr->target >= s->joint_count) continue;
@@ -532,16 +579,27 @@ float lmb_quat_yaw(const float q[4]) {
  * instance (see LMB_ROOT_*). */
 static void remove_root_motion(const lmb_sampler *s, const lmb_clip *c, float *d) {
     uint32_t j = (uint32_t)s->root_joint;
-    for (uint32_t m = 0; m < c->joint_track_count && c->tracks[m].target <= j; m++) {
-        const lmb_track *tr = c->tracks + m;
-        if (tr->target != j) continue;
-        lmb_cursor cursor = {0, 0.0f, 0.0f};
+    /* the root's tracks: entries of tracks[], or a packed clip's bits */
+    uint32_t n = c->packed.streams ? 2 : c->joint_track_count;
+    for (uint32_t m = 0; m < n; m++) {
+        uint32_t path;
         float v0[4];
-        sample_inline(c, tr, 0.0f, &cursor, v0);
-        if (tr->path == LMB_PATH_T && (s->root_flags & LMB_ROOT_XZ)) {
+        if (c->packed.streams) {
+            path = m == 0 ? LMB_PATH_T : LMB_PATH_R;
+            if (!lmb_packed_tracks(&c->packed, j, path)) continue;
+            lmb_packed_sample(&c->packed, j, path, 0.0f, v0);
+        } else {
+            const lmb_track *tr = c->tracks + m;
+            if (tr->target > j) break;
+            if (tr->target != j) continue;
+            lmb_cursor cursor = {0, 0.0f, 0.0f};
+            path = tr->path;
+            sample_inline(c, tr, 0.0f, &cursor, v0);
+        }
+        if (path == LMB_PATH_T && (s->root_flags & LMB_ROOT_XZ)) {
             d[0] = v0[0];
             d[2 * LMB_LANES] = v0[2];
-        } else if (tr->path == LMB_PATH_R && (s->root_flags & LMB_ROOT_YAW)) {
+        } else if (path == LMB_PATH_R && (s->root_flags & LMB_ROOT_YAW)) {
             float *r = d + 3 * LMB_LANES;
             float q[4] = {r[0], r[LMB_LANES], r[2 * LMB_LANES], r[3 * LMB_LANES]};
             /* q' = Y(-(yaw(q) - yaw(q0))) * q */

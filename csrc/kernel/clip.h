@@ -100,15 +100,36 @@ typedef struct lmb_clip {
     float *times;
     float *values;
     lmb_dense dense;   /* dense.data NULL: no dense form */
-    lmb_packed packed; /* packed.streams NULL: not packed (pack.h builds packed clips;
-                        * their joint tracks carry no keys: every sampling path
-                        * decodes the packed streams) */
+    lmb_packed packed; /* packed.streams NULL: not packed (pack.h builds packed clips:
+                        * their joint tracks are the bits of packed.tracked, not
+                        * entries of tracks[], which holds their node tracks) */
 } lmb_clip;
+
+/* Number of joint tracks of clip c (a packed clip's are bits of packed.tracked). */
+static inline uint32_t lmb_clip_joint_track_count(const lmb_clip *c) {
+    return c->packed.streams ? c->packed.tracked_count : c->joint_track_count;
+}
+
+/* Whether a packed clip animates (joint, path) (LMB_PATH_T, R or S). */
+static inline int lmb_packed_tracks(const lmb_packed *p, uint32_t joint, uint32_t path) {
+    return joint < p->chunks * 8u && (p->tracked[joint] >> path & 1u);
+}
 
 /* Lookup state a sampler keeps per instance for clip c, in lmb_cursor
  * units: a cursor per joint track, or for a packed clip its decoded-key
  * cache (LMB_PK_CACHE_FLOATS per chunk of 8 joints). */
 uint32_t lmb_clip_cursor_count(const lmb_clip *c);
+
+/* The joint properties a sampler must write with the rest pose for clip c
+ * on a skeleton of J joints, as (joint << 2 | path) into out (NULL: only
+ * counted); returns the count. An exact clip: every (joint, path) it has no
+ * track for. A packed clip writes every joint below its span itself (the
+ * rest pose where it has no track), except the streams it skips entirely. */
+uint32_t lmb_clip_untracked(const lmb_clip *c, uint32_t J, uint32_t *out);
+
+/* Whether the packed stream of chunk q and path holds nothing (every row
+ * skipped): the sampler writes the rest pose there. */
+int lmb_packed_skipped(const lmb_packed *p, uint32_t q, uint32_t path);
 
 /* Bytes for a clip (header included, any alignment; 0 on overflow). */
 size_t lmb_clip_bytes(uint32_t tracks, uint32_t keys, uint32_t values);

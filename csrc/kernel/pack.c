@@ -31,7 +31,7 @@ static const uint16_t step_list[] = {32, 24, 16, 12, 8, 6, 5, 4, 3, 2, 1};
 static const uint32_t first_comp[3] = {0, 3, 7};
 
 typedef struct pack_lay {
-    uint32_t F0, Fmax, F, Q, J, jt;
+    uint32_t F0, Fmax, F, Q, J, jt, span;
     int mode, interp;
     double t0, dt;
     float *gt;           /* Fmax: the grid's times */
@@ -184,6 +184,7 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pa
     if (L.Q == 0) L.Q = 1;
     L.J = sk->joint_count;
     L.jt = src->joint_track_count;
+    L.span = src->joint_span;
     double pos = (double)SUB * (L.Fmax - 1) + 1.0, q = L.Q;
     if (pos * q * 80.0 * 4.0 + q * 3.0 * L.Fmax * 128.0 > 4e9) return 0;
     size_t off = lmb_align_up(sizeof(pack_lay), SECTION);
@@ -367,7 +368,9 @@ static void pose_packed(const void *ctx, pack_lay *L, float t, float *trs) {
             uint32_t j = q * 8 + l;
             if (j >= sk->joint_count) break;
             for (uint32_t ch = 0; ch < 3; ch++) {
-                if (!L->keep[j * 3 + ch]) continue;
+                /* as samplers do: every joint below the span from its stream
+                 * (the rest pose where the clip has no track), unless skipped */
+                if (j >= L->span || lmb_packed_skipped(&L->pk, q, ch)) continue;
                 for (uint32_t r = 0; r < (ch == 1 ? 4u : 3u); r++)
                     trs[(size_t)j * LMB_TRS_FLOATS + first_comp[ch] + r] =
                         buf[(first_comp[ch] + r) * 8 + l];
@@ -853,7 +856,8 @@ static void choose_all(pack_lay *L, double budget) {
 /* Bytes of the packed clip lmb_pack_write lays out for the current choice. */
 static size_t packed_bytes(const pack_lay *L) {
     size_t bytes = lmb_align_up(sizeof(lmb_clip), SECTION);
-    bytes += lmb_align_up((size_t)(L->kept + L->node_tracks) * sizeof(lmb_track), SECTION);
+    bytes += lmb_align_up((size_t)L->node_tracks * sizeof(lmb_track), SECTION);
+    bytes += lmb_align_up((size_t)L->Q * 8, SECTION); /* the tracked bits, a byte per joint */
     bytes += lmb_align_up((size_t)L->node_times * 4, SECTION);
     bytes += lmb_align_up(((size_t)L->node_values + 16) * 4, SECTION);
     bytes += lmb_align_up((size_t)L->Q * 3 * sizeof(lmb_pstream), SECTION);
@@ -962,7 +966,7 @@ lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem) {
     const lmb_clip *src = job->src;
     pack_lay *L = (pack_lay *)lmb_align_ptr(scratch, SECTION);
     unsigned char *b = (unsigned char *)lmb_align_ptr(mem, SECTION);
-    uint32_t tracks = L->kept + L->node_tracks;
+    uint32_t tracks = L->node_tracks;
     lmb_clip *c = (lmb_clip *)(void *)b;
     memset(c, 0, sizeof *c);
     b += lmb_align_up(sizeof(lmb_clip), SECTION);
@@ -973,6 +977,10 @@ lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem) {
     c->values = (float *)(void *)b;
     memset(c->values, 0, ((size_t)L->node_values + 16) * 4);
     b += lmb_align_up(((size_t)L->node_values + 16) * 4, SECTION);
+    uint8_t *tracked = b;
+    for (uint32_t j = 0; j < L->Q * 8; j++)
+        tracked[j] = (uint8_t)(L->keep[j * 3] | L->keep[j * 3 + 1] << 1 | L->keep[j * 3 + 2] << 2);
+    b += lmb_align_up((size_t)L->Q * 8, SECTION);
     lmb_pstream *st = (lmb_pstream *)(void *)b;
     memcpy(st, L->st, (size_t)L->Q * 3 * sizeof(lmb_pstream));
     b += lmb_align_up((size_t)L->Q * 3 * sizeof(lmb_pstream), SECTION);
@@ -993,22 +1001,12 @@ lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem) {
     c->packed = L->pk;
     c->packed.streams = st, c->packed.ranges = rg, c->packed.data = b, c->packed.times = gt;
     c->packed.keyframes = kf;
+    c->packed.tracked = tracked, c->packed.tracked_count = L->kept;
+    /* the joint tracks are the tracked bits; the node tracks are copied exact */
     uint32_t n = 0, kt = 0, kv = 0;
-    float last = L->gt[L->F - 1];
-    for (uint32_t m = 0; m < src->track_count; m++) {
+    for (uint32_t m = src->joint_track_count; m < src->track_count; m++) {
         const lmb_track *tr = src->tracks + m;
         lmb_track *o = c->tracks + n;
-        if (!tr->is_node) {
-            if (!L->keep[tr->target * 3 + tr->path]) continue;
-            *o = *tr;
-            o->key_count = L->st[(tr->target / 8) * 3 + tr->path].keys;
-            o->interp = (uint8_t)L->pk.interp;
-            o->stride = 1u + tr->width;
-            o->shared = 0, o->times = 0, o->values = 0;
-            o->first = c->packed.t0, o->last = last;
-            n++;
-            continue;
-        }
         *o = *tr;
         o->shared = 0;
         memcpy(c->times + kt, src->times + tr->times, (size_t)tr->key_count * 4);
@@ -1018,7 +1016,7 @@ lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem) {
         n++;
     }
     c->track_count = n;
-    c->joint_track_count = L->kept;
+    c->joint_track_count = 0;
     c->joint_span = src->joint_span;
     c->key_total = kt;
     c->value_total = kv;

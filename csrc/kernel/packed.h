@@ -77,10 +77,13 @@ typedef struct lmb_packed {
     const uint8_t *data;
     const float *times;        /* frames grid times (NULL: uniform, t0 + k dt) */
     const uint16_t *keyframes; /* the frames of the streams with irregular keys */
+    const uint8_t *tracked;    /* per joint below the span: bit path set when the clip
+                                * animates (joint, path) (the others hold the rest pose) */
     uint32_t chunks, frames;
     uint32_t interp;       /* LMB_LINEAR or LMB_STEP (clip.h) */
     uint32_t stream_count; /* chunks * 3 */
     uint32_t range_floats, data_bytes, keyframe_count;
+    uint32_t tracked_count; /* bits set in tracked: the packed clip's joint tracks */
     float t0, inv_dt, dt;
 } lmb_packed;
 
@@ -130,7 +133,7 @@ void lmb_packed_sample(const lmb_packed *p, uint32_t joint, uint32_t path, float
 /* Bytes of the packed payload (streams, ranges, data). */
 static inline size_t lmb_packed_bytes(const lmb_packed *p) {
     return (size_t)p->stream_count * sizeof(lmb_pstream) + (size_t)p->range_floats * 4u +
-           (size_t)p->data_bytes + (size_t)p->keyframe_count * 2u;
+           (size_t)p->data_bytes + (size_t)p->keyframe_count * 2u + (size_t)p->chunks * 8u;
 }
 
 #endif

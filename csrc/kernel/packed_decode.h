@@ -188,7 +188,11 @@ PK(interp)(int ch, const lmb_v8f *va, const lmb_v8f *vb, float al, lmb_v8f *r) {
     /* lanes whose keys cancel (never for stored unit keys) get zeros, not NaN */
     lmb_v8f len2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2] + r[3] * r[3];
     lmb_v8i ok = len2 > 1e-30f;
+#ifdef LMB_PK_RSQRT /* the build's fast 1 / sqrt (x86/packed_avx2.c: as the dense path) */
+    lmb_v8f iv = (lmb_v8f)((lmb_v8i)LMB_PK_RSQRT(PK(maxv)(len2, 1e-30f)) & ok);
+#else
     lmb_v8f iv = (lmb_v8f)((lmb_v8i)(1.0f / PK(sqrtv)(PK(maxv)(len2, 1e-30f))) & ok);
+#endif
     for (int m = 0; m < 4; m++)
         r[m] *= iv;
 }
@@ -230,8 +234,15 @@ PK(cached_stream)(const lmb_packed *p, const lmb_pstream *s, const int ch, float
     const int n = ch == 1 ? 4 : 3, f0 = ch == 0 ? 0 : ch == 1 ? 3 : 7;
     float *ca = cache + f0 * 8, *cb = cache + 80 + f0 * 8;
     float al;
-    uint32_t a = PK(key)(p, s, pos, *tag ? *tag - 1 : 0, &al);
     lmb_v8f va[4], vb[4], r[4];
+    if (s->keys < 2) { /* constant or skipped: nothing to cache (the stream's own data) */
+        PK(key_rows)(p, s, 0, n, PK(fill)[ch], va);
+        PK(interp)(ch, va, va, 0.0f, r);
+        for (int m = 0; m < n; m++)
+            memcpy(out + (size_t)(f0 + m) * cstride, &r[m], sizeof r[m]);
+        return;
+    }
+    uint32_t a = PK(key)(p, s, pos, *tag ? *tag - 1 : 0, &al);
     if (*tag == a + 1) {
         for (int m = 0; m < n; m++)
             va[m] = PK(ld)(ca + m * 8), vb[m] = PK(ld)(cb + m * 8);

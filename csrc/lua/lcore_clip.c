@@ -371,19 +371,42 @@ static int l_clip_node_tracks(lua_State *L) {
 
 /** clip:joint_tracks(): array of { joint =, path =, interpolation =, keys = }
  * sorted by joint then path. */
+/* The k-th joint track of clip c as a track record: an entry of tracks[],
+ * or for a packed clip one made from its tracked bits (no keys of its own:
+ * sampling it decodes the packed streams). Returns 0 past the last. */
+static int clip_joint_track(const lmb_clip *c, uint32_t k, lmb_track *out) {
+    if (!c->packed.streams) {
+        if (k >= c->joint_track_count) return 0;
+        *out = c->tracks[k];
+        return 1;
+    }
+    const lmb_packed *p = &c->packed;
+    for (uint32_t j = 0; j < p->chunks * 8u; j++) {
+        for (uint32_t path = 0; path < 3; path++) {
+            if (!lmb_packed_tracks(p, j, path) || k-- > 0) continue;
+            memset(out, 0, sizeof *out);
+            out->target = j, out->path = (uint8_t)path, out->interp = (uint8_t)p->interp;
+            out->width = path == LMB_PATH_R ? 4 : 3;
+            out->key_count = p->streams[(size_t)(j / 8) * 3 + path].keys;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int l_clip_joint_tracks(lua_State *L) {
     lmb_clip *c = check_clip(L, 1);
-    lua_createtable(L, (int)c->joint_track_count, 0);
-    for (uint32_t m = 0; m < c->joint_track_count; m++) {
-        const lmb_track *tr = c->tracks + m;
+    lua_createtable(L, (int)lmb_clip_joint_track_count(c), 0);
+    lmb_track t;
+    for (uint32_t m = 0; clip_joint_track(c, m, &t); m++) {
         lua_createtable(L, 0, 4);
-        lua_pushinteger(L, (lua_Integer)tr->target + 1);
+        lua_pushinteger(L, (lua_Integer)t.target + 1);
         lua_setfield(L, -2, "joint");
-        lua_pushstring(L, path_names[tr->path]);
+        lua_pushstring(L, path_names[t.path]);
         lua_setfield(L, -2, "path");
-        lua_pushstring(L, interp_names[tr->interp]);
+        lua_pushstring(L, interp_names[t.interp]);
         lua_setfield(L, -2, "interpolation");
-        lua_pushinteger(L, tr->key_count);
+        lua_pushinteger(L, t.key_count);
         lua_setfield(L, -2, "keys");
         lua_rawseti(L, -2, (lua_Integer)m + 1);
     }
@@ -427,6 +450,17 @@ static int l_clip_sample_joint(lua_State *L) {
     lua_Integer j = luaL_checkinteger(L, 2);
     int path = luaL_checkoption(L, 3, NULL, path_names);
     lcore_check_time(L, 4);
+    if (c->packed.streams) {
+        if (j < 1 || j > (lua_Integer)c->joint_span ||
+            !lmb_packed_tracks(&c->packed, (uint32_t)(j - 1), (uint32_t)path)) {
+            lua_pushnil(L);
+            return 1;
+        }
+        lmb_track t;
+        memset(&t, 0, sizeof t);
+        t.target = (uint32_t)(j - 1), t.path = (uint8_t)path, t.width = path == LMB_PATH_R ? 4 : 3;
+        return push_sample(L, c, &t, 4, 5);
+    }
     for (uint32_t m = 0; m < c->joint_track_count; m++) {
         const lmb_track *tr = c->tracks + m;
         if ((lua_Integer)tr->target + 1 == j && tr->path == path)
@@ -444,7 +478,9 @@ static int l_clip_joint_span(lua_State *L) {
 
 /** clip:track_count() (also #clip): joint and node tracks. */
 static int l_clip_track_count(lua_State *L) {
-    lua_pushinteger(L, check_clip(L, 1)->track_count);
+    const lmb_clip *c = check_clip(L, 1);
+    lua_pushinteger(L, (lua_Integer)c->track_count +
+                           (c->packed.streams ? (lua_Integer)c->packed.tracked_count : 0));
     return 1;
 }
 
@@ -454,6 +490,9 @@ static int l_clip_key_count(lua_State *L) {
     lua_Integer total = 0; /* shared keys count once per track using them */
     for (uint32_t m = 0; m < c->track_count; m++)
         total += c->tracks[m].key_count;
+    lmb_track t;
+    for (uint32_t m = 0; c->packed.streams && clip_joint_track(c, m, &t); m++)
+        total += t.key_count; /* a packed clip's joint tracks: their streams' keys */
     lua_pushinteger(L, total);
     return 1;
 }
@@ -464,7 +503,7 @@ static int l_clip_tostring(lua_State *L) {
     lua_getfield(L, -1, "name");
     lua_pushfstring(L, "limber.Clip(%s, %f s, %d tracks)",
                     lua_isstring(L, -1) ? lua_tostring(L, -1) : "unnamed", (lua_Number)c->duration,
-                    (int)c->track_count);
+                    (int)(c->track_count + (c->packed.streams ? c->packed.tracked_count : 0)));
     return 1;
 }
 
@@ -640,7 +679,7 @@ static int l_sampler_new(lua_State *L) {
                                                  luaL_typename(L, -1)));
         c = (lmb_clip *)lmb_align_ptr(c, 64);
         if (lmb_clip_cursor_count(c) > stride) stride = lmb_clip_cursor_count(c);
-        untracked += (size_t)J * 3 - c->joint_track_count;
+        untracked += lmb_clip_untracked(c, J, NULL);
         got[k - 1] = c;
         lua_rawseti(L, 3, k);
     }
@@ -686,16 +725,7 @@ static int l_sampler_new(lua_State *L) {
         const lmb_clip *c = got[k - 1];
         clips[k - 1] = c;
         uf[k - 1] = pos;
-        uint32_t t = 0;
-        for (uint32_t j = 0; j < J; j++) {
-            for (uint32_t path = 0; path < 3; path++) {
-                if (t < c->joint_track_count && c->tracks[t].target == j &&
-                    c->tracks[t].path == path)
-                    t++;
-                else
-                    u[pos++] = j << 2 | path;
-            }
-        }
+        pos += lmb_clip_untracked(c, J, u + pos);
     }
     uf[nc] = pos;
     lua_pushvalue(L, 3);

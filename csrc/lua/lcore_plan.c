@@ -629,7 +629,7 @@ static int l_plan_new(lua_State *L) {
                               "%s: desc.clips[%I] animates joint %I but the skeleton has %I joints",
                               fn, k, (lua_Integer)c->joint_span, (lua_Integer)J);
         if (lmb_clip_cursor_count(c) > stride) stride = lmb_clip_cursor_count(c);
-        untracked += (size_t)J * 3 - (c->joint_track_count < J * 3 ? c->joint_track_count : J * 3);
+        untracked += lmb_clip_untracked(c, J, NULL);
         lua_pop(L, 1);
     }
     lua_replace(L, 3);
@@ -694,15 +694,7 @@ static int l_plan_new(lua_State *L) {
         lua_pushinteger(L, k);
         lua_rawset(L, 9);
         uf[k - 1] = pos;
-        uint32_t t = 0;
-        for (uint32_t j = 0; j < J; j++)
-            for (uint32_t path = 0; path < 3; path++) {
-                if (t < c->joint_track_count && c->tracks[t].target == j &&
-                    c->tracks[t].path == path)
-                    t++;
-                else
-                    u[pos++] = j << 2 | path;
-            }
+        pos += lmb_clip_untracked(c, J, u + pos);
     }
     uf[C] = pos;
     lua_setfield(L, 8, "clip_index");

@@ -12,6 +12,17 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
+#include "../vec8.h"
+
+/* 1 / sqrt(x), x > 0: rsqrt estimate and one Newton step (~2 ulp), as the
+ * dense path normalises rotations */
+static inline lmb_v8f lmb_pk_rsqrt_avx2(lmb_v8f x) {
+    __m256 v = (__m256)x, r = _mm256_rsqrt_ps(v);
+    return (lmb_v8f)_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), r),
+                                  _mm256_fnmadd_ps(_mm256_mul_ps(v, r), r, _mm256_set1_ps(3.0f)));
+}
+#define LMB_PK_RSQRT lmb_pk_rsqrt_avx2
+
 #define PK(name) lmb_pk_##name##_avx2
 #include "../packed_decode.h"
 
