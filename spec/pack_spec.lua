@@ -402,6 +402,46 @@ describe("limber.anim.pack", function()
     assert.equal(clip:bytes(), e.bytes)
   end)
 
+  it("records the rig hash of its skeleton, and fits tells which skeletons it plays on", function()
+    local joints = H.rand_joints(6, 1)
+    local skel = limber.skeleton(joints)
+    local same = limber.skeleton(joints)
+    assert.equal(skel:rig_hash(), same:rig_hash())
+    assert.matches("^%x+$", skel:rig_hash())
+    assert.equal(16, #skel:rig_hash())
+    -- a name, a parent, a joint more: another rig
+    local renamed, reparented = {}, {}
+    for k, j in ipairs(joints) do
+      renamed[k] = { name = j.name, parent = j.parent, translation = j.translation }
+      reparented[k] = { name = j.name, parent = j.parent, translation = j.translation }
+    end
+    renamed[3].name = "other"
+    reparented[6].parent = reparented[6].parent == 1 and 2 or 1
+    local more = { H.tunpack(renamed) }
+    more[#more + 1] = { name = "extra", parent = "j1" }
+    for _, d in ipairs({ renamed, reparented, more }) do
+      assert.are_not.equal(skel:rig_hash(), limber.skeleton(d):rig_hash())
+    end
+    -- rest poses do not count
+    local moved = {}
+    for k, j in ipairs(joints) do moved[k] = { name = j.name, parent = j.parent } end
+    assert.equal(skel:rig_hash(), limber.skeleton(moved):rig_hash())
+    local clip = rand_clip(skel, { uniform = true })
+    local packed = assert(anim.pack(clip, skel, { tolerance = 1e-3 }))
+    assert.equal(skel:rig_hash(), packed:rig_hash())
+    assert.is_nil(clip:rig_hash())
+    assert.is_true(anim.fits(packed, same))
+    local ok, why = anim.fits(packed, limber.skeleton(renamed))
+    assert.is_false(ok)
+    assert.matches("packed for rig " .. skel:rig_hash(), why, 1, true)
+    assert.is_true(anim.fits(clip, limber.skeleton(renamed))) -- exact clips: joint indices only
+    ok, why = anim.fits(clip, limber.skeleton({ { name = "a" } }))
+    assert.is_false(ok)
+    assert.matches("animates joint", why, 1, true)
+    assert.error_matches(function() anim.fits(skel, clip) end, "bad argument #1 to 'limber.anim.fits'",
+      1, true)
+  end)
+
   it("refuses bad arguments by name", function()
     local skel = rand_skeleton(3)
     local small = rand_skeleton(1)

@@ -190,3 +190,12 @@ int lmb_simd_level(void) {
 int lmb_simd_active(void) {
     return lmb_simd_level() >= LMB_SIMD_AVX2;
 }
+
+uint64_t lmb_hash64(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    for (size_t k = 0; k < n; k++) {
+        h ^= p[k];
+        h *= 1099511628211ull; /* the FNV 64-bit prime */
+    }
+    return h;
+}

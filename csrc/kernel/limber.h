@@ -77,6 +77,11 @@ lmb_status lmb_error_set(lmb_error *e, lmb_status code, const char *field, const
  * without a template gives lmb_strerror(code). */
 size_t lmb_error_format(const lmb_error *e, char *buf, size_t n);
 
+/* FNV-1a, 64 bits: h updated with n bytes of data (start from
+ * LMB_HASH64_SEED). Used for rig hashes (the binding's skeleton:rig_hash). */
+#define LMB_HASH64_SEED 14695981039346656037ull
+uint64_t lmb_hash64(uint64_t h, const void *data, size_t n);
+
 /* Rounds n up to a multiple of a (a power of two). */
 static inline size_t lmb_align_up(size_t n, size_t a) {
     return (n + a - 1) & ~(a - 1);

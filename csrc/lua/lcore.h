@@ -116,6 +116,8 @@ typedef struct lpalette {
 
 lpalette *lcore_check_palette(lua_State *L, int arg);
 struct lmb_skeleton *lcore_check_skeleton(lua_State *L, int arg);
+/* The rig hash of the Skeleton at arg (skeleton:rig_hash): 16 hex digits + NUL. */
+void lcore_rig_hash(lua_State *L, int arg, char out[17]);
 struct lmb_pose *lcore_check_pose(lua_State *L, int arg);
 struct lmb_skin *lcore_check_skin(lua_State *L, int arg);
 

@@ -581,6 +581,10 @@ static int l_clip_pack(lua_State *L) {
     lua_pop(L, 1);
     lua_pushinteger(L, (lua_Integer)job.bytes);
     lua_setfield(L, -2, "bytes");
+    char hex[17];
+    lcore_rig_hash(L, 2, hex);
+    lua_pushstring(L, hex);
+    lua_setfield(L, -2, "rig_hash");
     set_node_slots(L, c);
     push_stats(L, &job.stats, (double)job.tolerance, (double)job.distance);
     lua_setfield(L, -2, "error");
@@ -593,6 +597,11 @@ static int l_clip_pack(lua_State *L) {
 static int l_clip_packed(lua_State *L) {
     lua_pushboolean(L, check_clip(L, 1)->packed.streams != NULL);
     return 1;
+}
+
+/** clip:rig_hash(): a packed clip's skeleton's rig hash (skeleton:rig_hash), or nil. */
+static int l_clip_rig_hash(lua_State *L) {
+    return clip_info(L, "rig_hash");
 }
 
 /** clip:bytes(): the bytes the clip holds (keys, dense frames or packed streams, tables). */
@@ -1102,6 +1111,7 @@ void lcore_open_clip(lua_State *L) {
                                             {"dense", l_clip_dense},
                                             {"packed", l_clip_packed},
                                             {"bytes", l_clip_bytes},
+                                            {"rig_hash", l_clip_rig_hash},
                                             {"error", l_clip_error},
                                             {NULL, NULL}};
     static const luaL_Reg sampler_methods[] = {{"set", l_sampler_set},

@@ -1,6 +1,7 @@
 /* lcore_pose.c: Lua types Skeleton, Pose (a batch of instances), Skin and
  * Palette. Every check runs before anything is changed. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "lcore.h"
@@ -204,6 +205,41 @@ static int l_skel_name(lua_State *L) {
     push_skel_info(L, 1);
     lua_getfield(L, -1, "names");
     lua_rawgeti(L, -1, j + 1);
+    return 1;
+}
+
+/* Bytes of v, little-endian, into the hash (the same hash on every host). */
+static uint64_t hash_u32(uint64_t h, uint32_t v) {
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    return lmb_hash64(h, b, 4);
+}
+
+void lcore_rig_hash(lua_State *L, int arg, char out[17]) {
+    lmb_skeleton *s = lcore_check_skeleton(L, arg);
+    push_skel_info(L, arg);
+    lua_getfield(L, -1, "names");
+    uint64_t h = hash_u32(LMB_HASH64_SEED, s->joint_count);
+    for (uint32_t j = 0; j < s->joint_count; j++) {
+        h = hash_u32(h, s->parent[j]);
+        lua_rawgeti(L, -1, (lua_Integer)j + 1);
+        size_t n = 0;
+        const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
+        h = hash_u32(h, name ? (uint32_t)n : 0xFFFFFFFFu);
+        if (name) h = lmb_hash64(h, name, n);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+/** skel:rig_hash(): 16 hex digits from the joint count, every parent and every
+ * name (in joint order): equal for skeletons of one rig, different when a joint,
+ * a parent or a name differs. A packed clip records its skeleton's (clip:rig_hash). */
+static int l_skel_rig_hash(lua_State *L) {
+    char hex[17];
+    lcore_rig_hash(L, 1, hex);
+    lua_pushstring(L, hex);
     return 1;
 }
 
@@ -665,10 +701,9 @@ static int l_palette_skin(lua_State *L) {
 
 void lcore_open_pose(lua_State *L) {
     static const luaL_Reg skel_methods[] = {
-        {"joint_count", l_skel_count}, {"parent", l_skel_parent},
-        {"parents", l_skel_parents},   {"name", l_skel_name},
-        {"find", l_skel_find},         {"rest_trs", l_skel_rest},
-        {"inverse_bind", l_skel_ibm},  {NULL, NULL}};
+        {"joint_count", l_skel_count}, {"parent", l_skel_parent},    {"parents", l_skel_parents},
+        {"name", l_skel_name},         {"find", l_skel_find},        {"rest_trs", l_skel_rest},
+        {"rig_hash", l_skel_rig_hash}, {"inverse_bind", l_skel_ibm}, {NULL, NULL}};
     static const luaL_Reg skel_meta[] = {
         {"__len", l_skel_count}, {"__tostring", l_skel_tostring}, {NULL, NULL}};
     static const luaL_Reg pose_methods[] = {{"set_trs", l_pose_set_local},

@@ -258,6 +258,31 @@ function M.pack(clip, skeleton, opts)
   return packed
 end
 
+--- Whether a clip can play on a skeleton (hot reload: check before swapping
+-- a clip in). A packed clip must come from a skeleton of the same rig (same
+-- joints, parents and names: `skeleton:rig_hash()`); any clip must animate
+-- only joints the skeleton has.
+-- @tparam limber.Clip clip
+-- @tparam limber.Skeleton skeleton
+-- @treturn boolean
+-- @treturn[opt] string why not
+function M.fits(clip, skeleton)
+  if not is_a(clip, "limber.Clip") then arg_error(1, "fits", "limber.Clip", clip) end
+  if not is_a(skeleton, "limber.Skeleton") then
+    arg_error(2, "fits", "limber.Skeleton", skeleton)
+  end
+  local J = skeleton:joint_count()
+  if clip:joint_span() > J then
+    return false, ("the clip animates joint %d of a %d-joint skeleton"):format(clip:joint_span(), J)
+  end
+  local h = clip:rig_hash()
+  if h and h ~= skeleton:rig_hash() then
+    return false, ("the clip was packed for rig %s, the skeleton is rig %s"):format(h,
+      skeleton:rig_hash())
+  end
+  return true
+end
+
 --- The events of a clip, sorted by time: array of { time =, name = }.
 -- @tparam limber.Clip clip
 function M.events(clip)
