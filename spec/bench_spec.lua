@@ -145,9 +145,10 @@ describe("the benchmark's host helpers (limber.baseline_skin)", function()
 end)
 
 describe("examples/bench_clips.lua", function()
-  -- packs all six clips (the 60 s one takes a while): once, on Lua 5.4
+  -- packs all six clips (the 60 s one takes 25 s, minutes under the sanitizers): tagged
+  -- slow (busted -t slow), on Lua 5.4
   local run = H.lua == "5.4" and it or pending
-  run("prints the issue's JSON line: six clips, figures that agree with each other", function()
+  run("prints the issue's JSON line: six clips, figures that agree with each other #slow", function()
     local ok, text = H.run(H.example("bench_clips.lua", "--frames 2 --instances 16 --json"))
     assert.is_true(ok, text)
     assert.truthy(text:find("interpreter: " .. INTERPRETER .. ",", 1, true), text)
