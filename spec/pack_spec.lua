@@ -475,5 +475,24 @@ describe("limber.anim.pack", function()
     -- nothing changed
     assert.is_true(packed:packed())
     assert.is_false(clip:packed())
+    -- too large to pack: 4000 joints (the last animated) over 12000 frames
+    -- would need gigabytes of scratch; refused before any allocation, and
+    -- the clip stays exact
+    local joints = {}
+    for k = 1, 4000 do joints[k] = { name = "j" .. k, parent = k > 1 and k - 1 or nil } end
+    local big_skel = limber.skeleton(joints)
+    local times, values = {}, {}
+    for k = 1, 12000 do
+      times[k] = (k - 1) / 30
+      values[3 * k - 2], values[3 * k - 1], values[3 * k] = k, 0, 0
+    end
+    local big = anim.clip({ tracks = {
+      { joint = 4000, path = "translation", times = times, values = values } } }, big_skel)
+    local none, err = limber.core.clip_pack(big, big_skel, 1e-3, 0.1)
+    assert.is_nil(none)
+    assert.equal("limber.anim.pack: the clip is too large to pack", err)
+    local same, why = anim.pack(big, big_skel, { tolerance = 1e-3 })
+    assert.equal(big, same)
+    assert.matches("too large to pack", why, 1, true)
   end)
 end)

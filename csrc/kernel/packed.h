@@ -109,11 +109,9 @@ static inline float lmb_packed_pos(const lmb_packed *p, float t) {
 }
 
 /* Decodes chunk q at frame position pos: out[c * cstride + j] for the 10
- * components (t xyz, q xyzw, s xyz) of the chunk's 8 joints. Portable; the
- * AVX2 build is lmb_packed_chunk_avx2 (x86/packed_avx2.c). */
+ * components (t xyz, q xyzw, s xyz) of the chunk's 8 joints. Portable;
+ * samplers use the cached form below. */
 void lmb_packed_chunk(const lmb_packed *p, uint32_t q, float pos, float *out, uint32_t cstride);
-void lmb_packed_chunk_avx2(const lmb_packed *p, uint32_t q, float pos, float *out,
-                           uint32_t cstride);
 
 /* Floats of decoded-key cache per chunk (lmb_packed_chunk_cached): keys a
  * and b of the chunk's rows (2 x 80) and the three streams' key tags. */
@@ -129,11 +127,5 @@ void lmb_packed_chunk_cached_avx2(const lmb_packed *p, uint32_t q, float pos, fl
 
 /* One joint's property (path 0 T, 1 R, 2 S) at clip time t. */
 void lmb_packed_sample(const lmb_packed *p, uint32_t joint, uint32_t path, float t, float *out);
-
-/* Bytes of the packed payload (streams, ranges, data). */
-static inline size_t lmb_packed_bytes(const lmb_packed *p) {
-    return (size_t)p->stream_count * sizeof(lmb_pstream) + (size_t)p->range_floats * 4u +
-           (size_t)p->data_bytes + (size_t)p->keyframe_count * 2u + (size_t)p->chunks * 8u;
-}
 
 #endif

@@ -3,15 +3,13 @@
  * (x86/packed_avx2.c). Define PK(name) before including. Each stream finds
  * its two keys and factor from the frame position in O(1); every row is
  * dequantized for the chunk's 8 joints at once (one vector per row). */
+#include "clip.h" /* LMB_NLERP_DOT */
 #include "packed.h"
 #include "qpoly.h"
 #include "vec8.h"
 
 #include <math.h>
 #include <string.h>
-
-/* as LMB_NLERP_DOT (clip.h) */
-#define LMB_PK_NLERP_DOT 0.9995f
 
 #ifndef LIMBER_PACKED_INV
 #define LIMBER_PACKED_INV
@@ -172,7 +170,7 @@ PK(interp)(int ch, const lmb_v8f *va, const lmb_v8f *vb, float al, lmb_v8f *r) {
     if (al != 0.0f && al != 1.0f) {
         lmb_v8f x = (lmb_v8f)((lmb_v8i)dot & (lmb_v8i){INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX,
                                                        INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX});
-        lmb_v8i far = x <= LMB_PK_NLERP_DOT;
+        lmb_v8i far = x <= LMB_NLERP_DOT;
         uint64_t w[4];
         memcpy(w, &far, sizeof w);
         if (w[0] | w[1] | w[2] | w[3]) {

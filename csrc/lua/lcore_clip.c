@@ -558,7 +558,11 @@ static int l_clip_pack(lua_State *L) {
         return luaL_argerror(
             L, 4, lua_pushfstring(L, "distance must be >= 0 (got %f)", (lua_Number)job.distance));
     size_t sb = lmb_pack_scratch_bytes(src, sk);
-    if (sb == 0) return luaL_argerror(L, 1, "the clip is too large to pack");
+    if (sb == 0) { /* a limit, not a bad argument: the clip stays usable exact */
+        lua_pushnil(L);
+        lua_pushliteral(L, "limber.anim.pack: the clip is too large to pack");
+        return 2;
+    }
     void *scratch = lua_newuserdatauv(L, sb, 0); /* 5 */
     if (lmb_pack_plan(&job, scratch, &err) != LMB_OK) {
         if (err.code == LMB_ERANGE && strcmp(err.field, "tolerance") == 0) {

@@ -26,11 +26,6 @@ static inline lmb_v8f lmb_pk_rsqrt_avx2(lmb_v8f x) {
 #define PK(name) lmb_pk_##name##_avx2
 #include "../packed_decode.h"
 
-void lmb_packed_chunk_avx2(const lmb_packed *p, uint32_t q, float pos, float *out,
-                           uint32_t cstride) {
-    PK(chunk_impl)(p, q, pos, out, cstride);
-}
-
 void lmb_packed_chunk_cached_avx2(const lmb_packed *p, uint32_t q, float pos, float *cache,
                                   float *out, uint32_t cstride) {
     PK(chunk_cached_impl)(p, q, pos, cache, out, cstride);
@@ -46,11 +41,6 @@ void lmb_packed_chunk_cached_avx2(const lmb_packed *p, uint32_t q, float pos, fl
 #else
 
 #include "../packed.h"
-
-void lmb_packed_chunk_avx2(const lmb_packed *p, uint32_t q, float pos, float *out,
-                           uint32_t cstride) {
-    lmb_packed_chunk(p, q, pos, out, cstride);
-}
 
 void lmb_packed_chunk_cached_avx2(const lmb_packed *p, uint32_t q, float pos, float *cache,
                                   float *out, uint32_t cstride) {
