@@ -43,6 +43,7 @@ build = {
       ["limber.scene"] = "lua/limber/scene.lua",
       ["limber.check"] = "lua/limber/check.lua",
       ["limber.math"] = "lua/limber/math.lua",
+      ["limber.snapshot"] = "lua/limber/snapshot.lua",
     },
   },
 }

@@ -216,6 +216,86 @@ lmb_status lmb_clip_finish(lmb_clip *c, lmb_error *err) {
     return LMB_OK;
 }
 
+/* Whether a stored rotation key is a unit quaternion (as lmb_clip_finish
+ * leaves them: within float rounding of length 1). */
+static int unit_quat(const float *q) {
+    double n = 0.0;
+    for (int m = 0; m < 4; m++)
+        n += (double)q[m] * (double)q[m];
+    return n > 0.999 && n < 1.001;
+}
+
+lmb_status lmb_clip_check(const lmb_clip *c, lmb_error *err) {
+    lmb_error_clear(err);
+    float duration = 0.0f;
+    uint32_t joint_tracks = 0, span = 0;
+    for (uint32_t k = 0; k < c->track_count; k++) {
+        const lmb_track *tr = c->tracks + k;
+        uint32_t n = tr->key_count, w = tr->width;
+        if (tr->path > LMB_PATH_F || tr->interp > LMB_CUBIC || tr->is_node > 1 || tr->shared > 3)
+            return track_error(err, tr, LMB_EINVAL, "tracks",
+                               "tracks[{i}]: path, interpolation or flags out of range", 0, 0, 0);
+        uint32_t per_key = tr->interp == LMB_CUBIC ? 3 * w : w;
+        int width_ok = tr->path == LMB_PATH_F ? (tr->is_node && w >= 1 && w <= LMB_FLOAT_WIDTH)
+                                              : w == (tr->path == LMB_PATH_R ? 4u : 3u);
+        uint64_t t_end = (uint64_t)tr->times + n,
+                 v_end = (uint64_t)tr->values + (uint64_t)n * (per_key + 1);
+        if (n == 0 || !width_ok || tr->stride != per_key + 1 || t_end > c->key_total ||
+            v_end > c->value_total)
+            return track_error(err, tr, LMB_ERANGE, "tracks", "tracks[{i}]: inconsistent layout", 0,
+                               0, 0);
+        if (k > 0 && !(track_order(tr - 1) < track_order(tr)))
+            return track_error(err, tr, LMB_EINVAL, "tracks",
+                               "tracks[{i}]: tracks out of order or animating one property twice",
+                               0, 0, 0);
+        if (!tr->is_node) {
+            if (k != joint_tracks || tr->target >= LMB_MAX_JOINTS)
+                return track_error(err, tr, LMB_EINVAL, "tracks",
+                                   "tracks[{i}]: joint track after node tracks", 0, 0, 0);
+            joint_tracks++;
+            if (tr->target + 1 > span) span = tr->target + 1;
+        }
+        const float *tm = c->times + tr->times;
+        const float *rec = c->values + tr->values;
+        if (tr->first != tm[0] || tr->last != tm[n - 1])
+            return track_error(err, tr, LMB_EINVAL, "times",
+                               "tracks[{i}]: first or last time wrong", 0, 0, 0);
+        for (uint32_t i = 0; i < n; i++) {
+            if (!isfinite(tm[i]) || tm[i] < 0.0f || (i > 0 && !(tm[i] > tm[i - 1])))
+                return track_error(err, tr, LMB_EINVAL, "times",
+                                   "tracks[{i}] ({c}): times[{j}] ({v}) is not a finite time "
+                                   "above the one before",
+                                   i, (double)tm[i], 0);
+            const float *r = rec + (size_t)i * tr->stride;
+            if (r[0] != tm[i])
+                return track_error(err, tr, LMB_EINVAL, "values",
+                                   "tracks[{i}] ({c}): key record {j} has another time", i,
+                                   (double)r[0], 0);
+            for (uint32_t m = 0; m < per_key; m++)
+                if (!isfinite(r[1 + m]))
+                    return track_error(err, tr, LMB_ENAN, "values",
+                                       "tracks[{i}] ({c}): values[{j}] ({v}) is not finite",
+                                       i * per_key + m, (double)r[1 + m], 0);
+            if (tr->path == LMB_PATH_R && !unit_quat(r + (tr->interp == LMB_CUBIC ? 5 : 1)))
+                return track_error(err, tr, LMB_EINVAL, "values",
+                                   "tracks[{i}] ({c}): rotation key {j} is not unit length", i, 0,
+                                   0);
+        }
+        if (tm[n - 1] > duration) duration = tm[n - 1];
+    }
+    if (!c->packed.streams && (joint_tracks != c->joint_track_count || span != c->joint_span))
+        return lmb_error_set(err, LMB_EINVAL, "tracks", "joint track count or span is wrong", 0, 0,
+                             0, 0);
+    if (c->packed.streams && joint_tracks != 0)
+        return lmb_error_set(err, LMB_EINVAL, "tracks", "a packed clip keeps node tracks only", 0,
+                             0, 0, 0);
+    if (!isfinite(c->duration) || c->duration < duration || c->duration > LMB_FLOAT_LIMIT)
+        return lmb_error_set(err, LMB_ERANGE, "duration",
+                             "duration {v} is not finite or shorter than the keys ({l})", 0, 0,
+                             (double)c->duration, (double)duration);
+    return LMB_OK;
+}
+
 /* ---- dense form of uniformly keyed clips ------------------------------ */
 
 /* Largest key count of a dense clip: the key guess (t - t0) / dt is then

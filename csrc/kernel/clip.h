@@ -160,6 +160,17 @@ lmb_clip *lmb_clip_place(void *mem, uint32_t tracks, uint32_t keys, uint32_t val
  * Returns LMB_OK or err->code. */
 lmb_status lmb_clip_finish(lmb_clip *c, lmb_error *err);
 
+/* Checks, without changing anything, a clip laid out by lmb_clip_place (or
+ * lmb_packed_clip_place) whose arrays came from elsewhere (a snapshot):
+ * what lmb_clip_finish guarantees. Tracks in the finished order, each
+ * layout within the arrays, strides set, key times finite, >= 0 and
+ * strictly increasing, every record's time its key time, values finite,
+ * rotation keys unit length, first / last / joint_track_count /
+ * joint_span consistent (a packed clip holds node tracks only), duration
+ * finite and at least the last key. The dense form is not checked (build
+ * it after: lmb_clip_dense_build); nor the packed streams (lmb_packed_check). */
+lmb_status lmb_clip_check(const lmb_clip *c, lmb_error *err);
+
 /* Bytes for the dense form of a finished clip (any alignment), or 0 when
  * the clip does not qualify (see lmb_dense). */
 size_t lmb_clip_dense_bytes(const lmb_clip *c);

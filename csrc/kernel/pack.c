@@ -853,18 +853,16 @@ static void choose_all(pack_lay *L, double budget) {
 
 /* ---- the job --------------------------------------------------------------- */
 
-/* Bytes of the packed clip lmb_pack_write lays out for the current choice. */
+/* Array sizes of the packed clip lmb_pack_write lays out for the current choice. */
+static lmb_packed_sizes packed_sizes(const pack_lay *L) {
+    lmb_packed_sizes z = {L->node_tracks,      L->node_times, L->node_values,  L->Q,         L->F,
+                          L->pk.times != NULL, L->kf_count,   L->range_floats, L->data_bytes};
+    return z;
+}
+
 static size_t packed_bytes(const pack_lay *L) {
-    size_t bytes = lmb_align_up(sizeof(lmb_clip), SECTION);
-    bytes += lmb_align_up((size_t)L->node_tracks * sizeof(lmb_track), SECTION);
-    bytes += lmb_align_up((size_t)L->Q * 8, SECTION); /* the tracked bits, a byte per joint */
-    bytes += lmb_align_up((size_t)L->node_times * 4, SECTION);
-    bytes += lmb_align_up(((size_t)L->node_values + 16) * 4, SECTION);
-    bytes += lmb_align_up((size_t)L->Q * 3 * sizeof(lmb_pstream), SECTION);
-    if (L->pk.times) bytes += lmb_align_up((size_t)L->F * sizeof(float), SECTION);
-    bytes += lmb_align_up((size_t)L->kf_count * sizeof(uint16_t), SECTION);
-    bytes += lmb_align_up((size_t)L->range_floats * 4, SECTION);
-    return bytes + (size_t)L->data_bytes + 4 + SECTION; /* + the read padding */
+    lmb_packed_sizes z = packed_sizes(L);
+    return lmb_packed_clip_bytes(&z);
 }
 
 lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
@@ -930,7 +928,7 @@ lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
             last_ok = e <= tol;
             if (last_ok) {
                 size_t bytes = packed_bytes(L);
-                if (bytes < best_bytes) best_bytes = bytes, best_f = f;
+                if (bytes && bytes < best_bytes) best_bytes = bytes, best_f = f;
                 if (e >= 0.9 * tol) break;
                 if (fail_f > 0.0) { /* between a passing and a failing budget */
                     f = sqrt(f * fail_f);
@@ -953,7 +951,9 @@ lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
                 measure(src, sk, job->distance, L, pose_packed, sk, &job->stats, &L->pk);
             }
             job->bytes = packed_bytes(L);
-            return LMB_OK;
+            if (job->bytes) return LMB_OK;
+            return lmb_error_set(err, LMB_ERANGE, "clip", "the packed clip would be too large", 0,
+                                 0, 0, 0);
         }
     }
     return lmb_error_set(err, LMB_ERANGE, "tolerance",
@@ -965,43 +965,23 @@ lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
 lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem) {
     const lmb_clip *src = job->src;
     pack_lay *L = (pack_lay *)lmb_align_ptr(scratch, SECTION);
-    unsigned char *b = (unsigned char *)lmb_align_ptr(mem, SECTION);
-    uint32_t tracks = L->node_tracks;
-    lmb_clip *c = (lmb_clip *)(void *)b;
-    memset(c, 0, sizeof *c);
-    b += lmb_align_up(sizeof(lmb_clip), SECTION);
-    c->tracks = (lmb_track *)(void *)b;
-    b += lmb_align_up((size_t)tracks * sizeof(lmb_track), SECTION);
-    c->times = (float *)(void *)b;
-    b += lmb_align_up((size_t)L->node_times * 4, SECTION);
-    c->values = (float *)(void *)b;
+    lmb_packed_sizes z = packed_sizes(L);
+    lmb_clip *c = lmb_packed_clip_place(mem, &z);
     memset(c->values, 0, ((size_t)L->node_values + 16) * 4);
-    b += lmb_align_up(((size_t)L->node_values + 16) * 4, SECTION);
-    uint8_t *tracked = b;
+    uint8_t *tracked = (uint8_t *)(uintptr_t)c->packed.tracked;
     for (uint32_t j = 0; j < L->Q * 8; j++)
         tracked[j] = (uint8_t)(L->keep[j * 3] | L->keep[j * 3 + 1] << 1 | L->keep[j * 3 + 2] << 2);
-    b += lmb_align_up((size_t)L->Q * 8, SECTION);
-    lmb_pstream *st = (lmb_pstream *)(void *)b;
-    memcpy(st, L->st, (size_t)L->Q * 3 * sizeof(lmb_pstream));
-    b += lmb_align_up((size_t)L->Q * 3 * sizeof(lmb_pstream), SECTION);
-    float *gt = NULL;
-    if (L->pk.times) {
-        gt = (float *)(void *)b;
-        memcpy(gt, L->gt, (size_t)L->F * sizeof(float));
-        b += lmb_align_up((size_t)L->F * sizeof(float), SECTION);
-    }
-    uint16_t *kf = (uint16_t *)(void *)b;
-    memcpy(kf, L->kf, (size_t)L->kf_count * sizeof(uint16_t));
-    b += lmb_align_up((size_t)L->kf_count * sizeof(uint16_t), SECTION);
-    float *rg = (float *)(void *)b;
-    memcpy(rg, L->rg, (size_t)L->range_floats * 4);
-    b += lmb_align_up((size_t)L->range_floats * 4, SECTION);
-    memcpy(b, L->data, L->data_bytes);
-    memset(b + L->data_bytes, 0, 4);
+    memcpy((void *)(uintptr_t)c->packed.streams, L->st, (size_t)L->Q * 3 * sizeof(lmb_pstream));
+    if (L->pk.times)
+        memcpy((void *)(uintptr_t)c->packed.times, L->gt, (size_t)L->F * sizeof(float));
+    memcpy((void *)(uintptr_t)c->packed.keyframes, L->kf, (size_t)L->kf_count * sizeof(uint16_t));
+    memcpy((void *)(uintptr_t)c->packed.ranges, L->rg, (size_t)L->range_floats * 4);
+    memcpy((void *)(uintptr_t)c->packed.data, L->data, L->data_bytes);
+    lmb_packed keep = c->packed;
     c->packed = L->pk;
-    c->packed.streams = st, c->packed.ranges = rg, c->packed.data = b, c->packed.times = gt;
-    c->packed.keyframes = kf;
-    c->packed.tracked = tracked, c->packed.tracked_count = L->kept;
+    c->packed.streams = keep.streams, c->packed.ranges = keep.ranges, c->packed.data = keep.data;
+    c->packed.times = keep.times, c->packed.keyframes = keep.keyframes;
+    c->packed.tracked = keep.tracked, c->packed.tracked_count = L->kept;
     /* the joint tracks are the tracked bits; the node tracks are copied exact */
     uint32_t n = 0, kt = 0, kv = 0;
     for (uint32_t m = src->joint_track_count; m < src->track_count; m++) {

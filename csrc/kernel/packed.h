@@ -125,6 +125,34 @@ void lmb_packed_chunk_cached(const lmb_packed *p, uint32_t q, float pos, float *
 void lmb_packed_chunk_cached_avx2(const lmb_packed *p, uint32_t q, float pos, float *cache,
                                   float *out, uint32_t cstride);
 
+/* Largest grid of a packed clip (streams with irregular keys only on grids
+ * of at most 65536 frames: their key frames are 16-bit). */
+#define LMB_PK_MAX_FRAMES (1u << 22)
+
+/* Array sizes of a packed clip: its node tracks (exact, as lmb_clip) and
+ * its packed block. */
+typedef struct lmb_packed_sizes {
+    uint32_t tracks, keys, values; /* node tracks, key times, record floats */
+    uint32_t chunks, frames, has_times, keyframes, range_floats, data_bytes;
+} lmb_packed_sizes;
+
+/* Bytes for a packed clip of these sizes (any alignment; 0: out of range). */
+size_t lmb_packed_clip_bytes(const lmb_packed_sizes *z);
+
+/* Lays out a packed clip (header zeroed, array pointers and counts set, the
+ * 4 bytes of read padding after the data zeroed) in mem, at least
+ * lmb_packed_clip_bytes(z) bytes. The compressor and snapshots fill it. */
+struct lmb_clip *lmb_packed_clip_place(void *mem, const lmb_packed_sizes *z);
+
+/* Checks, without changing anything, the packed block of clip c (filled
+ * from elsewhere: a snapshot): chunks fit the joint span, a finite grid
+ * (increasing times when it has them), tracked bits and their count, every
+ * stream's row kinds, record size, step, key count and offsets inside the
+ * arrays, irregular key frames increasing from frame 0 to the last, range
+ * and raw floats finite. Every read the decoder makes is
+ * then inside the block. */
+lmb_status lmb_packed_check(const struct lmb_clip *c, lmb_error *err);
+
 /* One joint's property (path 0 T, 1 R, 2 S) at clip time t. */
 void lmb_packed_sample(const lmb_packed *p, uint32_t joint, uint32_t path, float t, float *out);
 

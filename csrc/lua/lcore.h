@@ -134,5 +134,6 @@ void lcore_open_skinning(lua_State *L);
 struct lmb_pool;
 struct lmb_pool *lcore_pool(lua_State *L);
 void lcore_open_scene(lua_State *L);
+void lcore_open_snapshot(lua_State *L);
 
 #endif

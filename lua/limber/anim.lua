@@ -74,6 +74,32 @@ local function wrap(t, d)
   return r
 end
 
+-- Sorts and checks a clip's events ({ time =, name = } each; errors are
+-- raised `level` levels above the caller) and attaches them to the clip.
+local function attach_events(clip, events, level)
+  local d = clip:duration()
+  local list = {}
+  for k, e in ipairs(events) do
+    if type(e) ~= "table" or type(e.name) ~= "string" or type(e.time) ~= "number" then
+      fail(("clip: events[%d] must be { time = number, name = string }"):format(k), level + 1)
+    end
+    if e.time ~= e.time or e.time < 0 or e.time > d then
+      fail(("clip: events[%d] ('%s') time %s is outside the clip [0, %s]")
+        :format(k, e.name, tostring(e.time), tostring(d)), level + 1)
+    end
+    list[k] = { time = e.time, name = e.name, k = k }
+  end
+  local function by_time(a, b) return a.time < b.time or (a.time == b.time and a.k < b.k) end
+  table.sort(list, by_time)
+  local ev = { times = {}, names = {}, loop_times = {}, loop_names = {} }
+  for k, e in ipairs(list) do ev.times[k], ev.names[k] = e.time, e.name end
+  -- in loop mode an event at the duration happens at 0, before the events at 0
+  for _, e in ipairs(list) do if e.time >= d then e.time, e.k = 0, e.k - #list end end
+  table.sort(list, by_time)
+  for k, e in ipairs(list) do ev.loop_times[k], ev.loop_names[k] = e.time, e.name end
+  events_of[clip] = ev
+end
+
 --- Builds an immutable clip (`limber.Clip`).
 -- `desc.tracks[k]` = { `joint` = index or name (names need `skeleton`) |
 -- `node` = id, `path` = "translation" | "rotation" | "scale" | "float"
@@ -155,29 +181,7 @@ function M.clip(desc, skeleton)
   end
   local ok, clip = pcall(core.clip, tracks, desc.name, desc.dense ~= false, duration)
   if not ok then error(clip, 2) end
-  if events and #events > 0 then
-    local d = clip:duration()
-    local list = {}
-    for k, e in ipairs(events) do
-      if type(e) ~= "table" or type(e.name) ~= "string" or type(e.time) ~= "number" then
-        fail(("clip: events[%d] must be { time = number, name = string }"):format(k), 2)
-      end
-      if e.time ~= e.time or e.time < 0 or e.time > d then
-        fail(("clip: events[%d] ('%s') time %s is outside the clip [0, %s]")
-          :format(k, e.name, tostring(e.time), tostring(d)), 2)
-      end
-      list[k] = { time = e.time, name = e.name, k = k }
-    end
-    local function by_time(a, b) return a.time < b.time or (a.time == b.time and a.k < b.k) end
-    table.sort(list, by_time)
-    local ev = { times = {}, names = {}, loop_times = {}, loop_names = {} }
-    for k, e in ipairs(list) do ev.times[k], ev.names[k] = e.time, e.name end
-    -- in loop mode an event at the duration happens at 0, before the events at 0
-    for _, e in ipairs(list) do if e.time >= d then e.time, e.k = 0, e.k - #list end end
-    table.sort(list, by_time)
-    for k, e in ipairs(list) do ev.loop_times[k], ev.loop_names[k] = e.time, e.name end
-    events_of[clip] = ev
-  end
+  if events and #events > 0 then attach_events(clip, events, 2) end
   return clip
 end
 
@@ -807,5 +811,20 @@ end
 --- The blender (limber.Blender) behind the crowd, for example to change masks.
 -- @treturn limber.Blender
 function Crowd:blender() check_self(self, Crowd, "blender"); return self.blend_job end
+
+-- limber.snapshot's access to the clips' events (not part of the API):
+-- the table it stores with each clip, and the way back from a loaded
+-- snapshot, where the stored table is checked as events given to clip().
+M._snapshot_events = events_of
+function M._restore_events(clip, side)
+  if type(side) ~= "table" or type(side.times) ~= "table" or type(side.names) ~= "table" then
+    fail("clip: the snapshot's events are damaged", 3)
+  end
+  local list = {}
+  for k = 1, rawlen(side.times) do
+    list[k] = { time = rawget(side.times, k), name = rawget(side.names, k) }
+  end
+  if #list > 0 then attach_events(clip, list, 2) end
+end
 
 return M

@@ -416,7 +416,7 @@ function M.plan(desc)
   return plan
 end
 
-local submodules = { anim = true, gltf = true, scene = true, skinning = true }
+local submodules = { anim = true, gltf = true, scene = true, skinning = true, snapshot = true }
 
 return setmetatable(M, {
   __index = function(t, k)

@@ -1,0 +1,449 @@
+-- Binary snapshots (issue 17): limber.snapshot.save / load / read / write.
+-- Every bundled model, loaded with packed and with exact clips, survives
+-- the round trip: the loaded value has the same graph (tables, shared and
+-- cyclic references, numbers to the bit, strings) and equal objects
+-- (buffers byte for byte, skeletons, skins, clips sampled at many times on
+-- every path, their events), and saves back to the very same bytes. Random
+-- value graphs and random clips round-trip too. Hostile blobs (every
+-- truncation, random byte and field damage, a newer version, the other
+-- byte order) are refused by name or, when the damage is harmless, give
+-- objects that work; values a snapshot cannot hold are refused by name.
+local H = require "spec.helper"
+local limber = require "limber"
+local anim = require "limber.anim"
+local gltf = require "limber.gltf"
+local snapshot = require "limber.snapshot"
+
+H.seed("snapshot")
+
+local MODELS = {
+  "CesiumMan/CesiumMan.gltf", "Fox/Fox.glb", "RiggedFigure/RiggedFigure.glb",
+  "RiggedSimple/RiggedSimple.gltf", "SimpleSkin/SimpleSkin.gltf",
+  "InterpolationTest/InterpolationTest.gltf",
+}
+
+-- ---- comparing value graphs --------------------------------------------------
+
+local function class_of(v)
+  local mt = getmetatable(v)
+  return type(mt) == "table" and mt.__name or type(v)
+end
+
+local function same_number(a, b)
+  if a ~= a then return b ~= b end
+  if H.math_type(a) ~= H.math_type(b) then return false end
+  return a == b and (a ~= 0 or 1 / a == 1 / b)
+end
+
+local function same_list(a, b)
+  if #a ~= #b then return false end
+  for k = 1, #a do if not same_number(a[k], b[k]) then return false end end
+  return true
+end
+
+local TIMES = { 0, 0.001, 0.1, 0.25, 1 / 3, 0.5, 0.77, 1, 1.5, 2.2, 3.4, 7.9, 100 }
+
+-- Objects a and b (one class) hold the same data; fails with `path`.
+local function same_object(a, b, path)
+  local cls = class_of(a)
+  if cls == "limber.Buffer" then
+    assert.equal(a:bytes(), b:bytes(), path .. ": buffer bytes")
+    assert.equal(a:width(), b:width(), path)
+    assert.equal(a:element_count(), b:element_count(), path)
+  elseif cls == "limber.Skeleton" then
+    assert.equal(a:joint_count(), b:joint_count(), path)
+    assert.equal(a:rig_hash(), b:rig_hash(), path)
+    for j = 1, a:joint_count() do
+      assert.equal(a:parent(j), b:parent(j), path)
+      assert.equal(a:name(j), b:name(j), path)
+      if a:name(j) then assert.equal(j, b:find(a:name(j)), path) end
+      local ta, ra, sa = a:rest_trs(j)
+      local tb, rb, sb = b:rest_trs(j)
+      assert.is_true(same_list(ta, tb) and same_list(ra, rb) and same_list(sa, sb),
+        path .. ": rest " .. j)
+      assert.is_true(same_list(a:inverse_bind(j), b:inverse_bind(j)), path .. ": ibm " .. j)
+    end
+  elseif cls == "limber.Skin" then
+    assert.equal(a:joint_count(), b:joint_count(), path)
+    for k = 1, a:joint_count() do
+      assert.equal(a:joint(k), b:joint(k), path)
+      assert.is_true(same_list(a:inverse_bind(k), b:inverse_bind(k)), path)
+    end
+    assert.equal(a:skeleton():rig_hash(), b:skeleton():rig_hash(), path)
+  elseif cls == "limber.Clip" then
+    for _, m in ipairs({ "duration", "name", "joint_span", "key_count", "track_count", "dense",
+                         "packed", "bytes", "rig_hash" }) do
+      assert.is_true(a[m](a) == b[m](b), path .. ": clip:" .. m .. "()")
+    end
+    assert.same(a:error(), b:error(), path)
+    assert.same(a:node_tracks(), b:node_tracks(), path)
+    assert.same(anim.events(a), anim.events(b), path .. ": events")
+    for _, t in ipairs(TIMES) do
+      for _, loop in ipairs({ true, false }) do
+        for j = 1, a:joint_span() do
+          for _, p in ipairs({ "translation", "rotation", "scale" }) do
+            local x = { a:sample_joint(j, p, t, loop) }
+            local y = { b:sample_joint(j, p, t, loop) }
+            assert.is_true(same_list(x, y), ("%s: joint %d %s at %s"):format(path, j, p, t))
+          end
+        end
+        for k = 1, #a:node_tracks() do
+          assert.is_true(same_list({ a:sample_node(k, t, loop) }, { b:sample_node(k, t, loop) }),
+            path .. ": node track " .. k)
+        end
+      end
+    end
+  else
+    error(path .. ": unexpected class " .. cls)
+  end
+end
+
+-- a and b are the same graph: a bijection between their tables and objects,
+-- equal scalars (to the bit), equal objects. Iterative (deep graphs); a
+-- pair whose key is a table not matched yet waits until it is.
+local function same_graph(a, b)
+  local map, back = {}, {}
+  local todo, waiting = { { a, b, "root" } }, {}
+  local function pair(y, k, v, path)
+    local kk = k
+    if type(k) == "table" or type(k) == "userdata" then kk = map[k] end
+    local w = rawget(y, kk)
+    assert.is_not_nil(w, path .. "." .. tostring(k) .. " missing")
+    todo[#todo + 1] = { v, w, path .. "." .. tostring(k) }
+  end
+  while #todo > 0 or #waiting > 0 do
+    if #todo == 0 then
+      local still = {}
+      for _, e in ipairs(waiting) do
+        if map[e[2]] ~= nil then pair(e[1], e[2], e[3], e[4]) else still[#still + 1] = e end
+      end
+      assert.is_true(#still < #waiting, "table keys never matched")
+      waiting = still
+    else
+      local x, y, path = H.tunpack(table.remove(todo))
+      local tx, ty = type(x), type(y)
+      assert.equal(tx, ty, path .. ": type")
+      if tx == "number" then
+        assert.is_true(same_number(x, y), path .. (": %s vs %s"):format(tostring(x), tostring(y)))
+      elseif tx == "table" or tx == "userdata" then
+        if map[x] ~= nil or back[y] ~= nil then
+          assert.is_true(map[x] == y and back[y] == x, path .. ": sharing differs")
+        else
+          map[x], back[y] = y, x
+          if tx == "userdata" then
+            assert.equal(class_of(x), class_of(y), path)
+            same_object(x, y, path)
+          else
+            assert.is_nil(getmetatable(y), path)
+            local n, m = 0, 0
+            for k, v in pairs(x) do
+              n = n + 1
+              if (type(k) == "table" or type(k) == "userdata") and map[k] == nil then
+                waiting[#waiting + 1] = { y, k, v, path }
+              else
+                pair(y, k, v, path)
+              end
+            end
+            for _ in pairs(y) do m = m + 1 end
+            assert.equal(n, m, path .. ": key count")
+          end
+        end
+      else
+        assert.equal(x, y, path)
+      end
+    end
+  end
+end
+
+-- Every pose a sampler writes from clips `a` equals the one from `b`, bit
+-- for bit, on both SIMD levels.
+local function same_sampling(skel, a, b)
+  local was = limber.core.simd()
+  for _, simd in ipairs({ false, true }) do
+    limber.core.simd(simd)
+    local N = #a
+    local pa, pb = limber.pose(skel, N), limber.pose(skel, N)
+    local sa, sb = anim.sampler(pa, a), anim.sampler(pb, b)
+    for i = 1, N do
+      sa:set(i, i, 0, true)
+      sb:set(i, i, 0, true)
+    end
+    for _ = 1, 6 do
+      local dt = H.rand(0, 0.3)
+      sa:advance(dt)
+      sb:advance(dt)
+      sa:run()
+      sb:run()
+      for i = 1, N do
+        for j = 1, skel:joint_count() do
+          local T1, R1, S1 = pa:trs(i, j)
+          local T2, R2, S2 = pb:trs(i, j)
+          assert.is_true(same_list(T1, T2) and same_list(R1, R2) and same_list(S1, S2),
+            ("instance %d joint %d"):format(i, j))
+        end
+      end
+    end
+  end
+  limber.core.simd(was)
+end
+
+-- ---- random values ------------------------------------------------------------
+
+local EDGE = { 0, -0.0, 1, -1, 0.5, 1 / 0, -1 / 0, 0 / 0, 2 ^ 53, -2 ^ 53, 1e308, 5e-324,
+               H.int_max, H.int_min, 3.4e38 }
+
+local function rand_scalar()
+  local r = math.random(1, 5)
+  if r == 1 then return EDGE[math.random(#EDGE)] end
+  if r == 2 then return math.random(-1000, 1000) end
+  if r == 3 then return H.rand(-1e6, 1e6) end
+  if r == 4 then return math.random() < 0.5 end
+  local s = {}
+  for k = 1, math.random(0, 40) do s[k] = string.char(math.random(0, 255)) end
+  return table.concat(s)
+end
+
+-- A random graph of tables: nesting, sharing and cycles; and whether some
+-- table is a key (such a graph may save back to other bytes: the order of
+-- table keys is the order Lua gives them).
+local function rand_graph(n)
+  local tables, table_keys = {}, false
+  for k = 1, n do tables[k] = {} end
+  for k = 1, n do
+    local t = tables[k]
+    t.next = tables[k + 1] -- every table reachable through values
+    for _ = 1, math.random(0, 8) do
+      local key, val
+      local r = math.random()
+      if r < 0.4 then key = #t + 1 elseif r < 0.9 then key = rand_scalar() else
+        key, table_keys = tables[math.random(n)], true
+      end
+      if key ~= key or key == nil then key = "nan" end
+      val = math.random() < 0.3 and tables[math.random(n)] or rand_scalar()
+      t[key] = val
+    end
+  end
+  return tables[1], table_keys
+end
+
+-- ---- specs -------------------------------------------------------------------
+
+describe("limber.snapshot", function()
+  local tmp = H.tmpdir(setup, teardown)
+
+  it("round-trips every bundled model, packed and exact: same graph, same objects, same bytes",
+    function()
+      for _, m in ipairs(MODELS) do
+        for _, tol in ipairs({ false, 0 }) do
+          local a = gltf.load(H.assets .. m, { tolerance = tol or nil })
+          local blob = snapshot.save(a)
+          local b = snapshot.load(blob)
+          same_graph(a, b)
+          assert.equal(blob, snapshot.save(b), m .. ": saves back to other bytes")
+          -- the loaded asset works: poses, palettes and clips as the original's
+          for si, s in ipairs(a.skeletons) do
+            local clips, clips_b = {}, {}
+            for _, an in ipairs(a.animations) do
+              if an.clips and an.clips[si] then clips[#clips + 1] = an.clips[si] end
+            end
+            for _, an in ipairs(b.animations) do
+              if an.clips and an.clips[si] then clips_b[#clips_b + 1] = an.clips[si] end
+            end
+            assert.equal(#clips, #clips_b)
+            if #clips > 0 then same_sampling(s.skeleton, clips, clips_b) end
+          end
+          if #a.skins > 0 then
+            local pa, pb = gltf.pose(a, 1, 3), gltf.pose(b, 1, 3)
+            local la, lb = gltf.palette(a, pa), gltf.palette(b, pb)
+            la:update()
+            lb:update()
+            assert.equal(la:matrix_buffer():bytes(), lb:matrix_buffer():bytes(), m .. ": palettes")
+          end
+        end
+      end
+    end)
+
+  it("round-trips random value graphs (sharing, cycles, every kind of number and string)",
+    function()
+      for _ = 1, 60 do
+        local v, table_keys = rand_graph(math.random(1, 30))
+        local blob = snapshot.save(v)
+        local w = snapshot.load(blob)
+        same_graph(v, w)
+        if not table_keys then assert.is_true(blob == snapshot.save(w)) end
+      end
+    end)
+
+  it("round-trips clips built in Lua: exact, packed, node tracks, events, every interpolation",
+    function()
+      local skel = limber.skeleton(H.rand_joints(12, 2))
+      local clips = {}
+      for k = 1, 8 do
+        local tracks = {}
+        local n = math.random(2, 12)
+        local times = {}
+        for i = 1, n do times[i] = (i - 1) * 0.1 end
+        for j = 1, 12 do
+          if math.random() < 0.7 then
+            local interp = ({ "LINEAR", "STEP", "CUBICSPLINE" })[math.random(1, k <= 4 and 3 or 2)]
+            local per = interp == "CUBICSPLINE" and 3 or 1
+            local tv, rv = {}, {}
+            for i = 1, n * per do
+              tv[#tv + 1], tv[#tv + 2], tv[#tv + 3] = H.rand(-1, 1), H.rand(-1, 1), H.rand(-1, 1)
+              local q = H.rand_quat()
+              for c = 1, 4 do rv[#rv + 1] = q[c] end
+            end
+            tracks[#tracks + 1] = { joint = j, path = "translation", interpolation = interp,
+                                    times = times, values = tv }
+            tracks[#tracks + 1] = { joint = j, path = "rotation", interpolation = interp,
+                                    times = times, values = rv }
+          end
+        end
+        tracks[#tracks + 1] = { node = 7, path = "translation", times = { 0, 1 },
+                                values = { 0, 0, 0, 1, 2, 3 } }
+        local clip = anim.clip({ name = "clip" .. k, tracks = tracks, events = {
+          { time = 0, name = "start" }, { time = 0.05 * k, name = "mid", }, { time = 1, name = "end" } } },
+          skel)
+        clips[#clips + 1] = clip
+        if k > 4 then clips[#clips + 1] = anim.pack(clip, skel, { tolerance = 1e-3 }) end
+      end
+      local blob = snapshot.save({ skel = skel, clips = clips })
+      local v = snapshot.load(blob)
+      same_graph({ skel = skel, clips = clips }, v)
+      same_sampling(v.skel, clips, v.clips)
+      assert.equal(blob, snapshot.save(v))
+      for _, c in ipairs(v.clips) do assert.is_true(anim.fits(c, v.skel)) end
+    end)
+
+  it("writes and reads files; refuses FIFOs, directories and missing files at once", function()
+    local a = gltf.load(H.assets .. "CesiumMan/CesiumMan.gltf")
+    local path = tmp() .. "/cesium.snap"
+    snapshot.write(path, a)
+    same_graph(a, snapshot.read(path))
+    os.execute(("ln -s '%s' '%s/link.snap'"):format(path, tmp()))
+    same_graph(a, snapshot.read(tmp() .. "/link.snap"))
+    assert.error_matches(function() snapshot.read(path, { max_bytes = 100 }) end,
+      "over the limit of 100 bytes", 1, true)
+    assert(os.execute(("mkfifo '%s/fifo'"):format(tmp())))
+    assert.error_matches(function() snapshot.read(tmp() .. "/fifo") end,
+      "limber.snapshot.read: '.*' is not a regular file")
+    assert.error_matches(function() snapshot.write(tmp() .. "/fifo", a) end,
+      "limber.snapshot.write: cannot write")
+    assert.error_matches(function() snapshot.read(tmp()) end, "not a regular file")
+    assert.error_matches(function() snapshot.write(tmp(), a) end, "limber.snapshot.write: cannot write")
+    assert.error_matches(function() snapshot.read(tmp() .. "/none") end,
+      "limber.snapshot.read: cannot open")
+  end)
+
+  it("refuses values a snapshot cannot hold, naming them", function()
+    local skel = limber.skeleton({ { name = "a" } })
+    local cases = {
+      { { f = print }, "cannot store a function" },
+      { { co = coroutine.create(print) }, "cannot store a thread" },
+      { { setmetatable({}, {}) }, "cannot store a table with a metatable" },
+      { { limber.pose(skel, 1) }, "cannot store a limber.Pose" },
+      { { io.stdout }, "cannot store a FILE*" },
+    }
+    for _, c in ipairs(cases) do
+      assert.error_matches(function() snapshot.save(c[1]) end, "limber.snapshot.save: " .. c[2], 1,
+        true)
+    end
+    assert.error_matches(function() snapshot.save(nil) end, "bad argument #1 to 'limber.snapshot.save'",
+      1, true)
+    assert.error_matches(function() snapshot.load(5) end, "bad argument #1 to 'limber.snapshot.load'",
+      1, true)
+    assert.error_matches(function() snapshot.read({}) end, "bad argument #1 to 'limber.snapshot.read'",
+      1, true)
+    assert.error_matches(function() snapshot.read("x", { max = 1 }) end, "unknown option 'max'", 1,
+      true)
+    -- a value that is not a table is fine
+    assert.equal("x", snapshot.load(snapshot.save("x")))
+    assert.equal(skel:rig_hash(), snapshot.load(snapshot.save(skel)):rig_hash())
+  end)
+
+  -- A damaged blob is refused, or (harmless damage) loads into objects that work.
+  local function survives(blob)
+    local ok, v = pcall(snapshot.load, blob)
+    if not ok then
+      assert.matches("^[^\n]*limber%.snapshot%.load: ", v)
+      return false
+    end
+    -- use whatever came out
+    local todo, seen = { v }, {}
+    while #todo > 0 do
+      local x = table.remove(todo)
+      if type(x) == "table" and not seen[x] then
+        seen[x] = true
+        for k, w in pairs(x) do todo[#todo + 1] = k; todo[#todo + 1] = w end
+      elseif type(x) == "userdata" and not seen[x] then
+        seen[x] = true
+        local cls = class_of(x)
+        if cls == "limber.Clip" then
+          for _, t in ipairs({ 0, 0.3, 1e9 }) do
+            for j = 1, math.min(x:joint_span(), 30) do x:sample_joint(j, "rotation", t) end
+          end
+          x:error()
+          anim.events(x)
+        elseif cls == "limber.Skeleton" then
+          x:rig_hash()
+          local p = limber.pose(x, 2)
+          p:reset()
+        elseif cls == "limber.Skin" then
+          x:skeleton()
+        elseif cls == "limber.Buffer" then
+          x:bytes()
+        end
+      end
+    end
+    return true
+  end
+
+  it("refuses hostile blobs by name: truncated, damaged, newer, other byte order", function()
+    local skel = limber.skeleton(H.rand_joints(5, 1))
+    local clip = anim.clip({ events = { { time = 0.5, name = "e" } }, tracks = {
+      { joint = 2, path = "rotation", times = { 0, 0.5, 1 },
+        values = { 0, 0, 0, 1, 0, 0.7071068, 0, 0.7071068, 0, 0, 0, 1 } },
+      { joint = 5, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, 1, 2, 3 } },
+      { node = 3, path = "scale", times = { 0, 1 }, values = { 1, 1, 1, 2, 2, 2 } } } }, skel)
+    local packed = assert(anim.pack(clip, skel, { tolerance = 1e-3 }))
+    local value = { skel = skel, skin = limber.skin(skel), clip = clip, packed = packed,
+                    buf = limber.core.buffer("f32", 3, { 1, 2, 3, 4, 5, 6 }), s = "name" }
+    local blob = snapshot.save(value)
+    same_graph(value, snapshot.load(blob))
+    -- every truncation
+    for n = 0, #blob - 1 do
+      assert.is_false(pcall(snapshot.load, blob:sub(1, n)), "truncated at " .. n)
+    end
+    assert.error_matches(function() snapshot.load(blob .. "\0") end, "truncated or padded")
+    -- the version, the byte order, the magic
+    local function with(at, bytes) return blob:sub(1, at - 1) .. bytes .. blob:sub(at + #bytes) end
+    assert.error_matches(function() snapshot.load(with(9, H.pack("<I4", snapshot.VERSION + 1))) end,
+      "snapshot version " .. (snapshot.VERSION + 1) .. " is newer than this limber's")
+    assert.error_matches(function() snapshot.load(with(13, H.pack(">I4", 0x01020304))) end,
+      "other byte order")
+    assert.error_matches(function() snapshot.load(with(1, "X")) end, "not a limber snapshot")
+    -- random damage: bytes, words, and sizes set to extremes
+    local hostile = { 0, 1, 0xff, 0x7f, 0x80 }
+    local refused, loaded = 0, 0
+    for _ = 1, 3000 do
+      local b = blob
+      for _ = 1, math.random(1, 3) do
+        local at = math.random(17, #b)
+        local r = math.random()
+        local bytes
+        if r < 0.5 then
+          bytes = string.char(math.random(0, 255))
+        elseif r < 0.8 then
+          bytes = H.pack("<I4", ({ 0, 1, 0xffffffff, 0x7fffffff, 0x10000, math.random(0, 4096) })
+            [math.random(1, 6)])
+        else
+          bytes = string.rep(string.char(hostile[math.random(#hostile)]), 8)
+        end
+        b = b:sub(1, at - 1) .. bytes .. b:sub(at + #bytes)
+        b = b:sub(1, #blob)
+      end
+      if survives(b) then loaded = loaded + 1 else refused = refused + 1 end
+    end
+    assert.is_true(refused > 100 and loaded > 10, ("refused %d, loaded %d"):format(refused, loaded))
+  end)
+end)
