@@ -68,6 +68,7 @@ int lmb_fuzz_sparse(const uint8_t *data, size_t size);
 int lmb_fuzz_influences(const uint8_t *data, size_t size);
 int lmb_fuzz_skeleton(const uint8_t *data, size_t size);
 int lmb_fuzz_skin_target(const uint8_t *data, size_t size);
+int lmb_fuzz_snapshot(const uint8_t *data, size_t size);
 
 #ifdef LIMBER_LIBFUZZER
 #define LMB_FUZZ_ENTRY(fn)                                                                         \

@@ -25,7 +25,8 @@ static const struct {
                  {"sparse", lmb_fuzz_sparse},
                  {"influences", lmb_fuzz_influences},
                  {"skeleton", lmb_fuzz_skeleton},
-                 {"skin_target", lmb_fuzz_skin_target}};
+                 {"skin_target", lmb_fuzz_skin_target},
+                 {"snapshot", lmb_fuzz_snapshot}};
 #define NHARNESS (sizeof harnesses / sizeof harnesses[0])
 
 static harness_fn find(const char *name) {

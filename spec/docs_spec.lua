@@ -13,6 +13,7 @@ local MODULES = {
   { name = "limber.gltf.asset", file = "lua/limber/gltf/asset.lua" },
   { name = "limber.scene", file = "lua/limber/scene.lua" },
   { name = "limber.skinning", file = "lua/limber/skinning.lua" },
+  { name = "limber.snapshot", file = "lua/limber/snapshot.lua" },
 }
 -- functions a module re-exports from another one (documented there)
 local function reexported(v)
@@ -164,6 +165,7 @@ local SURFACE_MODULES = {
   { name = "limber.gltf", file = "lua/limber/gltf.lua" },
   { name = "limber.scene", file = "lua/limber/scene.lua" },
   { name = "limber.skinning", file = "lua/limber/skinning.lua" },
+  { name = "limber.snapshot", file = "lua/limber/snapshot.lua" },
   { name = "limber.core" },
 }
 

@@ -47,7 +47,8 @@ math.randomseed(opts.seed)
 local rnd = math.random
 
 local limber = require "limber"
-local MODULES = { "limber", "limber.core", "limber.gltf", "limber.anim", "limber.scene", "limber.skinning" }
+local MODULES = { "limber", "limber.core", "limber.gltf", "limber.anim", "limber.scene", "limber.skinning",
+                  "limber.snapshot" }
 
 -- ---------------------------------------------------------------------------
 -- The pool of live objects calls draw from and add to.
@@ -240,7 +241,10 @@ local function add_callable(name, fn, class)
   if opts.only and name:sub(1, #opts.only) ~= opts.only then return end
   callables[#callables + 1] = { name = name, fn = fn, class = class }
 end
-local skip = { ["limber.core.clock"] = true } -- reads the clock: not deterministic, harmless
+-- limber.core.clock reads the clock (not deterministic, harmless); the
+-- snapshot writers would create files named by random strings
+local skip = { ["limber.core.clock"] = true, ["limber.core.snapshot_write"] = true,
+               ["limber.snapshot.write"] = true }
 for _, m in ipairs(MODULES) do
   local t = require(m)
   local keys = {}
@@ -348,6 +352,22 @@ local function options(depth)
   for _ = 1, rnd(0, 4) do t[OPTION_KEYS[rnd(#OPTION_KEYS)]] = gen(depth + 1) end
   return t
 end
+local blobs = {} -- snapshots of the first pool's objects (limber.snapshot.save)
+do
+  local keep = {}
+  for _, v in ipairs(pool) do
+    local c = classof(v)
+    if c == "limber.Clip" or c == "limber.Skeleton" or c == "limber.Skin" or c == "limber.Buffer" then
+      keep[#keep + 1] = v
+    end
+  end
+  local ok, b = pcall(limber.snapshot.save, { objects = keep, name = "pool" })
+  if ok then blobs[1] = b end
+  for k = 1, math.min(#keep, 6) do
+    local ok2, b2 = pcall(limber.snapshot.save, keep[k])
+    if ok2 then blobs[#blobs + 1] = b2 end
+  end
+end
 local function object()
   if #pool == 0 then return nil end
   return pool[rnd(#pool)]
@@ -358,7 +378,17 @@ gen = function(depth)
   if r <= 28 then return number() end
   if r <= 45 then return object() end
   if r <= 52 then return names[rnd(#names)] end
-  if r <= 55 then return ({ "", "\0", ("x"):rep(300), "1", "nan", "-0" })[rnd(6)] end
+  if r <= 54 then return ({ "", "\0", ("x"):rep(300), "1", "nan", "-0" })[rnd(6)] end
+  if r <= 55 and #blobs > 0 then -- a snapshot, whole, truncated or with its header damaged
+    local b = blobs[rnd(#blobs)]
+    local k = rnd(3)
+    if k == 1 then return b:sub(1, rnd(0, #b)) end
+    if k == 2 then
+      local at = rnd(1, 96)
+      return b:sub(1, at - 1) .. string.char(rnd(0, 255)) .. b:sub(at + 1)
+    end
+    return b
+  end
   if r <= 60 then return nil end
   if r <= 63 then return rnd(2) == 1 end
   if depth > 2 then return number() end

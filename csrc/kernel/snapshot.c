@@ -271,6 +271,12 @@ lmb_status lmb_snap_check(const void *blob, size_t bytes, lmb_error *err) {
             return fail(err, LMB_ERANGE, "objects", "object {i}: payload or data out of range", k,
                         0, 0);
         next = o.off + o.bytes;
+        /* parameters a kind does not use must be zero (one blob per value) */
+        uint32_t used = o.kind == LMB_SO_BUFFER ? 5u : o.kind == LMB_SO_CLIP ? 7u : 1u;
+        for (uint32_t i = used; i < 8; i++)
+            if (o.n[i] != 0)
+                return fail(err, LMB_EINVAL, "objects", "object {i}: unused parameter {v} is not 0",
+                            k, (double)i + 1, 0);
         const unsigned char *p = b + h.data + o.off;
         lmb_snap_value lua = lmb_snap_get_value(blob, o.lua);
         switch (o.kind) {
@@ -406,6 +412,9 @@ lmb_status lmb_snap_build_clip(const void *blob, uint32_t k, void *mem, lmb_clip
         memcpy(head, p + L.off[3], sizeof head);
         clip_layout(o.n, head, &L);
         c = lmb_packed_clip_place(mem, &L.z);
+        if (head[11] != 0)
+            return fail(err, LMB_EINVAL, "objects", "object {i}: reserved words are not zero", k, 0,
+                        0);
     } else {
         c = lmb_clip_place(mem, o.n[0], o.n[1], o.n[2]);
     }
@@ -445,6 +454,9 @@ lmb_status lmb_snap_build_clip(const void *blob, uint32_t k, void *mem, lmb_clip
             st[s].kf = rd32(r + 12);
             st[s].step = (uint16_t)sr, st[s].rec = (uint16_t)(sr >> 16);
             memcpy(st[s].kind, r + 20, 4);
+            if (rd32(r + 24) | rd32(r + 28))
+                return fail(err, LMB_EINVAL, "objects", "object {i}: stream padding is not zero", k,
+                            0, 0);
         }
         if (L.z.has_times)
             memcpy((void *)(uintptr_t)k2->times, p + L.off[6], (size_t)L.z.frames * 4);

@@ -812,10 +812,14 @@ end
 -- @treturn limber.Blender
 function Crowd:blender() check_self(self, Crowd, "blender"); return self.blend_job end
 
--- limber.snapshot's access to the clips' events (not part of the API):
--- the table it stores with each clip, and the way back from a loaded
--- snapshot, where the stored table is checked as events given to clip().
+--- limber.snapshot's access to the clips' events (not part of the API):
+-- the table it stores with each clip.
+-- @local
 M._snapshot_events = events_of
+
+--- The way back from a loaded snapshot (not part of the API): the stored
+-- events of a clip, checked as events given to `clip`, attached to it.
+-- @local
 function M._restore_events(clip, side)
   if type(side) ~= "table" or type(side.times) ~= "table" or type(side.names) ~= "table" then
     fail("clip: the snapshot's events are damaged", 3)

@@ -76,7 +76,9 @@ function M.read(path, opts)
   if type(path) ~= "string" then check.arg_error(1, fname, "string", path) end
   opts = check.options(2, fname, opts, { max_bytes = "number" }, 2)
   local limit = opts.max_bytes or M.MAX_FILE_BYTES
-  if limit ~= limit or limit < 0 then check.arg_fail(2, fname, "option 'max_bytes' must be >= 0", 2) end
+  if limit ~= limit or limit < 0 then
+    check.arg_fail(2, fname, "option 'max_bytes' must be >= 0", 2)
+  end
   local ok, blob = pcall(core.gltf_read_model, fname, path, math.floor(math.min(limit, 2 ^ 53)))
   if not ok then error(tostring(blob):gsub("^[^\n:]*:%d+: ", ""), 2) end
   return load(fname, blob)
