@@ -2,7 +2,8 @@
  * when it accepts, every object built (lmb_snap_build_*) and used: clips
  * sampled at many times (whole poses, every track with cursors, packed
  * chunks through a decode cache, forward and backward), the dense form of
- * exact clips built and sampled, skins prepared on their skeletons.
+ * exact clips built and sampled, skins prepared on their skeletons, skin
+ * meshes checked against their skins (permutations, joint limits).
  * Input: the blob itself (seeds: fuzz/regressions/snapshot/, written by
  * limber.snapshot.save).
  * Oracles: an accepted blob whose objects build gives, written back
@@ -85,16 +86,33 @@ static void sample_clip(const lmb_clip *c, float *out, size_t *n, size_t cap) {
 
 /* Builds every object of a checked blob; 0 when a clip is refused. */
 static int build_all(const uint8_t *blob, built *b, uint32_t count) {
-    for (uint32_t pass = 0; pass < 2; pass++) {
+    for (uint32_t pass = 0; pass < 3; pass++) {
         for (uint32_t k = 0; k < count; k++) {
             lmb_snap_object o = lmb_snap_get_object(blob, k);
-            if ((o.kind == LMB_SO_SKIN) != pass || o.kind == LMB_SO_BUFFER) continue;
+            uint32_t want = o.kind == LMB_SO_SKIN ? 1u : o.kind == LMB_SO_MESH ? 2u : 0u;
+            if (want != pass || o.kind == LMB_SO_BUFFER) continue;
             size_t bytes = lmb_snap_object_bytes(blob, k);
             if (bytes == 0 || bytes > MAX_OBJECT_BYTES) return 0;
             void *mem = alloc64(bytes, &b[k].mem);
             if (!mem) return 0;
             if (o.kind == LMB_SO_SKELETON) {
                 b[k].obj = lmb_snap_build_skeleton(blob, k, mem);
+            } else if (o.kind == LMB_SO_MESH) {
+                lmb_snap_value sv = lmb_snap_get_value(blob, o.lua);
+                uint32_t skin_joints = 0;
+                if (sv.tag == LMB_SV_OBJECT) {
+                    if (!b[sv.v].obj) lmb_fuzz_fail("mesh %u before its skin", k);
+                    skin_joints = ((const lmb_skin *)b[sv.v].obj)->joint_count;
+                }
+                lmb_skin_mesh *m = NULL;
+                lmb_error err;
+                if (lmb_snap_build_mesh(blob, k, skin_joints, mem, &m, &err) != LMB_OK) return 0;
+                if (m->joint_limit > (skin_joints ? skin_joints : LMB_MAX_JOINTS))
+                    lmb_fuzz_fail("mesh %u: joint limit %u over %u", k, m->joint_limit,
+                                  skin_joints);
+                for (uint32_t v = 0; v < m->vertex_count; v++)
+                    if (m->inv[m->perm[v]] != v) lmb_fuzz_fail("mesh %u: perm and inv disagree", k);
+                b[k].obj = m;
             } else if (o.kind == LMB_SO_SKIN) {
                 uint32_t sk = (uint32_t)lmb_snap_get_value(blob, o.lua).v;
                 if (!b[sk].obj) lmb_fuzz_fail("skin %u before its skeleton %u", k, sk);
@@ -155,6 +173,9 @@ int lmb_fuzz_snapshot(const uint8_t *data, size_t size) {
         } else if (o.kind == LMB_SO_SKIN) {
             bytes = lmb_snap_skin_payload((const lmb_skin *)a[k].obj, n);
             lmb_snap_write_skin((const lmb_skin *)a[k].obj, p);
+        } else if (o.kind == LMB_SO_MESH) {
+            bytes = lmb_snap_mesh_payload((const lmb_skin_mesh *)a[k].obj, n);
+            lmb_snap_write_mesh((const lmb_skin_mesh *)a[k].obj, p);
         } else {
             bytes = lmb_snap_clip_payload((const lmb_clip *)a[k].obj, n);
             lmb_snap_write_clip((const lmb_clip *)a[k].obj, p);

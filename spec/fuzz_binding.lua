@@ -357,7 +357,8 @@ do
   local keep = {}
   for _, v in ipairs(pool) do
     local c = classof(v)
-    if c == "limber.Clip" or c == "limber.Skeleton" or c == "limber.Skin" or c == "limber.Buffer" then
+    if c == "limber.Clip" or c == "limber.Skeleton" or c == "limber.Skin" or c == "limber.Buffer"
+        or c == "limber.SkinMesh" then
       keep[#keep + 1] = v
     end
   end

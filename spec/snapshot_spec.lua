@@ -13,6 +13,7 @@ local limber = require "limber"
 local anim = require "limber.anim"
 local gltf = require "limber.gltf"
 local snapshot = require "limber.snapshot"
+local skinning = require "limber.skinning"
 
 H.seed("snapshot")
 
@@ -70,6 +71,17 @@ local function same_object(a, b, path)
       assert.is_true(same_list(a:inverse_bind(k), b:inverse_bind(k)), path)
     end
     assert.equal(a:skeleton():rig_hash(), b:skeleton():rig_hash(), path)
+  elseif cls == "limber.SkinMesh" then
+    for _, m in ipairs({ "vertex_count", "has_normals", "has_tangents", "joint_limit" }) do
+      assert.equal(a[m](a), b[m](b), path .. ": mesh:" .. m .. "()")
+    end
+    assert.same(a:influence_counts(), b:influence_counts(), path)
+    assert.equal(a:gpu_permutation_buffer():bytes(), b:gpu_permutation_buffer():bytes(), path)
+    assert.equal(a:gpu_inverse_permutation_buffer():bytes(),
+      b:gpu_inverse_permutation_buffer():bytes(), path)
+    local ia, ib = a:gpu_index_buffer(), b:gpu_index_buffer()
+    assert.equal(ia and ia:bytes(), ib and ib:bytes(), path)
+    assert.equal(a:skin() == nil, b:skin() == nil, path)
   elseif cls == "limber.Clip" then
     for _, m in ipairs({ "duration", "name", "joint_span", "key_count", "track_count", "dense",
                          "packed", "bytes", "rig_hash" }) do
@@ -258,6 +270,39 @@ describe("limber.snapshot", function()
             la:update()
             lb:update()
             assert.equal(la:matrix_buffer():bytes(), lb:matrix_buffer():bytes(), m .. ": palettes")
+            -- skin meshes (with their skin, and without) round-trip and skin the same
+            local sn = a.skinned_nodes[1]
+            local prim = a.meshes[sn.mesh].primitives[1]
+            local skin = a.skins[sn.skin].skin
+            local meshes = {
+              skinning.mesh({ positions = prim.positions, normals = prim.normals,
+                              gpu_joints = prim.gpu_joints, weights = prim.weights,
+                              gpu_indices = prim.gpu_indices, skin = skin }),
+              skinning.mesh({ positions = prim.positions, gpu_joints = prim.gpu_joints,
+                              weights = prim.weights }) }
+            local again = snapshot.load(snapshot.save({ skin = skin, meshes = meshes }))
+            same_graph({ skin = skin, meshes = meshes }, again)
+            -- one random pose on both skeletons, palettes of both skins
+            local sks = { skin:skeleton(), again.skin:skeleton() }
+            local poses = { limber.pose(sks[1], 3), limber.pose(sks[2], 3) }
+            for i = 1, 3 do
+              for j = 1, sks[1]:joint_count() do
+                local t, r, sc = H.rand_trs()
+                for _, p in ipairs(poses) do p:set_trs(i, j, t, r, sc) end
+              end
+            end
+            for k = 1, 2 do
+              local outs = {}
+              for w, mesh in ipairs({ meshes[k], again.meshes[k] }) do
+                poses[w]:local_to_model()
+                local pal = limber.palette(poses[w], { skin = ({ skin, again.skin })[w] })
+                pal:update()
+                local tg = skinning.target({ mesh = mesh, instances = 3, positions = true })
+                skinning.run(mesh, pal, tg)
+                outs[w] = tg:position_buffer():bytes()
+              end
+              assert.equal(outs[1], outs[2], m .. ": skinned positions")
+            end
           end
         end
       end

@@ -67,37 +67,43 @@ lmb_status lmb_skin_mesh_count(const lmb_skin_source *src, uint32_t counts[5], l
 enum { MESH_ARRAYS = 10 };
 
 /* Byte sizes of the mesh arrays, in layout order. */
-static void array_sizes(const lmb_skin_source *src, const uint32_t counts[5],
-                        size_t sz[MESH_ARRAYS]) {
-    size_t V = src->vertex_count, nj = 0, nw = 0;
+static void array_sizes(uint32_t V0, uint32_t index_count, int has_n, int has_t,
+                        const uint32_t counts[5], size_t sz[MESH_ARRAYS]) {
+    size_t V = V0, nj = 0, nw = 0;
     for (uint32_t k = 1; k <= 4; k++) {
         nj += (size_t)counts[k] * k;
         if (k >= 2) nw += (size_t)counts[k] * k;
     }
     sz[0] = sizeof(lmb_skin_mesh);
     sz[1] = V * 4 * sizeof(float);
-    sz[2] = src->nrm ? V * 4 * sizeof(float) : 0;
-    sz[3] = src->tan ? V * 4 * sizeof(float) : 0;
+    sz[2] = has_n ? V * 4 * sizeof(float) : 0;
+    sz[3] = has_t ? V * 4 * sizeof(float) : 0;
     sz[4] = nj * sizeof(uint16_t);
     sz[5] = nw * sizeof(float);
     sz[6] = V * sizeof(uint32_t);
     sz[7] = V * sizeof(uint32_t);
-    sz[8] = (size_t)src->index_count * sizeof(uint32_t);
+    sz[8] = (size_t)index_count * sizeof(uint32_t);
     sz[9] = nj * sizeof(uint32_t);
 }
 
-size_t lmb_skin_mesh_bytes(const lmb_skin_source *src, const uint32_t counts[5]) {
+size_t lmb_skin_mesh_layout_bytes(uint32_t vertex_count, uint32_t index_count, int has_normals,
+                                  int has_tangents, const uint32_t counts[5]) {
     size_t sz[MESH_ARRAYS], total = ALIGN;
-    array_sizes(src, counts, sz);
+    array_sizes(vertex_count, index_count, has_normals, has_tangents, counts, sz);
     for (int i = 0; i < MESH_ARRAYS; i++)
         total += lmb_align_up(sz[i], ALIGN);
     return total;
 }
 
-lmb_skin_mesh *lmb_skin_mesh_build(void *mem, const lmb_skin_source *src,
-                                   const uint32_t counts[5]) {
+size_t lmb_skin_mesh_bytes(const lmb_skin_source *src, const uint32_t counts[5]) {
+    return lmb_skin_mesh_layout_bytes(src->vertex_count, src->index_count, src->nrm != NULL,
+                                      src->tan != NULL, counts);
+}
+
+lmb_skin_mesh *lmb_skin_mesh_place(void *mem, uint32_t vertex_count, uint32_t index_count,
+                                   int has_normals, int has_tangents, const uint32_t counts[5]) {
     size_t sz[MESH_ARRAYS];
-    array_sizes(src, counts, sz);
+    array_sizes(vertex_count, index_count, has_normals, has_tangents, counts, sz);
     unsigned char *p = (unsigned char *)lmb_align_ptr(mem, ALIGN);
     void *arr[MESH_ARRAYS];
     for (int i = 0; i < MESH_ARRAYS; i++) {
@@ -106,11 +112,10 @@ lmb_skin_mesh *lmb_skin_mesh_build(void *mem, const lmb_skin_source *src,
     }
     lmb_skin_mesh *m = (lmb_skin_mesh *)arr[0];
     memset(m, 0, sizeof *m);
-    const uint32_t V = src->vertex_count;
-    m->vertex_count = V;
-    m->index_count = src->index_count;
-    m->has_normals = src->nrm != NULL;
-    m->has_tangents = src->tan != NULL;
+    m->vertex_count = vertex_count;
+    m->index_count = index_count;
+    m->has_normals = has_normals != 0;
+    m->has_tangents = has_tangents != 0;
     m->pos = (float *)arr[1];
     m->nrm = (float *)arr[2];
     m->tan = (float *)arr[3];
@@ -120,12 +125,10 @@ lmb_skin_mesh *lmb_skin_mesh_build(void *mem, const lmb_skin_source *src,
     m->inv = (uint32_t *)arr[7];
     m->indices = (uint32_t *)arr[8];
     m->jbytes = (uint32_t *)arr[9];
-
-    uint32_t cursor[5];
     size_t joff = 0, woff = 0;
     uint32_t start = 0;
     for (uint32_t k = 1; k <= 4; k++) {
-        m->first[k] = cursor[k] = start;
+        m->first[k] = start;
         m->count[k] = counts[k];
         m->joint_off[k] = joff;
         m->weight_off[k] = woff;
@@ -133,6 +136,56 @@ lmb_skin_mesh *lmb_skin_mesh_build(void *mem, const lmb_skin_source *src,
         joff += (size_t)counts[k] * k;
         if (k >= 2) woff += (size_t)counts[k] * k;
     }
+    return m;
+}
+
+lmb_status lmb_skin_mesh_finish(lmb_skin_mesh *m, uint32_t skin_joints, lmb_error *err) {
+    lmb_error_clear(err);
+    uint32_t V = m->vertex_count;
+    for (uint32_t f = 0; f < V; f++)
+        m->inv[f] = UINT32_MAX;
+    for (uint32_t s = 0; s < V; s++) {
+        uint32_t f = m->perm[s];
+        if (f >= V || m->inv[f] != UINT32_MAX)
+            return lmb_error_set(err, LMB_EINVAL, "perm",
+                                 "sorted vertex {i}: file vertex {v} out of range or twice", s, 0,
+                                 (double)f, (double)V);
+        m->inv[f] = s;
+    }
+    size_t nj = 0, nw = 0;
+    for (uint32_t k = 1; k <= 4; k++) {
+        nj += (size_t)m->count[k] * k;
+        if (k >= 2) nw += (size_t)m->count[k] * k;
+    }
+    uint32_t limit = 0, slots = skin_joints ? skin_joints : LMB_MAX_JOINTS;
+    for (size_t i = 0; i < nj; i++) {
+        if (m->joints[i] >= slots)
+            return lmb_error_set(err, LMB_ERANGE, "joints", "joint slot {v} out of range [0, {l}]",
+                                 (uint32_t)i, 0, (double)m->joints[i], (double)slots - 1);
+        m->jbytes[i] = (uint32_t)m->joints[i] * 16u * (uint32_t)sizeof(float);
+        if ((uint32_t)m->joints[i] + 1 > limit) limit = (uint32_t)m->joints[i] + 1;
+    }
+    for (size_t i = 0; i < nw; i++)
+        if (!isfinite(m->weights[i]) || m->weights[i] < 0.0f)
+            return lmb_error_set(err, LMB_EINVAL, "weights", "weight {i} ({v}) is not finite >= 0",
+                                 (uint32_t)i, 0, (double)m->weights[i], 0);
+    for (uint32_t k = 0; k < m->index_count; k++)
+        if (m->indices[k] >= V)
+            return lmb_error_set(err, LMB_ERANGE, "indices",
+                                 "indices[{i}] = {v} (1-based) out of range [1, {l}]", k, 0,
+                                 (double)m->indices[k] + 1.0, (double)V);
+    m->joint_limit = limit;
+    return LMB_OK;
+}
+
+lmb_skin_mesh *lmb_skin_mesh_build(void *mem, const lmb_skin_source *src,
+                                   const uint32_t counts[5]) {
+    lmb_skin_mesh *m = lmb_skin_mesh_place(mem, src->vertex_count, src->index_count,
+                                           src->nrm != NULL, src->tan != NULL, counts);
+    const uint32_t V = src->vertex_count;
+    uint32_t cursor[5];
+    for (uint32_t k = 1; k <= 4; k++)
+        cursor[k] = m->first[k];
     uint32_t limit = 0;
     for (uint32_t f = 0; f < V; f++) {
         const float *w = src->weights + (size_t)f * 4;

@@ -78,6 +78,20 @@ size_t lmb_skin_mesh_bytes(const lmb_skin_source *src, const uint32_t counts[5])
 /* Lays out and fills a mesh from a source that lmb_skin_mesh_count accepted. */
 lmb_skin_mesh *lmb_skin_mesh_build(void *mem, const lmb_skin_source *src, const uint32_t counts[5]);
 
+/* A mesh whose sorted arrays come from elsewhere (a snapshot): bytes for
+ * its layout (any alignment), the layout (header set, arrays placed, group
+ * offsets from counts[1..4], which must sum to vertex_count), and, once
+ * pos / nrm / tan / joints / weights / perm / indices are filled, the
+ * check that derives the rest: perm a permutation of the vertices (inv set
+ * from it), joint slots below skin_joints (0: LMB_MAX_JOINTS; jbytes and
+ * joint_limit set), weights finite and >= 0, indices below vertex_count.
+ * LMB_OK or the problem in *err. */
+size_t lmb_skin_mesh_layout_bytes(uint32_t vertex_count, uint32_t index_count, int has_normals,
+                                  int has_tangents, const uint32_t counts[5]);
+lmb_skin_mesh *lmb_skin_mesh_place(void *mem, uint32_t vertex_count, uint32_t index_count,
+                                   int has_normals, int has_tangents, const uint32_t counts[5]);
+lmb_status lmb_skin_mesh_finish(lmb_skin_mesh *m, uint32_t skin_joints, lmb_error *err);
+
 /* One output stream: `base` points at vertex 0 of instance 0; vertices are
  * `stride` floats apart, instances `instance_stride` floats apart. `wide`
  * allows writing 4 floats per vertex (positions get w = 1, normals w = 0);

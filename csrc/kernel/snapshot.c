@@ -91,6 +91,32 @@ static size_t skin_layout(uint32_t K, size_t off[2]) {
     return off[1] + up16((size_t)K * 64);
 }
 
+/* A mesh payload's arrays: 0 pos, 1 nrm, 2 tan, 3 joints, 4 weights, 5
+ * perm, 6 indices (absent ones empty); SIZE_MAX when the counts do not add
+ * up or the flags are out of range. */
+static size_t mesh_layout(const uint32_t n[8], size_t off[7]) {
+    uint64_t V = n[0], sum = 0, nj = 0, nw = 0;
+    for (uint32_t k = 1; k <= 4; k++) {
+        sum += n[2 + k];
+        nj += (uint64_t)n[2 + k] * k;
+        if (k >= 2) nw += (uint64_t)n[2 + k] * k;
+    }
+    if (sum != V || n[2] > 3) return SIZE_MAX;
+    size_t sz[7] = {(size_t)(V * 16),
+                    (n[2] & 1) ? (size_t)(V * 16) : 0,
+                    (n[2] & 2) ? (size_t)(V * 16) : 0,
+                    (size_t)(nj * 2),
+                    (size_t)(nw * 4),
+                    (size_t)(V * 4),
+                    (size_t)n[1] * 4};
+    size_t at = 0;
+    for (int i = 0; i < 7; i++) {
+        off[i] = at;
+        at += up16(sz[i]);
+    }
+    return at;
+}
+
 /* A clip payload's arrays: 0 tracks, 1 times, 2 records, 3 block header,
  * 4 tracked, 5 streams, 6 grid times, 7 key frames, 8 ranges, 9 data; the
  * packed sizes come from the block header (read at off[3]). */
@@ -272,7 +298,9 @@ lmb_status lmb_snap_check(const void *blob, size_t bytes, lmb_error *err) {
                         0, 0);
         next = o.off + o.bytes;
         /* parameters a kind does not use must be zero (one blob per value) */
-        uint32_t used = o.kind == LMB_SO_BUFFER ? 5u : o.kind == LMB_SO_CLIP ? 7u : 1u;
+        uint32_t used = o.kind == LMB_SO_BUFFER                          ? 5u
+                        : o.kind == LMB_SO_CLIP || o.kind == LMB_SO_MESH ? 7u
+                                                                         : 1u;
         for (uint32_t i = used; i < 8; i++)
             if (o.n[i] != 0)
                 return fail(err, LMB_EINVAL, "objects", "object {i}: unused parameter {v} is not 0",
@@ -339,6 +367,19 @@ lmb_status lmb_snap_check(const void *blob, size_t bytes, lmb_error *err) {
                             k, 0, 0);
             break;
         }
+        case LMB_SO_MESH: {
+            size_t off[7];
+            size_t need = mesh_layout(o.n, off);
+            if (need != o.bytes)
+                return fail(err, LMB_ESIZE, "objects",
+                            "object {i}: skin mesh counts do not match its bytes", k, 0, 0);
+            if (lua.tag != LMB_SV_NIL &&
+                (lua.tag != LMB_SV_OBJECT ||
+                 lmb_snap_get_object(blob, (uint32_t)lua.v).kind != LMB_SO_SKIN))
+                return fail(err, LMB_EINVAL, "objects",
+                            "object {i}: a skin mesh's data must be its skin or nil", k, 0, 0);
+            break;
+        }
         default:
             return fail(err, LMB_EINVAL, "objects", "object {i}: unknown kind {v}", k,
                         (double)o.kind, 0);
@@ -356,6 +397,10 @@ size_t lmb_snap_object_bytes(const void *blob, uint32_t k) {
         return lmb_skeleton_bytes(o.n[0]);
     case LMB_SO_SKIN:
         return lmb_skin_bytes(o.n[0]);
+    case LMB_SO_MESH: {
+        uint32_t counts[5] = {0, o.n[3], o.n[4], o.n[5], o.n[6]};
+        return lmb_skin_mesh_layout_bytes(o.n[0], o.n[1], o.n[2] & 1, (o.n[2] >> 1) & 1, counts);
+    }
     case LMB_SO_CLIP: {
         clip_lay L;
         uint32_t head[PK_HEAD_WORDS];
@@ -474,6 +519,33 @@ lmb_status lmb_snap_build_clip(const void *blob, uint32_t k, void *mem, lmb_clip
     return LMB_OK;
 }
 
+lmb_status lmb_snap_build_mesh(const void *blob, uint32_t k, uint32_t skin_joints, void *mem,
+                               lmb_skin_mesh **out, lmb_error *err) {
+    lmb_snap_object o = lmb_snap_get_object(blob, k);
+    const unsigned char *p = lmb_snap_payload(blob, k);
+    size_t off[7];
+    mesh_layout(o.n, off);
+    uint32_t counts[5] = {0, o.n[3], o.n[4], o.n[5], o.n[6]};
+    lmb_skin_mesh *m =
+        lmb_skin_mesh_place(mem, o.n[0], o.n[1], o.n[2] & 1, (o.n[2] >> 1) & 1, counts);
+    size_t V = m->vertex_count, nj = 0, nw = 0;
+    for (uint32_t g = 1; g <= 4; g++) {
+        nj += (size_t)counts[g] * g;
+        if (g >= 2) nw += (size_t)counts[g] * g;
+    }
+    memcpy(m->pos, p + off[0], V * 16);
+    if (m->nrm) memcpy(m->nrm, p + off[1], V * 16);
+    if (m->tan) memcpy(m->tan, p + off[2], V * 16);
+    if (nj) memcpy(m->joints, p + off[3], nj * 2);
+    if (nw) memcpy(m->weights, p + off[4], nw * 4);
+    if (V) memcpy(m->perm, p + off[5], V * 4);
+    if (m->index_count) memcpy(m->indices, p + off[6], (size_t)m->index_count * 4);
+    lmb_status st = lmb_skin_mesh_finish(m, skin_joints, err);
+    if (st != LMB_OK) return st;
+    *out = m;
+    return LMB_OK;
+}
+
 /* ---- writing ----------------------------------------------------------- */
 
 size_t lmb_snap_skeleton_payload(const lmb_skeleton *s, uint32_t n[8]) {
@@ -565,4 +637,32 @@ void lmb_snap_write_clip(const lmb_clip *c, unsigned char *out) {
     memcpy(out + L.off[7], p->keyframes, (size_t)p->keyframe_count * 2);
     memcpy(out + L.off[8], p->ranges, (size_t)p->range_floats * 4);
     memcpy(out + L.off[9], p->data, p->data_bytes);
+}
+
+size_t lmb_snap_mesh_payload(const lmb_skin_mesh *m, uint32_t n[8]) {
+    size_t off[7];
+    memset(n, 0, 8 * sizeof n[0]);
+    n[0] = m->vertex_count, n[1] = m->index_count;
+    n[2] = (m->nrm != NULL) | (uint32_t)(m->tan != NULL) << 1;
+    for (uint32_t k = 1; k <= 4; k++)
+        n[2 + k] = m->count[k];
+    return mesh_layout(n, off);
+}
+
+void lmb_snap_write_mesh(const lmb_skin_mesh *m, unsigned char *out) {
+    uint32_t n[8];
+    size_t off[7], V = m->vertex_count, nj = 0, nw = 0;
+    lmb_snap_mesh_payload(m, n);
+    mesh_layout(n, off);
+    for (uint32_t g = 1; g <= 4; g++) {
+        nj += (size_t)m->count[g] * g;
+        if (g >= 2) nw += (size_t)m->count[g] * g;
+    }
+    if (V) memcpy(out + off[0], m->pos, V * 16);
+    if (m->nrm) memcpy(out + off[1], m->nrm, V * 16);
+    if (m->tan) memcpy(out + off[2], m->tan, V * 16);
+    if (nj) memcpy(out + off[3], m->joints, nj * 2);
+    if (nw) memcpy(out + off[4], m->weights, nw * 4);
+    if (V) memcpy(out + off[5], m->perm, V * 4);
+    if (m->index_count) memcpy(out + off[6], m->indices, (size_t)m->index_count * 4);
 }

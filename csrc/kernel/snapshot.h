@@ -4,7 +4,7 @@
  * the blob's start (no pointers anywhere; every offset a multiple of 16).
  * It stores a graph of values: plain tables (shared and cyclic references
  * kept), strings, numbers, booleans, and the objects of four kinds
- * (buffers, skeletons, skins, clips exact or packed), each with its Lua
+ * (buffers, skeletons, skins, clips exact or packed, skin meshes), each with its Lua
  * data (the binding's uservalue) and, for clips, their side data (events).
  *
  *   header      lmb_snap_header (magic "LMBSNAP\0", version, an endianness
@@ -42,7 +42,13 @@
  *             dt, inv_dt bits, 0), tracked u8[8 chunks], streams u32[8]
  *             each (data, range, keys, kf, step | rec << 16, kinds, 0, 0),
  *             grid times f32[frames] (has_times), key frames u16, ranges
- *             f32, data bytes. */
+ *             f32, data bytes
+ *   MESH      (a SkinMesh) n = {V, index_count, has_normals | has_tangents
+ *             << 1, vertices with 1, 2, 3, 4 influences}: the sorted
+ *             arrays pos f32[4 V], nrm f32[4 V] and tan f32[4 V] (when
+ *             present), joints u16, weights f32 (groups of 2 to 4), perm
+ *             u32[V], indices u32; its Lua data is its skin object or nil
+ *             (checked: joints below the skin's count). */
 #ifndef LIMBER_SNAPSHOT_H
 #define LIMBER_SNAPSHOT_H
 
@@ -50,6 +56,7 @@
 #include "limber.h"
 #include "palette.h"
 #include "skeleton.h"
+#include "skinning.h"
 
 #define LMB_SNAP_VERSION 1u
 #define LMB_SNAP_ENDIAN 0x01020304u
@@ -91,7 +98,7 @@ typedef struct lmb_snap_string {
     uint64_t off, len; /* in the data section */
 } lmb_snap_string;
 
-enum { LMB_SO_BUFFER = 1, LMB_SO_SKELETON = 2, LMB_SO_SKIN = 3, LMB_SO_CLIP = 4 };
+enum { LMB_SO_BUFFER = 1, LMB_SO_SKELETON = 2, LMB_SO_SKIN = 3, LMB_SO_CLIP = 4, LMB_SO_MESH = 5 };
 
 typedef struct lmb_snap_object {
     uint32_t kind;
@@ -133,6 +140,10 @@ lmb_skeleton *lmb_snap_build_skeleton(const void *blob, uint32_t k, void *mem);
 lmb_skin *lmb_snap_build_skin(const void *blob, uint32_t k, const lmb_skeleton *skel, void *mem);
 lmb_status lmb_snap_build_clip(const void *blob, uint32_t k, void *mem, lmb_clip **out,
                                lmb_error *err);
+/* A skin mesh, checked on the copy (lmb_skin_mesh_finish; skin_joints: its
+ * skin's joint count, 0 without a skin). */
+lmb_status lmb_snap_build_mesh(const void *blob, uint32_t k, uint32_t skin_joints, void *mem,
+                               lmb_skin_mesh **out, lmb_error *err);
 
 /* ---- writing ---------------------------------------------------------- */
 
@@ -145,5 +156,7 @@ size_t lmb_snap_skin_payload(const lmb_skin *k, uint32_t n[8]);
 void lmb_snap_write_skin(const lmb_skin *k, unsigned char *out);
 size_t lmb_snap_clip_payload(const lmb_clip *c, uint32_t n[8]);
 void lmb_snap_write_clip(const lmb_clip *c, unsigned char *out);
+size_t lmb_snap_mesh_payload(const lmb_skin_mesh *m, uint32_t n[8]);
+void lmb_snap_write_mesh(const lmb_skin_mesh *m, unsigned char *out);
 
 #endif

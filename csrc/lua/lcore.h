@@ -17,6 +17,7 @@
 #define SKIN_MT "limber.Skin"
 #define PALETTE_MT "limber.Palette"
 #define CLIP_MT "limber.Clip"
+#define SKINMESH_MT "limber.SkinMesh"
 
 /* ---- buffers ---------------------------------------------------------- */
 

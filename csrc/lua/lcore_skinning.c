@@ -10,7 +10,6 @@
 #include "skinning.h"
 #include "threadpool.h"
 
-#define SKINMESH_MT "limber.SkinMesh"
 #define SKINTARGET_MT "limber.SkinTarget"
 #define SKINBATCH_MT "limber.SkinBatch"
 #define POOL_MT "limber.ThreadPool"

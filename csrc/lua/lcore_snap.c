@@ -30,6 +30,7 @@
 #include "clip.h"
 #include "palette.h"
 #include "skeleton.h"
+#include "skinning.h"
 #include "snapshot.h"
 
 #define SAVE "limber.snapshot.save"
@@ -143,13 +144,15 @@ static uint32_t put_value(saver *s, int idx) {
             v.tag = LMB_SV_OBJECT;
             if (!known) {
                 if (!object_of(L, idx, BUFFER_MT) && !object_of(L, idx, SKELETON_MT) &&
-                    !object_of(L, idx, SKIN_MT) && !object_of(L, idx, CLIP_MT)) {
+                    !object_of(L, idx, SKIN_MT) && !object_of(L, idx, CLIP_MT) &&
+                    !object_of(L, idx, SKINMESH_MT)) {
                     const char *name = "userdata";
                     if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING)
                         name = lua_tostring(L, -1);
                     luaL_error(L,
                                SAVE ": cannot store a %s (snapshots hold tables, strings, "
-                                    "numbers, booleans, buffers, skeletons, skins and clips)",
+                                    "numbers, booleans, buffers, skeletons, skins, clips and skin "
+                                    "meshes)",
                                name);
                 }
                 id = s->nobjects++;
@@ -266,6 +269,7 @@ static void save_object(saver *s, uint32_t k) {
     const lmb_skeleton *skel = (const lmb_skeleton *)object_of(L, o, SKELETON_MT);
     const lmb_skin *skin = (const lmb_skin *)object_of(L, o, SKIN_MT);
     const lmb_clip *clip = (const lmb_clip *)object_of(L, o, CLIP_MT);
+    const lmb_skin_mesh *mesh = (const lmb_skin_mesh *)object_of(L, o, SKINMESH_MT);
     if (buf) {
         rec.kind = LMB_SO_BUFFER;
         rec.n[0] = buf->type, rec.n[1] = buf->width;
@@ -278,6 +282,9 @@ static void save_object(saver *s, uint32_t k) {
     } else if (skin) {
         rec.kind = LMB_SO_SKIN;
         bytes = lmb_snap_skin_payload(skin, rec.n);
+    } else if (mesh) {
+        rec.kind = LMB_SO_MESH;
+        bytes = lmb_snap_mesh_payload(mesh, rec.n);
     } else {
         rec.kind = LMB_SO_CLIP;
         bytes = lmb_snap_clip_payload(clip, rec.n);
@@ -290,8 +297,9 @@ static void save_object(saver *s, uint32_t k) {
     if (skel) lmb_snap_write_skeleton(skel, p);
     if (skin) lmb_snap_write_skin(skin, p);
     if (clip) lmb_snap_write_clip(clip, p);
-    /* Lua data: a skeleton's names, a skin's skeleton, a clip's info */
-    if (skel || skin) {
+    if (mesh) lmb_snap_write_mesh(mesh, p);
+    /* Lua data: a skeleton's names, a skin's skeleton, a mesh's skin, a clip's info */
+    if (skel || skin || mesh) {
         lua_getiuservalue(L, o, 1);
     } else if (clip) {
         push_clip_lua(L, o);
@@ -513,7 +521,13 @@ static void bind_clip(lua_State *L, const void *blob, uint32_t k, lmb_clip *c, s
     lua_settop(L, obj);
 }
 
-/* Makes object k (skins: pass 2, their skeleton made in pass 1). */
+/* The pass that makes objects of this kind: skins after their skeletons,
+ * meshes after their skins. */
+static int pass_of(uint32_t kind) {
+    return kind == LMB_SO_SKIN ? 1 : kind == LMB_SO_MESH ? 2 : 0;
+}
+
+/* Makes object k (in its pass_of). */
 static void make_object(lua_State *L, const void *blob, uint32_t k, lmb_error *err) {
     lmb_snap_object o = lmb_snap_get_object(blob, k);
     if (o.kind == LMB_SO_BUFFER) {
@@ -533,6 +547,25 @@ static void make_object(lua_State *L, const void *blob, uint32_t k, lmb_error *e
         lmb_snap_build_skin(blob, k, skel, mem);
         lua_insert(L, -2);
         lua_setiuservalue(L, -2, 1); /* the skin reads its skeleton */
+    } else if (o.kind == LMB_SO_MESH) {
+        lmb_snap_value sv = lmb_snap_get_value(blob, o.lua);
+        uint32_t skin_joints = 0;
+        if (sv.tag == LMB_SV_OBJECT) {
+            lua_rawgeti(L, L_OBJS, (lua_Integer)sv.v + 1);
+            skin_joints = lcore_check_skin(L, -1)->joint_count;
+        } else {
+            lua_pushnil(L);
+        }
+        size_t bytes = lmb_snap_object_bytes(blob, k);
+        void *mem = lcore_newobject(L, bytes, 1, SKINMESH_MT);
+        lmb_skin_mesh *m = NULL;
+        if (lmb_snap_build_mesh(blob, k, skin_joints, mem, &m, err) != LMB_OK) {
+            char msg[256];
+            lmb_error_format(err, msg, sizeof msg);
+            luaL_error(L, LOAD ": object %I (a skin mesh): %s", (lua_Integer)k + 1, msg);
+        }
+        lua_insert(L, -2);
+        lua_setiuservalue(L, -2, 1); /* the mesh's skin, or nil */
     } else {
         size_t bytes = lmb_snap_object_bytes(blob, k);
         if (bytes == 0) load_fail(L, "the clip is too large", k);
@@ -590,10 +623,9 @@ static int l_snapshot_load(lua_State *L) {
         }
         lua_pop(L, 1);
     }
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 3; pass++)
         for (uint32_t k = 0; k < h.object_count; k++)
-            if ((lmb_snap_get_object(blob, k).kind == LMB_SO_SKIN) == pass)
-                make_object(L, blob, k, &err);
+            if (pass_of(lmb_snap_get_object(blob, k).kind) == pass) make_object(L, blob, k, &err);
     for (uint32_t k = 0; k < h.table_count; k++) { /* the pairs that name objects */
         lmb_snap_table t = lmb_snap_get_table(blob, k);
         lua_rawgeti(L, L_TABS, (lua_Integer)k + 1);

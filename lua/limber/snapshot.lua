@@ -16,9 +16,9 @@
 -- the source.
 --
 -- A snapshot holds tables (without metatables), strings, numbers,
--- booleans, and limber Buffers, Skeletons, Skins and Clips. Buffer views
--- (palettes, model matrices) are stored as copies. Anything else
--- (functions, poses, samplers, plans) is refused by name.
+-- booleans, and limber Buffers, Skeletons, Skins, SkinMeshes and Clips.
+-- Buffer views (palettes, model matrices) are stored as copies. Anything
+-- else (functions, poses, samplers, plans) is refused by name.
 -- @module limber.snapshot
 local core = require "limber.core"
 local check = require "limber.check"
