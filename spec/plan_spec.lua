@@ -895,7 +895,10 @@ describe("limber.plan against the stage path", function()
       -- root motion on rounds 3 and 4, layer 2 covering most instances on 5 and 6
       local rm = (round == 3 or round == 4)
         and { joint = 1, xz = math.random() < 0.7, yaw = math.random() < 0.7 } or nil
-      local plan, pose, pals = new_plan(skel, N, clips, layers, roots, palopts, { root_motion = rm })
+      -- the evaluated locals written to the pose too on rounds 1, 2, 4 and 5
+      local locals = round % 3 ~= 0
+      local plan, pose, pals = new_plan(skel, N, clips, layers, roots, palopts,
+        { root_motion = rm, locals = locals })
       local st = stage_path(skel, N, clips, layers, roots, palopts, rm)
       for frame = 1, 4 do
         local ops = random_ops({}, N, layers, clips, frame == 1 and 1 or 0.3)
@@ -921,6 +924,24 @@ describe("limber.plan against the stage path", function()
         end
         compare_matrices(models, pose:model_buffer(), 1e-5, what .. " models", nil,
           function(e) return floors[math.floor((e - 1) / J) + 1] end)
+        if locals then
+          for i = 1, N do
+            for j = 1, J do
+              local t1, r1, s1 = pose:trs(i, j)
+              local t2, r2, s2 = st.out:trs(i, j)
+              local d, dq, dn = 0, 0, 0
+              for c = 1, 3 do
+                d = math.max(d, math.abs(t1[c] - t2[c]) / math.max(1, math.abs(t2[c])),
+                  math.abs(s1[c] - s2[c]) / math.max(1, math.abs(s2[c])))
+              end
+              for c = 1, 4 do
+                dq, dn = math.max(dq, math.abs(r1[c] - r2[c])), math.max(dn, math.abs(r1[c] + r2[c]))
+              end
+              assert.is_true(d <= 1e-5 and math.min(dq, dn) <= 1e-5,
+                ("%s: instance %d joint %d locals"):format(what, i, j))
+            end
+          end
+        end
         for k = 1, #pals do
           local per = math.floor(#pals[k]:matrix_buffer() / N)
           compare_matrices(st.pals[k]:matrix_buffer(), pals[k]:matrix_buffer(), 1e-5,
@@ -1397,6 +1418,7 @@ describe("limber.plan errors", function()
       { desc({ palettes = { pose } }), "palettes[1]" },
       { desc({ slots = { "nope" } }), "nope" }, { desc({ slots = { J + 1 } }), "slots" },
       { desc({ models = "bogus" }), "models" }, { desc({ root_motion = { joint = J + 1 } }), "root_motion" },
+      { desc({ locals = 1 }), "desc.locals must be a boolean" },
       { desc({ layerz = {} }), "layerz" },
     }
     local bytes = all_bytes(pose, pals)

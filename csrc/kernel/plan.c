@@ -231,6 +231,16 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
     /* 2. the layer stack, into the worker pose's locals */
     lmb_stack_block(pose->skel, p->layers, p->layer_count, src, src_w, layer_w,
                     covered ? wk->top : NULL, wp->local);
+    if (p->write_locals) /* the folded locals, for pose:trs() and custom stages */
+        for (uint32_t l = 0; l < LMB_LANES; l++) {
+            if (!(valid >> l & 1u)) continue;
+            for (uint32_t j = 0; j < J; j++) {
+                float *d = pose->local + lmb_pose_local_index(pose, inst[l], j);
+                const float *f = wp->local + (size_t)j * LMB_TRS_FLOATS * LMB_LANES + l;
+                for (uint32_t c = 0; c < LMB_TRS_FLOATS; c++)
+                    d[(size_t)c * LMB_LANES] = f[(size_t)c * LMB_LANES];
+            }
+        }
     double t2 = now();
     /* 3. local-to-model with each lane's root (invalid lanes: identity) */
     wp->has_root = pose->has_root;

@@ -71,6 +71,7 @@ typedef struct lmb_plan {
     uint32_t slot_count; /* joints whose model matrices are written (all_models: every joint) */
     const uint16_t *slots;
     uint32_t all_models;
+    uint32_t write_locals; /* 1: the folded local transforms go to pose->local too */
     uint32_t worker_count;
     lmb_plan_worker *workers;
     double advance; /* seconds of the last lmb_plan_advance */

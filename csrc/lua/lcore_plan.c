@@ -786,6 +786,12 @@ static int l_plan_new(lua_State *L) {
             return luaL_error(L, "%s: desc.models must be \"slots\" or \"all\"", fn);
     }
     lua_pop(L, 1);
+    int loc = lcore_rawfield(L, 1, "locals");
+    if (loc != LUA_TNIL) {
+        if (loc != LUA_TBOOLEAN) return luaL_error(L, "%s: desc.locals must be a boolean", fn);
+        p->write_locals = (uint32_t)lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);
     if (lcore_rawfield(L, 1, "root_motion") != LUA_TNIL) {
         if (lua_type(L, -1) != LUA_TTABLE)
             return luaL_error(L, "%s: desc.root_motion must be a table", fn);

@@ -374,7 +374,7 @@ function M.stack(out, layers)
 end
 
 local PLAN_FIELDS = { pose = true, clips = true, layers = true, palettes = true, slots = true,
-  models = true, root_motion = true }
+  models = true, locals = true, root_motion = true }
 
 --- The frame plan: evaluates a whole crowd with one call per frame
 -- (`plan:run(dt)`): sample every source -> fold the layer stack ->
@@ -383,7 +383,9 @@ local PLAN_FIELDS = { pose = true, clips = true, layers = true, palettes = true,
 -- `desc` = { `pose` = Pose, `clips` = { Clip, ... }, `layers` = { { `name`,
 -- `mode`, `sources` = count, `mask`, `reference`, `weight` }, ... },
 -- `palettes` = { Palette, ... }, `slots` = { joint (index or name), ... },
--- `models` = "slots" | "all", `root_motion` = { joint =, xz =, yaw = } }.
+-- `models` = "slots" | "all", `locals` = true (the evaluated local
+-- transforms are written to `pose` too, for `pose:trs()`), `root_motion` =
+-- { joint =, xz =, yaw = } }.
 -- @tparam table desc
 -- @treturn limber.Plan
 function M.plan(desc)
@@ -392,7 +394,7 @@ function M.plan(desc)
   for k in next, d do
     if not PLAN_FIELDS[k] then
       fail("limber.plan", ("unknown field '%s' (pose, clips, layers, palettes, slots, models, "
-        .. "root_motion)"):format(tostring(k)), 2)
+        .. "locals, root_motion)"):format(tostring(k)), 2)
     end
   end
   if is_a(d.pose, "limber.Pose") then
