@@ -44,6 +44,7 @@ build = {
       ["limber.check"] = "lua/limber/check.lua",
       ["limber.math"] = "lua/limber/math.lua",
       ["limber.snapshot"] = "lua/limber/snapshot.lua",
+      ["limber.controller"] = "lua/limber/controller.lua",
     },
   },
 }

@@ -206,9 +206,9 @@ end
 
 -- The layer pose A of one joint from srcs = { {w, {t, q, s}}, ... }: weights
 -- normalised by their sum W; translations and scales the weighted mean;
--- rotations summed, each sign-aligned to the running sum, then normalised.
--- nil when W == 0 (the layer does nothing).
-local function layer_mean(srcs)
+-- rotations summed, each sign-aligned to the joint's rest rotation rq, then
+-- normalised. nil when W == 0 (the layer does nothing).
+local function layer_mean(srcs, rq)
   local W = 0
   for _, src in ipairs(srcs) do W = W + src[1] end
   if W == 0 then return nil end
@@ -219,7 +219,7 @@ local function layer_mean(srcs)
       t[k] = t[k] + a * x[1][k]
       s[k] = s[k] + a * x[3][k]
     end
-    local sq = dot4(q, x[2]) < 0 and qneg(x[2]) or x[2]
+    local sq = dot4(rq, x[2]) < 0 and qneg(x[2]) or x[2]
     for k = 1, 4 do q[k] = q[k] + a * sq[k] end
   end
   return { t, qnorm(q), s }
@@ -258,7 +258,7 @@ local function expected_trs(model, i, j)
     for s = 1, #L.vals do
       if L.vals[s] then srcs[#srcs + 1] = { L.w[i][s], L.vals[s][i][j] } end
     end
-    local A = layer_mean(srcs)
+    local A = layer_mean(srcs, model.rest[j][2])
     if A then P = apply_layer(P, A, L.lw[i] * L.mask[j], L.additive, L.ref[j]) end
   end
   return P
@@ -331,9 +331,9 @@ describe("the plain-Lua layer formulas", function()
       same(P, apply_layer(P, A, math.random(), true, A))
       same(A, apply_layer(R, A, 1, true, R))
       -- sources with opposite signs are the same rotation
-      same(A, layer_mean({ { 0.3, A }, { 2, { A[1], qneg(A[2]), A[3] } } }))
-      same(A, layer_mean({ { 0, P }, { 5, A } }))
-      assert.is_nil(layer_mean({ { 0, P }, { 0, A } }))
+      same(A, layer_mean({ { 0.3, A }, { 2, { A[1], qneg(A[2]), A[3] } } }, R[2]))
+      same(A, layer_mean({ { 0, P }, { 5, A } }, R[2]))
+      assert.is_nil(layer_mean({ { 0, P }, { 0, A } }, R[2]))
       -- the slerp halfway point is half the angle, on the shortest path
       local h = slerp(P[2], A[2], 0.5)
       local d = math.abs(dot4(P[2], A[2]))
@@ -1591,25 +1591,34 @@ describe("limber.plan accessors", function()
     assert.equal(1, plan:source_count("upper"))
     assert.equal(0, plan:frame())
     -- initial sources: no clip, weight 1 for source 1 and 0 for the others
-    assert.same({ nil, 0, 1, true, 1, n = 5 }, pack(plan:source(3, 1, 1)))
-    assert.same({ nil, 0, 1, true, 0, n = 5 }, pack(plan:source(3, "base", 2)))
+    assert.same({ nil, 0, 1, true, 1, 0, n = 6 }, pack(plan:source(3, 1, 1)))
+    assert.same({ nil, 0, 1, true, 0, 0, n = 6 }, pack(plan:source(3, "base", 2)))
     -- times are kept inside the clip: wrapped when looping, clamped otherwise
     local d = clips[2]:duration()
     plan:play(3, 1, 2, clips[2], 0.5 * d, -2, false)
-    assert.same({ 2, 0.5 * d, -2, false, 0, n = 5 }, pack(plan:source(3, 1, 2)))
+    -- (the sixth value, the time before the last step, is the time after a play)
+    assert.same({ 2, 0.5 * d, -2, false, 0, 0.5 * d, n = 6 }, pack(plan:source(3, 1, 2)))
     plan:play(3, 1, 2, clips[2], 2.25 * d, -2, false)
-    assert.same({ 2, d, -2, false, 0, n = 5 }, pack(plan:source(3, 1, 2)))
+    assert.same({ 2, d, -2, false, 0, d, n = 6 }, pack(plan:source(3, 1, 2)))
     plan:play(3, 1, 2, clips[2], -0.75 * d, 1)
     assert.near(0.25 * d, select(2, plan:source(3, 1, 2)), 1e-12)
     plan:set_time(3, 1, 2, 1.5 * d)
     assert.near(0.5 * d, select(2, plan:source(3, 1, 2)), 1e-12)
+    assert.near(0.5 * d, select(6, plan:source(3, 1, 2)), 1e-12)
     plan:play(3, 1, 2, 1)
-    assert.same({ 1, 0, 1, true, 0, n = 5 }, pack(plan:source(3, 1, 2)))
+    assert.same({ 1, 0, 1, true, 0, 0, n = 6 }, pack(plan:source(3, 1, 2)))
+    -- a run's step: the time before it is kept
+    plan:play(3, 1, 1, 2, 0.25 * d, 1, true)
+    plan:run(0.125 * d)
+    local _, t1, _, _, _, t0 = plan:source(3, 1, 1)
+    assert.near(0.375 * d, t1, 1e-12)
+    assert.near(0.25 * d, t0, 1e-12)
     plan:play(3, 1, 2, nil)
     assert.is_nil((plan:source(3, 1, 2)))
+    plan:invalidate()
     assert.equal(N, plan:run(0.1))
     assert.equal(N, plan:evaluated())
-    assert.equal(1, plan:frame())
+    assert.equal(2, plan:frame())
     local tm = plan:timings()
     for _, k in ipairs({ "advance", "sample", "blend", "model", "output", "total" }) do
       assert.is_number(tm[k], k)

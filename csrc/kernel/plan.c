@@ -100,6 +100,7 @@ uint32_t lmb_plan_advance(lmb_plan *p, double dt) {
             if (fade(w + i, to + i, sp + i, step)) lmb_plan_touch(p, i);
             if (s->clip[i] < 0) continue;
             double old = s->time[i];
+            p->prev_time[(size_t)k * N + i] = old;
             if (dt != 0.0 && s->rate[i] != 0.0f)
                 s->time[i] = lmb_clip_time_d(s->clips[s->clip[i]], old + (double)s->rate[i] * dt,
                                              s->loop[i]);

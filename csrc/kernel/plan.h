@@ -56,6 +56,8 @@ typedef struct lmb_plan {
     lmb_stack_layer *layers; /* layer_count */
     uint32_t *layer_of;      /* source_count: the layer of each source */
     lmb_sampler *src;        /* source_count samplers over `pose` */
+    double *prev_time;       /* source_count * N: each source's time before the last
+                              * advance (set with the time by play and set_time) */
     float *weight;           /* source_count * N: source weights */
     float *weight_to;        /* fade targets */
     float *weight_speed;     /* fade speed (weight units per second; 0: no fade) */

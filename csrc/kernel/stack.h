@@ -8,7 +8,9 @@
  *   A = the layer's pose: the weighted mean of the sources that play in
  *       that lane, weights normalised inside the layer (translations and
  *       scales averaged, rotations summed with each source sign-aligned to
- *       the running sum, then normalised). No weight: the layer is skipped.
+ *       the joint's rest rotation, then normalised: sources more than 180
+ *       degrees apart blend through the rest pose, with no sign flip
+ *       between them as they move). No weight: the layer is skipped.
  *   f = layer weight (per instance, [0, 1]) x mask[j] ([0, 1], default 1).
  *   override: t = P.t (1 - f) + A.t f, s likewise, q = slerp(P.q, A.q, f)
  *             on the shortest path (normalised lerp when |dot| >

@@ -73,9 +73,14 @@ static inline V FOLD(sinv)(V y) {
 
 /* The layer pose A of joint j (all lanes) from its sources, when more than
  * one source plays: the weighted mean with weights normalised in each lane;
- * a lane where one source plays gets exactly that source's values. */
+ * a lane where one source plays gets exactly that source's values. Each
+ * rotation is sign-aligned to the joint's rest rotation rq (not to the
+ * others): two sources more than 180 degrees apart (a hand swinging
+ * forward in one clip, back in the other) then blend through the rest
+ * pose, and the sign of one does not flip against the other as they move
+ * (a flip would jump the blend in one frame). */
 static void FOLD(layer_pose)(const lmb_stack_layer *ly, const float *const *src, const float *src_w,
-                             uint32_t j, float *a) {
+                             uint32_t j, const float *rq, float *a) {
     V acc[LMB_TRS_FLOATS], one[LMB_TRS_FLOATS];
     V zero = FOLD(splat)(0.0f), wsum = zero, cnt = zero;
     for (int c = 0; c < LMB_TRS_FLOATS; c++)
@@ -88,7 +93,7 @@ static void FOLD(layer_pose)(const lmb_stack_layer *ly, const float *const *src,
         V sv[LMB_TRS_FLOATS];
         for (int c = 0; c < LMB_TRS_FLOATS; c++)
             sv[c] = FOLD(ld)(s + c * W);
-        V dot = acc[3] * sv[3] + acc[4] * sv[4] + acc[5] * sv[5] + acc[6] * sv[6];
+        V dot = rq[0] * sv[3] + rq[1] * sv[4] + rq[2] * sv[5] + rq[3] * sv[6];
         V wq = FOLD(sel)(dot < 0.0f, -w, w);
         wsum += w;
         cnt += FOLD(sel)(on, FOLD(splat)(1.0f), zero);
@@ -229,7 +234,8 @@ void FOLD(lmb_stack_block)(const lmb_skeleton *sk, const lmb_stack_layer *layers
             if (playing == 1)
                 a = src[last] + (size_t)j * JS;
             else
-                FOLD(layer_pose)(ly, src, src_w, j, abuf);
+                FOLD(layer_pose)
+                (ly, src, src_w, j, sk->rest + (size_t)j * LMB_TRS_FLOATS + 3, abuf);
             V f = f1;
             int exact = exact1, all_ones = ones1;
             if (m != 1.0f) {

@@ -643,6 +643,7 @@ static int l_plan_new(lua_State *L) {
     size_t o_cur = take(&off, (size_t)S * N * stride * sizeof(lmb_cursor) + 4);
     size_t o_clip = take(&off, (size_t)S * N * 4);
     size_t o_time = take(&off, (size_t)S * N * 8);
+    size_t o_prev = take(&off, (size_t)S * N * 8);
     size_t o_rate = take(&off, (size_t)S * N * 4);
     size_t o_loop = take(&off, (size_t)S * N);
     size_t o_w = take(&off, (size_t)S * N * 4 * 3);
@@ -662,6 +663,7 @@ static int l_plan_new(lua_State *L) {
     p->layers = (lmb_stack_layer *)(void *)(mem + o_layers);
     p->layer_of = (uint32_t *)(void *)(mem + o_lof);
     p->src = (lmb_sampler *)(void *)(mem + o_smp);
+    p->prev_time = (double *)(void *)(mem + o_prev);
     float *wts = (float *)(void *)(mem + o_w);
     p->weight = wts, p->weight_to = wts + (size_t)S * N;
     p->weight_speed = wts + 2 * (size_t)S * N;
@@ -863,6 +865,7 @@ static int l_plan_play(lua_State *L) {
         memset(s->cursors + (size_t)i * s->cursor_stride, 0, s->cursor_stride * sizeof(lmb_cursor));
     s->clip[i] = c;
     s->time[i] = c >= 0 ? lmb_clip_time_d(s->clips[c], t, loop) : t;
+    lp->plan.prev_time[(size_t)k * lp->plan.pose->instance_count + i] = s->time[i];
     s->rate[i] = rate;
     s->loop[i] = (uint8_t)loop;
     lmb_plan_touch(&lp->plan, i);
@@ -876,6 +879,7 @@ static int l_plan_set_time(lua_State *L) {
     double v = lcore_check_time(L, 5);
     lmb_sampler *s = lp->plan.src + k;
     s->time[i] = s->clip[i] >= 0 ? lmb_clip_time_d(s->clips[s->clip[i]], v, s->loop[i]) : v;
+    lp->plan.prev_time[(size_t)k * lp->plan.pose->instance_count + i] = s->time[i];
     lmb_plan_touch(&lp->plan, i);
     return 0;
 }
@@ -889,7 +893,8 @@ static int l_plan_set_rate(lua_State *L) {
 }
 
 /** plan:source(i, layer, source): clip index (nil for none), time, rate,
- * loop, weight. */
+ * loop, weight, and the time before the last run's step (play and
+ * set_time set it with the time: a start or a seek is not a step). */
 static int l_plan_source(lua_State *L) {
     lplan *lp = check_plan(L, 1);
     uint32_t i, k = plan_source(L, lp, 2, &i);
@@ -902,7 +907,9 @@ static int l_plan_source(lua_State *L) {
     lua_pushnumber(L, (lua_Number)s->rate[i]);
     lua_pushboolean(L, s->loop[i]);
     lua_pushnumber(L, (lua_Number)lp->plan.weight[(size_t)k * lp->plan.pose->instance_count + i]);
-    return 5;
+    lua_pushnumber(L,
+                   (lua_Number)lp->plan.prev_time[(size_t)k * lp->plan.pose->instance_count + i]);
+    return 6;
 }
 
 /* An optional fade time at `arg`: >= 0 seconds (0 or nil: at once). */

@@ -418,7 +418,8 @@ function M.plan(desc)
   return plan
 end
 
-local submodules = { anim = true, gltf = true, scene = true, skinning = true, snapshot = true }
+local submodules = { anim = true, gltf = true, scene = true, skinning = true, snapshot = true,
+  controller = true }
 
 return setmetatable(M, {
   __index = function(t, k)

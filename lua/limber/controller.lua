@@ -1,0 +1,395 @@
+--- limber.controller: clips played by name on layers, with transitions that
+-- never pop, over the frame plan.
+--
+-- A controller drives a crowd through a `limber.plan` (one C call per
+-- frame: times, fades, sampling, the layer fold, palettes). Each layer keeps
+-- a few source slots (`sources`, default 4): `play` starts a clip in a free
+-- slot and fades it in while every other source of the layer fades out from
+-- its current weight, so a transition can start while others are in flight
+-- (A fading to B, interrupted by C, then A again) and the pose stays
+-- continuous: weights inside a layer are normalised, and all of them move
+-- linearly to their targets. When every slot is busy the source with the
+-- smallest weight makes room (a pop of that weight; more slots avoid it).
+--
+-- Events and root motion come from every source that contributes, with its
+-- effective weight (its share of its layer times the layer's weight, times
+-- what the layers above leave of it at the root joint). They are computed
+-- on request, per instance, for the last `update` (`events(i)`,
+-- `root_motion(i)`), so a frame costs one C call for the whole crowd.
+--
+-- Not yet here (issue 18): state machines, blend spaces, sync groups,
+-- per-clip callbacks, players for events and root motion in C.
+-- @module limber.controller
+local limber = require "limber"
+local anim = require "limber.anim"
+local check = require "limber.check"
+
+local M = {}
+
+local Controller = {}
+Controller.__index = Controller
+Controller.__name = "limber.Controller"
+
+local floor, abs = math.floor, math.abs
+-- Lua 5.3+: math.atan(y, x); 5.1, 5.2, LuaJIT: math.atan2
+local atan2 = math.atan2 or math.atan -- luacheck: ignore 143
+
+local function fail(fname, msg, level)
+  error(fname .. ": " .. msg, (level or 1) + 1)
+end
+
+local function check_self(self, name)
+  if getmetatable(self) ~= Controller then
+    check.arg_error(1, "limber.Controller:" .. name, "limber.Controller", self, 3)
+  end
+end
+
+local FIELDS = { pose = true, clips = true, layers = true, sources = true, palettes = true,
+                 slots = true, models = true, locals = true, root_motion = true,
+                 event_weight = true }
+
+--- Creates a controller (and its plan).
+-- `desc` = { `pose` = Pose (the crowd), `clips` = { Clip, ... } (played by
+-- Clip, 1-based index or name), `layers` = { { `name`, `mode` = "override"
+-- | "additive", `weight` (default 1), `mask` (as in `limber.plan`),
+-- `reference` }, ... } (default one "base" layer), `sources` = slots per
+-- layer (default 4), `event_weight` = the effective weight below which a
+-- source's events are not reported (default 0), and the plan's `palettes`,
+-- `slots`, `models`, `locals`, `root_motion` }.
+-- @tparam table desc
+-- @treturn limber.Controller
+function M.new(desc)
+  local fname = "limber.controller"
+  if type(desc) ~= "table" then check.arg_error(1, fname, "table", desc, 2) end
+  for k in pairs(desc) do
+    if not FIELDS[k] then fail(fname, ("unknown field '%s'"):format(tostring(k)), 2) end
+  end
+  local pose = desc.pose
+  if not check.is_a(pose, "limber.Pose") then
+    fail(fname, "desc.pose must be a limber.Pose", 2)
+  end
+  local clips = desc.clips
+  if type(clips) ~= "table" or #clips == 0 then
+    fail(fname, "desc.clips must be a non-empty array of limber.Clip", 2)
+  end
+  local by_name, index = {}, {}
+  for k, c in ipairs(clips) do
+    if not check.is_a(c, "limber.Clip") then
+      fail(fname, ("desc.clips[%d] must be a limber.Clip"):format(k), 2)
+    end
+    index[c] = k
+    local n = c:name()
+    if n and by_name[n] == nil then by_name[n] = k end
+  end
+  local S = desc.sources or 4
+  if check.math_type(S) ~= "integer" or S < 1 or S > 16 then
+    fail(fname, "desc.sources must be an integer in [1, 16]", 2)
+  end
+  local ew = desc.event_weight or 0
+  if type(ew) ~= "number" or ew ~= ew or ew < 0 then
+    fail(fname, "desc.event_weight must be a number >= 0", 2)
+  end
+  local layers = desc.layers or { { name = "base" } }
+  if type(layers) ~= "table" or #layers == 0 then
+    fail(fname, "desc.layers must be a non-empty array", 2)
+  end
+  local skel = pose:skeleton()
+  local pl, names, masks = {}, {}, {}
+  for n, ly in ipairs(layers) do
+    if type(ly) ~= "table" then fail(fname, ("desc.layers[%d] must be a table"):format(n), 2) end
+    for k in pairs(ly) do
+      if k ~= "name" and k ~= "mode" and k ~= "weight" and k ~= "mask" and k ~= "reference" then
+        fail(fname, ("desc.layers[%d]: unknown field '%s'"):format(n, tostring(k)), 2)
+      end
+    end
+    local name = ly.name or ("layer" .. n)
+    if names[name] then fail(fname, ("two layers named '%s'"):format(tostring(name)), 2) end
+    names[name] = n
+    local mask = ly.mask
+    if type(mask) == "table" and mask.root ~= nil then mask = limber.mask(skel, mask) end
+    masks[n] = mask
+    pl[n] = { name = name, mode = ly.mode, weight = ly.weight, mask = mask,
+              reference = ly.reference, sources = S }
+  end
+  local pdesc = { pose = pose, clips = clips, layers = pl }
+  for _, k in ipairs({ "palettes", "slots", "models", "locals", "root_motion" }) do
+    pdesc[k] = desc[k]
+  end
+  local ok, plan = pcall(limber.plan, pdesc)
+  if not ok then error(tostring(plan):gsub("^[^\n:]*:%d+: ", ""), 2) end
+  local self = setmetatable({
+    plan_ = plan, pose = pose, clips = clips, by_name = by_name, index = index, S = S,
+    L = #pl, layer_index = names, layers = pl, masks = masks, modes = {},
+    target = {}, last_dt = 0, event_weight = ew, N = pose:instance_count(),
+  }, Controller)
+  for n, ly in ipairs(pl) do self.modes[n] = ly.mode or "override" end
+  return self
+end
+
+setmetatable(M, { __call = function(_, desc) return M.new(desc) end })
+
+-- The layer number of `layer` (name or 1-based number), or an argument error.
+local function layer_of(self, layer, n, fname)
+  local k = self.layer_index[layer] or (check.math_type(layer) == "integer" and layer >= 1
+    and layer <= self.L and layer)
+  if not k then check.arg_fail(n, fname, ("no layer '%s'"):format(tostring(layer)), 3) end
+  return k
+end
+
+local function instance_of(self, i, fname)
+  if check.math_type(i) ~= "integer" or i < 1 or i > self.N then
+    check.arg_fail(2, fname, ("instance %s out of range [1, %d]"):format(tostring(i), self.N), 3)
+  end
+  return i
+end
+
+local function clip_of(self, clip, fname)
+  local k = self.index[clip] or self.by_name[clip]
+    or (check.math_type(clip) == "integer" and clip >= 1 and clip <= #self.clips and clip)
+  if not k then
+    check.arg_fail(4, fname, ("no clip '%s' in the controller"):format(tostring(clip)), 3)
+  end
+  return k
+end
+
+-- Fade targets of (i, layer): a flat array, slot s at [base + s].
+local function tslot(self, i, n)
+  return ((i - 1) * self.L + (n - 1)) * self.S
+end
+
+--- Plays `clip` on `layer` of instance i. `opts`: `fade` (seconds: the clip
+-- fades in and every other source of the layer fades out from its current
+-- weight; default 0, at once), `time` (default 0), `rate` (default 1),
+-- `loop` (default true).
+-- @tparam integer i instance
+-- @param layer name or number
+-- @param clip Clip, index or name
+-- @tparam[opt] table opts
+-- @treturn integer the source slot now playing it
+function Controller:play(i, layer, clip, opts)
+  check_self(self, "play")
+  local fname = "limber.Controller:play"
+  instance_of(self, i, fname)
+  local n = layer_of(self, layer, 3, fname)
+  local k = clip_of(self, clip, fname)
+  opts = check.options(5, fname, opts, { fade = "number", time = "number", rate = "number",
+    loop = "boolean" }, 2)
+  local fade = opts.fade or 0
+  if fade ~= fade or fade < 0 or fade > 3.4e38 then
+    check.arg_fail(5, fname, "option 'fade' must be a finite number >= 0", 2)
+  end
+  local plan, base = self.plan_, tslot(self, i, n)
+  -- a free slot (no weight, not fading in), else the one with the least weight
+  local pick, least
+  for s = 1, self.S do
+    local w = select(5, plan:source(i, n, s))
+    if w == 0 and (self.target[base + s] or 0) == 0 then pick = pick or s end
+    if not least or w < least[2] then least = { s, w } end
+  end
+  pick = pick or least[1]
+  local ok, err = pcall(plan.play, plan, i, n, pick, k, opts.time or 0, opts.rate or 1,
+    opts.loop ~= false)
+  if not ok then check.rethrow(err, fname, "play", 2) end
+  for s = 1, self.S do
+    if s ~= pick and ((self.target[base + s] or 0) > 0 or select(5, plan:source(i, n, s)) > 0) then
+      plan:set_weight(i, n, s, 0, fade)
+      self.target[base + s] = 0
+    end
+  end
+  plan:set_weight(i, n, pick, 0)
+  plan:set_weight(i, n, pick, 1, fade)
+  self.target[base + pick] = 1
+  return pick
+end
+
+--- Stops every source of `layer` (fading out over `fade` seconds).
+-- @tparam integer i
+-- @param layer
+-- @tparam[opt] number fade
+function Controller:stop(i, layer, fade)
+  check_self(self, "stop")
+  local fname = "limber.Controller:stop"
+  instance_of(self, i, fname)
+  local n = layer_of(self, layer, 3, fname)
+  fade = fade or 0
+  if type(fade) ~= "number" or fade ~= fade or fade < 0 then
+    check.arg_fail(4, fname, "fade must be a number >= 0", 2)
+  end
+  local base = tslot(self, i, n)
+  for s = 1, self.S do
+    self.plan_:set_weight(i, n, s, 0, fade)
+    self.target[base + s] = 0
+  end
+end
+
+--- Sets the weight of `layer` for instance i, at once or over `fade` seconds.
+-- @tparam integer i
+-- @param layer
+-- @tparam number w in [0, 1]
+-- @tparam[opt] number fade
+function Controller:set_weight(i, layer, w, fade)
+  check_self(self, "set_weight")
+  local fname = "limber.Controller:set_weight"
+  instance_of(self, i, fname)
+  local n = layer_of(self, layer, 3, fname)
+  local ok, err = pcall(self.plan_.set_layer_weight, self.plan_, i, n, w, fade)
+  if not ok then check.rethrow(err, fname, "set_layer_weight", 2) end
+end
+
+--- Advances every instance by dt seconds and evaluates the crowd (one C
+-- call: `plan:run(dt)`).
+-- @tparam number dt
+function Controller:update(dt)
+  check_self(self, "update")
+  local ok, err = pcall(self.plan_.run, self.plan_, dt)
+  if not ok then check.rethrow(err, "limber.Controller:update", "run", 2) end
+  self.last_dt = dt
+end
+
+--- The controller's plan (for palettes, slots, LOD: `plan:set_lod`).
+-- @treturn limber.Plan
+function Controller:plan() check_self(self, "plan"); return self.plan_ end
+
+-- The mask weight of layer n at joint j (1 without a mask).
+local function mask_at(self, n, j)
+  local m = self.masks[n]
+  if m == nil then return 1 end
+  if type(m) == "table" then return m[j] or 0 end
+  return (m:get(j))
+end
+
+--- The sources of instance i with weight, bottom layer first: { layer =,
+-- slot =, clip =, time =, prev = (the time before the last update's step),
+-- rate =, loop =, weight = (in its layer, as set),
+-- effective = (its share of the pose at joint `joint`, default the root
+-- joint 1: the layer share times the layer weight times the mask, times
+-- what override layers above leave) }.
+-- @tparam integer i
+-- @tparam[opt=1] integer joint
+-- @treturn table
+function Controller:sources(i, joint)
+  check_self(self, "sources")
+  instance_of(self, i, "limber.Controller:sources")
+  joint = joint or 1
+  local plan, out = self.plan_, {}
+  for n = 1, self.L do
+    local list, sum = {}, 0
+    for s = 1, self.S do
+      local k, t, rate, loop, w, prev = plan:source(i, n, s)
+      if k and w > 0 then
+        list[#list + 1] = { layer = n, slot = s, clip = self.clips[k], time = t, rate = rate,
+                            loop = loop, weight = w, prev = prev }
+        sum = sum + w
+      end
+    end
+    local f = plan:layer_weight(i, n) * mask_at(self, n, joint)
+    if #list > 0 and f > 0 then
+      if self.modes[n] == "override" then
+        for _, e in ipairs(out) do e.effective = e.effective * (1 - f) end
+      end
+      for _, e in ipairs(list) do
+        e.effective = f * e.weight / sum
+        out[#out + 1] = e
+      end
+    end
+  end
+  return out
+end
+
+-- The step a source made in the last update: its time before, and the
+-- signed distance moved (unwrapped: a looping clip may cross its end).
+local function step_of(e, dt)
+  if e.loop then return e.prev, e.rate * dt end
+  return e.prev, e.time - e.prev
+end
+
+--- The events the sources of instance i crossed in the last `update`, with
+-- their effective weight (sources below `event_weight` left out): an array
+-- of { clip = name, name =, time =, weight = } in source order.
+-- @tparam integer i
+-- @treturn table
+function Controller:events(i)
+  check_self(self, "events")
+  instance_of(self, i, "limber.Controller:events")
+  local out, dt = {}, self.last_dt
+  if dt == 0 then return out end
+  for _, e in ipairs(self:sources(i)) do
+    if e.effective > self.event_weight or (self.event_weight == 0 and e.effective > 0) then
+      local t0, delta = step_of(e, dt)
+      anim.step(e.clip, t0, delta, e.loop, function(_, name, time)
+        out[#out + 1] = { clip = e.clip:name(), name = name, time = time, weight = e.effective }
+      end)
+    end
+  end
+  return out
+end
+
+local function yaw_of(x, y, z, w)
+  return atan2(2 * (w * y + x * z), 1 - 2 * (y * y + x * x))
+end
+
+local function wrap_angle(a)
+  return a - 2 * math.pi * floor((a + math.pi) / (2 * math.pi))
+end
+
+-- Root position and yaw at unwrapped time x (laps of a looping clip add
+-- the clip's whole displacement).
+local function root_at(clip, j, x, loop)
+  local d = clip:duration()
+  local laps = 0
+  if loop and d > 0 then
+    laps = floor(x / d)
+    x = x - laps * d
+    if not (x >= 0 and x < d) then x = 0 end
+  else
+    x = x < 0 and 0 or (x > d and d or x)
+  end
+  local px, py, pz = clip:sample_joint(j, "translation", x, false)
+  if not px then px, py, pz = 0, 0, 0 end
+  local qx, qy, qz, qw = clip:sample_joint(j, "rotation", x, false)
+  local yaw = qx and yaw_of(qx, qy, qz, qw) or 0
+  if laps ~= 0 then
+    local ex, ey, ez = clip:sample_joint(j, "translation", d, false)
+    local sx, sy, sz = clip:sample_joint(j, "translation", 0, false)
+    if ex then px, py, pz = px + laps * (ex - sx), py + laps * (ey - sy), pz + laps * (ez - sz) end
+    if qx then
+      local a0 = yaw_of(clip:sample_joint(j, "rotation", 0, false))
+      local a1 = yaw_of(clip:sample_joint(j, "rotation", d, false))
+      yaw = yaw + laps * wrap_angle(a1 - a0)
+    end
+  end
+  return px, py, pz, yaw
+end
+
+--- The root motion of instance i in the last `update`: every source's
+-- displacement of joint `joint` (default 1) over its step (clip space),
+-- summed by effective weight (additive layers left out). A clip started
+-- or moved with set_time in between moved nothing by it.
+-- @tparam integer i
+-- @tparam[opt=1] integer joint
+-- @treturn number dx
+-- @treturn number dy
+-- @treturn number dz
+-- @treturn number dyaw (radians about y)
+function Controller:root_motion(i, joint)
+  check_self(self, "root_motion")
+  instance_of(self, i, "limber.Controller:root_motion")
+  joint = joint or 1
+  local dt, x, y, z, yaw = self.last_dt, 0, 0, 0, 0
+  if dt == 0 then return 0, 0, 0, 0 end
+  for _, e in ipairs(self:sources(i, joint)) do
+    if self.modes[e.layer] == "override" and e.effective > 0 then
+      local t0, delta = step_of(e, dt)
+      local t1 = t0 + delta
+      local ax, ay, az, ayaw = root_at(e.clip, joint, t0, e.loop)
+      local bx, by, bz, byaw = root_at(e.clip, joint, t1, e.loop)
+      local w = e.effective
+      x, y, z = x + w * (bx - ax), y + w * (by - ay), z + w * (bz - az)
+      yaw = yaw + w * wrap_angle(byaw - ayaw)
+    end
+  end
+  if abs(yaw) < 1e-300 then yaw = 0 end
+  return x, y, z, yaw
+end
+
+return M
