@@ -796,6 +796,29 @@ describe("dense clips (uniform key grid)", function()
   it("rejects a non-boolean dense flag", function()
     assert.error_matches(function() limber.core.clip({}, nil, 1) end, "boolean expected", 1, true)
   end)
+
+  it("are not built for a few joints of a wide span (the frames would dwarf the keys)", function()
+    -- one track on joint 2000: the dense form would keep 250 chunks a frame
+    local times, values = {}, {}
+    for k = 1, 300 do
+      times[k] = (k - 1) / 30
+      values[3 * k - 2], values[3 * k - 1], values[3 * k] = k, 0, 0
+    end
+    local sparse = limber.core.clip({ { joint = 2000, path = "translation", times = times,
+      values = values } })
+    assert.is_false(sparse:dense())
+    assert.is_true(sparse:bytes() < 64 * 1024, sparse:bytes())
+    -- every joint of that span animated: dense
+    local tracks = {}
+    for j = 1, 16 do
+      tracks[j] = { joint = j, path = "translation", times = times, values = values }
+    end
+    assert.is_true(limber.core.clip(tracks):dense())
+    -- and the values agree with the cursor path
+    local x, y, z = sparse:sample_joint(2000, "translation", 1.234)
+    assert.near(1.234 * 30 + 1, x, 1e-4)
+    assert.same({ 0, 0 }, { y, z })
+  end)
 end)
 
 describe("glTF sample clips take the dense path", function()

@@ -14,6 +14,7 @@ local MODULES = {
   { name = "limber.scene", file = "lua/limber/scene.lua" },
   { name = "limber.skinning", file = "lua/limber/skinning.lua" },
   { name = "limber.snapshot", file = "lua/limber/snapshot.lua" },
+  { name = "limber.controller", file = "lua/limber/controller.lua" },
 }
 -- functions a module re-exports from another one (documented there)
 local function reexported(v)
@@ -166,6 +167,7 @@ local SURFACE_MODULES = {
   { name = "limber.scene", file = "lua/limber/scene.lua" },
   { name = "limber.skinning", file = "lua/limber/skinning.lua" },
   { name = "limber.snapshot", file = "lua/limber/snapshot.lua" },
+  { name = "limber.controller", file = "lua/limber/controller.lua" },
   { name = "limber.core" },
 }
 
@@ -207,14 +209,15 @@ local function class_members(mt)
 end
 
 -- One object of each Lua class (they have no registry entry): an anim
--- Crowd, one of its Players and a Scene.
+-- Crowd, one of its Players, a Scene and a Controller.
 local function lua_class_objects()
   local limber, anim = require "limber", require "limber.anim"
   local skel = limber.skeleton({ { name = "root" } })
   local clip = anim.clip({ tracks = { { joint = 1, path = "translation", times = { 0, 1 },
     values = { 0, 0, 0, 1, 0, 0 } } } })
   local crowd = anim.crowd(limber.pose(skel, 1), { clip })
-  return { crowd, crowd:player(1), require("limber.scene").new() }
+  local ctl = require("limber.controller").new({ pose = limber.pose(skel, 1), clips = { clip } })
+  return { crowd, crowd:player(1), require("limber.scene").new(), ctl }
 end
 
 -- Every public function and method found in the code: names is a set of
@@ -510,6 +513,8 @@ describe("the public surface table of docs/api-reference.md", function()
       ["limber.SkinBatch"] = skinning.batch({ { mesh = mesh, palette = pal, target = target } }),
       ["limber.Slots"] = core.slots({ "a" }, { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }),
       ["limber.anim.Player"] = crowd:player(1), ["limber.anim.Crowd"] = crowd, ["limber.Scene"] = scene,
+      ["limber.Controller"] = require("limber.controller").new({ pose = limber.pose(skel, 2),
+        clips = { clip } }),
     }
     local modules = {}
     for _, m in ipairs(SURFACE_MODULES) do modules[m.name] = require(m.name) end

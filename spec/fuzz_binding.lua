@@ -48,7 +48,7 @@ local rnd = math.random
 
 local limber = require "limber"
 local MODULES = { "limber", "limber.core", "limber.gltf", "limber.anim", "limber.scene", "limber.skinning",
-                  "limber.snapshot" }
+                  "limber.snapshot", "limber.controller" }
 
 -- ---------------------------------------------------------------------------
 -- The pool of live objects calls draw from and add to.
@@ -124,6 +124,13 @@ local function build_pool()
     if packed then try(packed.error, packed, clip, skel, 0.1) end
   end
   if pose and clip and clip2 then
+    local ctl = try(limber.controller.new, { pose = pose, clips = { clip, clip2 },
+      layers = { { name = "base" }, { name = "upper", mask = { root = "knee" } } } })
+    if ctl then
+      try(ctl.play, ctl, 1, "base", "Walk", { fade = 0.2 })
+      try(ctl.update, ctl, 0.1)
+      add(ctl)
+    end
     local s = try(core.sampler, pose, { clip, clip2 })
     if s then
       try(s.set, s, 1, 1, 0.25, true, 1)

@@ -35,9 +35,8 @@ setup(function()
   if not driver then
     driver = tmpdir .. "/limber_fuzz_replay"
     local ok, out = sh(("${CC:-cc} -std=c99 -O1 -Icsrc/kernel -DCGLM_ALL_UNALIGNED "
-      .. "-D_POSIX_C_SOURCE=200809L fuzz/*.c csrc/kernel/gltf.c csrc/kernel/skeleton.c "
-      .. "csrc/kernel/limber.c csrc/kernel/skinning.c csrc/kernel/x86/skinning_avx2.c "
-      .. "csrc/kernel/x86/skinning_avx512.c -lm -o '%s'")
+      .. "-D_POSIX_C_SOURCE=200809L fuzz/*.c csrc/kernel/*.c csrc/kernel/x86/*.c -lm -pthread "
+      .. "-o '%s'")
       :format(driver))
     assert(ok, "compiling the replay driver failed:\n" .. out)
   end

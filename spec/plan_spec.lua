@@ -1446,6 +1446,18 @@ describe("constructors and finalizers", function()
         values = path == "rotation" and { 0, 0, 0, 1, 0, 0, 0, 1 } or { 1, 1, 1, 1, 1, 1 } }
     end
   end
+  -- The collector runs eagerly here (a cycle completes every few hundred
+  -- kilobytes), so the finalizers fire inside the constructors whatever
+  -- heap the specs before left behind.
+  local pause, stepmul
+  before_each(function()
+    collectgarbage()
+    pause, stepmul = collectgarbage("setpause", 100), collectgarbage("setstepmul", 400)
+  end)
+  after_each(function()
+    collectgarbage("setpause", pause)
+    collectgarbage("setstepmul", stepmul)
+  end)
   -- garbage whose finalizer is fn: tables on 5.2 and later, proxy userdata on
   -- 5.1 and LuaJIT, whose tables have no __gc
   local newproxy = rawget(_G, "newproxy")

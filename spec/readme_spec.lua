@@ -36,6 +36,14 @@ describe("README tour", function()
     assert.near(1 - 1 / 60 / 0.3, plan:weight(7, "base", 1), 1e-6)
     assert.equal(4, (plan:lod(42)))
     assert.equal(0, plan:run(0)) -- nothing changed since: nothing evaluated
+    -- the controller's block: three sources after an interrupted fade
+    local ctl_block = text:match("%*%*Transitions that never pop.-```lua\n(.-)```")
+    assert.truthy(ctl_block, "README has the controller's Lua block")
+    local said
+    env.print = function(...) said = { ... } end
+    assert(H.load(ctl_block, "=README controller", "t", env))()
+    assert.equal(3, said[1])
+    assert.equal(5, #said)
     -- the packed clips' block: what it prints is what its comment says
     local pack_block = text:match("%*%*Clips a game can afford.-```lua\n(.-)```")
     assert.truthy(pack_block, "README has the packed clips' Lua block")

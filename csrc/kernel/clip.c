@@ -383,16 +383,32 @@ int lmb_clip_grid(const lmb_clip *c, double *t0, double *dt, uint32_t *frames, u
     return 1;
 }
 
+/* The dense form keeps 80 floats per chunk of 8 joints below the span, per
+ * frame, tracked or not: a clip animating a few joints of a wide span (one
+ * track on joint 4000: 500 chunks) would take far more than its keys. It is
+ * built only when it holds at most DENSE_SPARSE times the joint tracks'
+ * floats per frame (a full rig: about 1x; 3 joints of 50: 19x). */
+#define DENSE_SPARSE 32u
+
+static int dense_worth(const lmb_clip *c, double *dt) {
+    if (!dense_qualifies(c, dt)) return 0;
+    uint64_t tracked = 0;
+    for (uint32_t m = 0; m < c->joint_track_count; m++)
+        tracked += c->tracks[m].width;
+    uint64_t chunks = (c->joint_span + 7u) / 8u;
+    return chunks * 80u <= DENSE_SPARSE * tracked + 80u;
+}
+
 size_t lmb_clip_dense_bytes(const lmb_clip *c) {
     double dt;
-    if (!dense_qualifies(c, &dt)) return 0;
+    if (!dense_worth(c, &dt)) return 0;
     size_t chunks = (c->joint_span + 7u) / 8u;
     return (size_t)grid_track(c)->key_count * chunks * 80u * sizeof(float) + ALIGN;
 }
 
 void lmb_clip_dense_build(lmb_clip *c, void *mem) {
     double dt;
-    if (!dense_qualifies(c, &dt)) return;
+    if (!dense_worth(c, &dt)) return;
     lmb_dense *d = &c->dense;
     const lmb_track *t0 = grid_track(c);
     d->data = (float *)lmb_align_ptr(mem, ALIGN);

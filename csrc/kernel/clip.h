@@ -172,7 +172,8 @@ lmb_status lmb_clip_finish(lmb_clip *c, lmb_error *err);
 lmb_status lmb_clip_check(const lmb_clip *c, lmb_error *err);
 
 /* Bytes for the dense form of a finished clip (any alignment), or 0 when
- * the clip does not qualify (see lmb_dense). */
+ * the clip does not qualify (see lmb_dense) or would hold more than 32
+ * times its joint tracks' floats per frame (a few joints of a wide span). */
 size_t lmb_clip_dense_bytes(const lmb_clip *c);
 
 /* Whether the joint tracks of a finished clip share one uniform key grid

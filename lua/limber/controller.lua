@@ -120,9 +120,14 @@ function M.new(desc)
   local self = setmetatable({
     plan_ = plan, pose = pose, clips = clips, by_name = by_name, index = index, S = S,
     L = #pl, layer_index = names, layers = pl, masks = masks, modes = {},
-    target = {}, last_dt = 0, event_weight = ew, N = pose:instance_count(),
+    target = {}, last_dt = 0, event_weight = ew, N = pose:instance_count(), dropped_ = 0,
   }, Controller)
   for n, ly in ipairs(pl) do self.modes[n] = ly.mode or "override" end
+  -- a plan starts every layer's first source at weight 1: here every slot
+  -- starts empty, and play fills them
+  for i = 1, self.N do
+    for n = 1, self.L do plan:set_weight(i, n, 1, 0) end
+  end
   return self
 end
 
@@ -186,12 +191,17 @@ function Controller:play(i, layer, clip, opts)
     if w == 0 and (self.target[base + s] or 0) == 0 then pick = pick or s end
     if not least or w < least[2] then least = { s, w } end
   end
-  pick = pick or least[1]
+  if not pick then
+    pick = least[1]
+    self.dropped_ = self.dropped_ + 1
+  end
   local ok, err = pcall(plan.play, plan, i, n, pick, k, opts.time or 0, opts.rate or 1,
     opts.loop ~= false)
   if not ok then check.rethrow(err, fname, "play", 2) end
+  -- sources playing or fading in now fade out from their current weight;
+  -- those fading out already keep their own fade
   for s = 1, self.S do
-    if s ~= pick and ((self.target[base + s] or 0) > 0 or select(5, plan:source(i, n, s)) > 0) then
+    if s ~= pick and (self.target[base + s] or 0) > 0 then
       plan:set_weight(i, n, s, 0, fade)
       self.target[base + s] = 0
     end
@@ -241,10 +251,16 @@ end
 -- @tparam number dt
 function Controller:update(dt)
   check_self(self, "update")
+  if type(dt) ~= "number" then check.arg_error(2, "limber.Controller:update", "number", dt, 2) end
   local ok, err = pcall(self.plan_.run, self.plan_, dt)
   if not ok then check.rethrow(err, "limber.Controller:update", "run", 2) end
   self.last_dt = dt
 end
+
+--- How many times `play` found every slot of a layer busy and dropped the
+-- source with the least weight (a small pop: give the layers more `sources`).
+-- @treturn integer
+function Controller:dropped() check_self(self, "dropped"); return self.dropped_ end
 
 --- The controller's plan (for palettes, slots, LOD: `plan:set_lod`).
 -- @treturn limber.Plan
@@ -260,17 +276,17 @@ end
 
 --- The sources of instance i with weight, bottom layer first: { layer =,
 -- slot =, clip =, time =, prev = (the time before the last update's step),
--- rate =, loop =, weight = (in its layer, as set),
--- effective = (its share of the pose at joint `joint`, default the root
--- joint 1: the layer share times the layer weight times the mask, times
--- what override layers above leave) }.
+-- rate =, loop =, weight = (in its layer, as set), effective = }. With a
+-- `joint`, effective is the source's share of the pose at that joint: its
+-- share of its layer times the layer weight times the layer's mask there,
+-- times what the override layers above leave. Without, it is the share of
+-- its layer times the layer weight (what events report).
 -- @tparam integer i
--- @tparam[opt=1] integer joint
+-- @tparam[opt] integer joint
 -- @treturn table
 function Controller:sources(i, joint)
   check_self(self, "sources")
   instance_of(self, i, "limber.Controller:sources")
-  joint = joint or 1
   local plan, out = self.plan_, {}
   for n = 1, self.L do
     local list, sum = {}, 0
@@ -282,9 +298,9 @@ function Controller:sources(i, joint)
         sum = sum + w
       end
     end
-    local f = plan:layer_weight(i, n) * mask_at(self, n, joint)
+    local f = plan:layer_weight(i, n) * (joint and mask_at(self, n, joint) or 1)
     if #list > 0 and f > 0 then
-      if self.modes[n] == "override" then
+      if joint and self.modes[n] == "override" then
         for _, e in ipairs(out) do e.effective = e.effective * (1 - f) end
       end
       for _, e in ipairs(list) do
