@@ -231,6 +231,60 @@ describe("limber.controller", function()
       end
     end)
 
+  it("plays a 1D blend space: exactly a clip at its point, linear weights, one phase", function()
+    local a = fox_asset()
+    local skel = a.skeletons[1].skeleton
+    local clips = fox_clips(a)
+    local space = controller.blend1d({ { clip = "Run", at = 3 }, { clip = "Walk", at = 1 },
+                                       { clip = "Survey", at = 0 } })
+    local pose, alone_pose = limber.pose(skel, 1), limber.pose(skel, 1)
+    local ctl = controller.new({ pose = pose, clips = clips, locals = true })
+    local alone = controller.new({ pose = alone_pose, clips = clips, locals = true })
+    -- at Walk's point: exactly Walk, frame after frame
+    ctl:play_space(1, 1, space, 1, { phase = 0.25 })
+    local walk = clips[2]
+    assert.equal("Walk", walk:name())
+    alone:play(1, 1, "Walk", { time = 0.25 * walk:duration() })
+    for f = 1, 20 do
+      ctl:update(f == 1 and 0 or 1 / 60)
+      alone:update(f == 1 and 0 or 1 / 60)
+      for j = 1, skel:joint_count() do
+        assert.same({ alone_pose:trs(1, j) }, { pose:trs(1, j) }, ("frame %d joint %d"):format(f, j))
+      end
+    end
+    -- between points: linear weights, and every clip at one normalised phase
+    local durations = {}
+    for _, c in ipairs(clips) do durations[c:name()] = c:duration() end
+    for f = 1, 200 do
+      local x = H.rand(-0.5, 3.5)
+      ctl:set_param(1, 1, x)
+      ctl:update(H.rand(0, 0.05))
+      local w = {}
+      local phase
+      for _, e in ipairs(ctl:sources(1)) do
+        w[e.clip:name()] = e.weight
+        local ph = e.time / durations[e.clip:name()]
+        if phase then assert.near(phase, ph, 1e-6, "frame " .. f) end
+        phase = ph
+      end
+      local xs = math.max(0, math.min(3, x))
+      local want = xs <= 1 and { Survey = 1 - xs, Walk = xs, Run = 0 }
+        or { Survey = 0, Walk = 1 - (xs - 1) / 2, Run = (xs - 1) / 2 }
+      for name, v in pairs(want) do assert.near(v, w[name] or 0, 1e-6, name .. " at " .. x) end
+    end
+    -- without sync every clip runs at rate 1
+    local free = controller.blend1d({ { clip = 1, at = 0 }, { clip = 2, at = 1 } }, { sync = false })
+    ctl:play_space(1, 1, free, 0.5)
+    for _, e in ipairs(ctl:sources(1)) do
+      if e.weight > 0 and e.time == e.prev then assert.equal(1, e.rate) end
+    end
+    assert.error_matches(function() ctl:set_param(1, 1, 0 / 0) end, "x must be a number", 1, true)
+    assert.error_matches(function() controller.blend1d({ { clip = 1, at = 1 }, { clip = 2, at = 1 } }) end,
+      "two points at 1", 1, true)
+    assert.error_matches(function() ctl:play_space(1, 1, {}, 0) end,
+      "bad argument #4 to 'limber.Controller:play_space'", 1, true)
+  end)
+
   it("names the function and the argument on bad input", function()
     local _, clips, pose = walker_setup()
     local ctl = controller.new({ pose = pose, clips = clips })

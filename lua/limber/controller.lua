@@ -120,7 +120,8 @@ function M.new(desc)
   local self = setmetatable({
     plan_ = plan, pose = pose, clips = clips, by_name = by_name, index = index, S = S,
     L = #pl, layer_index = names, layers = pl, masks = masks, modes = {},
-    target = {}, last_dt = 0, event_weight = ew, N = pose:instance_count(), dropped_ = 0,
+    target = {}, held = {}, spaces = {}, last_dt = 0, event_weight = ew,
+    N = pose:instance_count(), dropped_ = 0,
   }, Controller)
   for n, ly in ipairs(pl) do self.modes[n] = ly.mode or "override" end
   -- a plan starts every layer's first source at weight 1: here every slot
@@ -162,6 +163,47 @@ local function tslot(self, i, n)
   return ((i - 1) * self.L + (n - 1)) * self.S
 end
 
+-- The slots a new source (or a blend space's sources) may take on layer n
+-- of instance i: free ones (no weight, not fading in, not held by a blend
+-- space), else those with the least weight (dropped: counted).
+local function free_slots(self, i, n, count)
+  local plan, base = self.plan_, tslot(self, i, n)
+  local free, taken = {}, {}
+  for s = 1, self.S do
+    local w = select(5, plan:source(i, n, s))
+    if w == 0 and (self.target[base + s] or 0) == 0 and not self.held[base + s] then
+      free[#free + 1] = s
+    end
+  end
+  while #free < count do -- drop the lightest of the others
+    for _, s in ipairs(free) do taken[s] = true end
+    local least
+    for s = 1, self.S do
+      local w = select(5, plan:source(i, n, s))
+      if not taken[s] and (not least or w < least[2]) then least = { s, w } end
+    end
+    free[#free + 1] = least[1]
+    self.dropped_ = self.dropped_ + 1
+  end
+  for k = count + 1, #free do free[k] = nil end
+  return free
+end
+
+-- Every source of layer n playing or fading in (not in `keep`) fades out
+-- from its current weight over `fade`; those fading out keep their fade. A
+-- blend space playing there lets its slots go.
+local function fade_out_others(self, i, n, keep, fade)
+  local base = tslot(self, i, n)
+  for s = 1, self.S do
+    if not keep[s] and ((self.target[base + s] or 0) > 0 or self.held[base + s]) then
+      self.plan_:set_weight(i, n, s, 0, fade)
+      self.target[base + s] = 0
+      self.held[base + s] = nil
+    end
+  end
+  self.spaces[(i - 1) * self.L + n] = nil
+end
+
 --- Plays `clip` on `layer` of instance i. `opts`: `fade` (seconds: the clip
 -- fades in and every other source of the layer fades out from its current
 -- weight; default 0, at once), `time` (default 0), `rate` (default 1),
@@ -184,32 +226,159 @@ function Controller:play(i, layer, clip, opts)
     check.arg_fail(5, fname, "option 'fade' must be a finite number >= 0", 2)
   end
   local plan, base = self.plan_, tslot(self, i, n)
-  -- a free slot (no weight, not fading in), else the one with the least weight
-  local pick, least
-  for s = 1, self.S do
-    local w = select(5, plan:source(i, n, s))
-    if w == 0 and (self.target[base + s] or 0) == 0 then pick = pick or s end
-    if not least or w < least[2] then least = { s, w } end
-  end
-  if not pick then
-    pick = least[1]
-    self.dropped_ = self.dropped_ + 1
-  end
+  local pick = free_slots(self, i, n, 1)[1]
   local ok, err = pcall(plan.play, plan, i, n, pick, k, opts.time or 0, opts.rate or 1,
     opts.loop ~= false)
   if not ok then check.rethrow(err, fname, "play", 2) end
-  -- sources playing or fading in now fade out from their current weight;
-  -- those fading out already keep their own fade
-  for s = 1, self.S do
-    if s ~= pick and (self.target[base + s] or 0) > 0 then
-      plan:set_weight(i, n, s, 0, fade)
-      self.target[base + s] = 0
-    end
-  end
+  fade_out_others(self, i, n, { [pick] = true }, fade)
   plan:set_weight(i, n, pick, 0)
   plan:set_weight(i, n, pick, 1, fade)
   self.target[base + pick] = 1
   return pick
+end
+
+--- A 1D blend space: clips placed along one parameter (a speed, say),
+-- weighted linearly between the two clips around the parameter's value
+-- (clamped at the ends), so at a clip's point it plays exactly that clip.
+-- With `sync` (default true) the clips play at one normalised phase: each
+-- runs at rate duration / (the weighted mean duration), so cycles of
+-- different lengths (a walk and a run) keep their feet in step.
+-- @tparam table points { { clip = Clip | index | name, at = number }, ... }
+-- (at least one, `at` strictly increasing once sorted)
+-- @tparam[opt] table opts `sync` (boolean)
+-- @treturn table the blend space (pass it to `Controller:play_space`)
+function M.blend1d(points, opts)
+  local fname = "limber.controller.blend1d"
+  if type(points) ~= "table" or #points == 0 then
+    check.arg_error(1, fname, "non-empty array of points", points, 2)
+  end
+  opts = check.options(2, fname, opts, { sync = "boolean" }, 2)
+  local list = {}
+  for k, p in ipairs(points) do
+    if type(p) ~= "table" or p.clip == nil or type(p.at) ~= "number" or p.at ~= p.at
+        or math.abs(p.at) > 3.4e38 then
+      check.arg_fail(1, fname, ("points[%d] must be { clip =, at = finite number }"):format(k), 2)
+    end
+    list[k] = { clip = p.clip, at = p.at }
+  end
+  table.sort(list, function(a, b) return a.at < b.at end)
+  for k = 2, #list do
+    if list[k].at == list[k - 1].at then
+      check.arg_fail(1, fname, ("two points at %g"):format(list[k].at), 2)
+    end
+  end
+  return setmetatable({ points = list, sync = opts.sync ~= false },
+    { __name = "limber.BlendSpace1D" })
+end
+
+-- The weights of a 1D space's points at x.
+local function weights_1d(points, x)
+  local w = {}
+  for k = 1, #points do w[k] = 0 end
+  if x <= points[1].at then
+    w[1] = 1
+  elseif x >= points[#points].at then
+    w[#points] = 1
+  else
+    for k = 1, #points - 1 do
+      local a, b = points[k].at, points[k + 1].at
+      if x >= a and x < b then
+        local f = (x - a) / (b - a)
+        w[k], w[k + 1] = 1 - f, f
+        break
+      end
+    end
+  end
+  return w
+end
+
+-- Sets the weights (and, synced, the rates) of the space playing on layer n.
+local function apply_space(self, i, n, sp, x, fade)
+  local w = weights_1d(sp.space.points, x)
+  local D = 0
+  for k = 1, #sp.slots do D = D + w[k] * sp.durations[k] end
+  local base = tslot(self, i, n)
+  for k, s in ipairs(sp.slots) do
+    self.plan_:set_weight(i, n, s, w[k], fade)
+    self.target[base + s] = w[k]
+    if sp.space.sync and D > 0 and sp.durations[k] > 0 then
+      self.plan_:set_rate(i, n, s, sp.durations[k] / D)
+    end
+  end
+  sp.x = x
+end
+
+--- Plays a blend space (`limber.controller.blend1d`) on `layer` of instance
+-- i at parameter value x: one source per clip of the space, faded in over
+-- `fade` while what played fades out (as `play`). `opts`: `fade`, `phase`
+-- (the normalised time every clip starts at, default 0). The layer needs
+-- a slot per clip of the space (see `sources`).
+-- @tparam integer i
+-- @param layer
+-- @tparam table space
+-- @tparam number x
+-- @tparam[opt] table opts
+function Controller:play_space(i, layer, space, x, opts)
+  check_self(self, "play_space")
+  local fname = "limber.Controller:play_space"
+  instance_of(self, i, fname)
+  local n = layer_of(self, layer, 3, fname)
+  local mt = getmetatable(space)
+  if type(space) ~= "table" or not mt or mt.__name ~= "limber.BlendSpace1D" then
+    check.arg_error(4, fname, "blend space (limber.controller.blend1d)", space, 2)
+  end
+  if type(x) ~= "number" or x ~= x then check.arg_fail(5, fname, "x must be a number", 2) end
+  opts = check.options(6, fname, opts, { fade = "number", phase = "number" }, 2)
+  local fade, phase = opts.fade or 0, opts.phase or 0
+  if fade ~= fade or fade < 0 or fade > 3.4e38 then
+    check.arg_fail(6, fname, "option 'fade' must be a finite number >= 0", 2)
+  end
+  if phase ~= phase or math.abs(phase) > 3.4e38 then
+    check.arg_fail(6, fname, "option 'phase' must be a finite number", 2)
+  end
+  local pts = space.points
+  if #pts > self.S then
+    check.arg_fail(4, fname, ("the space has %d clips, the layer %d sources")
+      :format(#pts, self.S), 2)
+  end
+  local ks = {}
+  for k, p in ipairs(pts) do ks[k] = clip_of(self, p.clip, fname) end
+  local slots = free_slots(self, i, n, #pts)
+  local keep = {}
+  for _, s in ipairs(slots) do keep[s] = true end
+  fade_out_others(self, i, n, keep, fade)
+  local sp = { space = space, slots = slots, durations = {} }
+  local base = tslot(self, i, n)
+  for k, s in ipairs(slots) do
+    local d = self.clips[ks[k]]:duration()
+    sp.durations[k] = d
+    self.plan_:play(i, n, s, ks[k], phase * d, 1, true)
+    self.plan_:set_weight(i, n, s, 0)
+    self.held[base + s] = true
+  end
+  self.spaces[(i - 1) * self.L + n] = sp
+  apply_space(self, i, n, sp, x, fade)
+end
+
+--- Moves the blend space playing on `layer` of instance i to parameter
+-- value x (weights at once, or over `fade` seconds; synced rates at once).
+-- @tparam integer i
+-- @param layer
+-- @tparam number x
+-- @tparam[opt] number fade
+function Controller:set_param(i, layer, x, fade)
+  check_self(self, "set_param")
+  local fname = "limber.Controller:set_param"
+  instance_of(self, i, fname)
+  local n = layer_of(self, layer, 3, fname)
+  if type(x) ~= "number" or x ~= x then check.arg_fail(4, fname, "x must be a number", 2) end
+  fade = fade or 0
+  if type(fade) ~= "number" or fade ~= fade or fade < 0 then
+    check.arg_fail(5, fname, "fade must be a number >= 0", 2)
+  end
+  local sp = self.spaces[(i - 1) * self.L + n]
+  if not sp then check.arg_fail(3, fname, "no blend space plays on that layer", 2) end
+  apply_space(self, i, n, sp, x, fade)
 end
 
 --- Stops every source of `layer` (fading out over `fade` seconds).
@@ -225,8 +394,9 @@ function Controller:stop(i, layer, fade)
   if type(fade) ~= "number" or fade ~= fade or fade < 0 then
     check.arg_fail(4, fname, "fade must be a number >= 0", 2)
   end
+  fade_out_others(self, i, n, {}, fade)
   local base = tslot(self, i, n)
-  for s = 1, self.S do
+  for s = 1, self.S do -- those fading out already: over `fade` too
     self.plan_:set_weight(i, n, s, 0, fade)
     self.target[base + s] = 0
   end
