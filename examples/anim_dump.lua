@@ -16,13 +16,23 @@
 --         weight = 1,                        -- initial layer weight (default 1)
 --         mask = { root = "b_Spine01_02" } },-- the joint and its subtree (weight 1)
 --     },
---     params = { speed = 0 },                -- parameters (for machines and blend spaces)
+--     params = { speed = 0 },                -- parameters (machine conditions, blend spaces)
+--     machine = {                            -- optional: a state machine on one layer
+--       layer = "base",                      -- (default the first layer)
+--       initial = "idle",
+--       states = { idle = { clip = "Survey" },
+--                  move = { space = { { clip = "Walk", at = 0.5 }, { clip = "Run", at = 2 } },
+--                           param = "speed" } },
+--       transitions = {
+--         { from = "idle", to = "move", fade = 0.3, when = { { "speed", ">", 0.1 } } },
+--         { from = "move", to = "idle", fade = 0.3, when = { { "speed", "<=", 0.1 } } },
+--         { from = "any", to = "idle", trigger = "stop", priority = 1 } } },
 --     script = {                             -- applied at the start of the given frame
 --       { frame = 0, layer = "base", play = "Walk" },        -- at once, from time 0
 --       { frame = 60, layer = "base", play = "Run", fade = 0.5, time = 0.2, rate = 1,
 --         loop = true },
 --       { frame = 100, layer = "upper", weight = 0, fade = 0.25 }, -- the layer's weight
---       { frame = 120, set = { speed = 1.2 } },
+--       { frame = 120, set = { speed = 1.2 } },            -- parameters (triggers: true)
 --     },
 --   }
 --
@@ -45,8 +55,9 @@
 -- track) over the frame's step, summed over the playing clips by their
 -- effective weight (yaw about y, radians). events: the clip events crossed
 -- in the step, with the weight of the clip that crossed them. state: the
--- state machine's state; state machines are not built yet (issue 18), so
--- it is null and a scenario with `machine` is refused.
+-- machine's state after the frame (null without a machine). The machine
+-- format is limber.controller.machine's (docs/controller.md), plus `layer`;
+-- a transition starts at the update after its condition holds.
 if arg and arg[0] and arg[0]:find("anim_dump%.lua$") then
   package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
   require "common"
@@ -75,9 +86,7 @@ local function check(sc)
   for k in pairs(sc) do
     if not KEYS[k] then fail(("unknown key '%s' in the scenario"):format(tostring(k))) end
   end
-  if sc.machine ~= nil then
-    fail("state machines are not built yet (issue 18): remove 'machine'")
-  end
+  if sc.machine ~= nil and type(sc.machine) ~= "table" then fail("'machine' must be a table") end
   if type(sc.model) ~= "string" then fail("'model' must be a path") end
   if not (type(sc.fps) == "number" and sc.fps > 0 and sc.fps < 1e6) then
     fail("'fps' must be a number > 0")
@@ -140,8 +149,20 @@ function A.run(sc)
   local ok, ctl = pcall(controller.new, { pose = pose, clips = clips, layers = layers,
                                           locals = true })
   if not ok then fail(tostring(ctl)) end
-  -- params and `set` entries are checked, and drive nothing until machines
-  -- and blend spaces exist
+  for k, v in pairs(sc.params or {}) do
+    local okp, err = pcall(ctl.set, ctl, 1, k, v)
+    if not okp then fail("params: " .. tostring(err)) end
+  end
+  local machine_layer
+  if sc.machine then
+    local def = {}
+    for k, v in pairs(sc.machine) do if k ~= "layer" then def[k] = v end end
+    machine_layer = sc.machine.layer or layers[1].name or 1
+    local okm, m = pcall(controller.machine, def)
+    if not okm then fail("machine: " .. tostring(m)) end
+    local oks, err = pcall(ctl.set_machine, ctl, 1, machine_layer, m)
+    if not oks then fail("machine: " .. tostring(err)) end
+  end
   local by_frame = {}
   for _, e in ipairs(sc.script or {}) do
     by_frame[e.frame] = by_frame[e.frame] or {}
@@ -169,6 +190,7 @@ function A.run(sc)
                                          loop = e.loop })
         end
         if e.weight ~= nil then ctl:set_weight(1, e.layer, e.weight, e.fade) end
+        for k, v in pairs(e.set or {}) do ctl:set(1, k, v) end
       end)
       if not okp then fail(("frame %d: %s"):format(f, tostring(err))) end
     end
@@ -181,8 +203,10 @@ function A.run(sc)
         joints[name] = { translation = D.array(t), rotation = D.array(r), scale = D.array(s) }
       end
     end
+    local state = machine_layer and ctl:state(1, machine_layer)
     out.frames[#out.frames + 1] = { frame = f, t = f * dt, joints = joints,
-                                    root_motion = D.array(rm), events = events, state = D.NULL }
+                                    root_motion = D.array(rm), events = events,
+                                    state = state or D.NULL }
   end
   return out
 end

@@ -285,6 +285,120 @@ describe("limber.controller", function()
       "bad argument #4 to 'limber.Controller:play_space'", 1, true)
   end)
 
+  it("moves state machines by parameters, triggers, clip ends and phases, by priority", function()
+    local skel, clips, pose = walker_setup()
+    local once = anim.clip({ name = "once", tracks = { { joint = 1, path = "translation",
+      times = { 0, 0.5 }, values = { 0, 0, 0, 1, 0, 0 } } } }, skel)
+    clips[#clips + 1] = once
+    local m = controller.machine({
+      initial = "idle",
+      states = { idle = { clip = "slow" }, run = { clip = "fast" }, hit = { clip = "once", loop = false },
+                 lap = { clip = "slow" } },
+      transitions = {
+        { from = "idle", to = "run", fade = 0.1, when = { { "speed", ">", 1 }, { "ok", "==", true } } },
+        { from = "run", to = "idle", fade = 0.1, when = { { "speed", "<=", 1 } } },
+        { from = "any", to = "hit", trigger = "hit", priority = 5 },
+        { from = "hit", to = "idle", at_end = true },
+        { from = "run", to = "lap", at_phase = 0.5, when = { { "lap", "==", true } } },
+      } })
+    local ctl = controller.new({ pose = pose, clips = clips })
+    ctl:set_machine(1, 1, m)
+    assert.equal("idle", ctl:state(1, 1))
+    local dt = 1 / 50
+    local function step(n) for _ = 1, n do ctl:update(dt) end end
+    ctl:set(1, "speed", 2)
+    step(3)
+    assert.equal("idle", ctl:state(1, 1)) -- "ok" is not set: a condition missing holds nothing
+    ctl:set(1, "ok", true)
+    step(1)
+    assert.equal("run", ctl:state(1, 1))
+    ctl:set(1, "speed", 0.5)
+    step(1)
+    assert.equal("idle", ctl:state(1, 1))
+    -- a trigger: any state, highest priority, consumed when it fires
+    ctl:set(1, "speed", 2)
+    ctl:trigger(1, "hit")
+    step(1)
+    assert.equal("hit", ctl:state(1, 1))
+    step(1)
+    assert.equal("hit", ctl:state(1, 1)) -- consumed: "any" does not fire again
+    -- at the end of the non-looping clip (0.5 s: 25 steps of 0.02 s) back to idle
+    local frames = 1
+    while ctl:state(1, 1) == "hit" and frames < 100 do
+      step(1)
+      frames = frames + 1
+    end
+    assert.equal("idle", ctl:state(1, 1))
+    assert.is_true(frames >= 24 and frames <= 27, frames)
+    -- at a phase: "run" (1 s loop) goes to "lap" when its phase crosses 0.5
+    step(1)
+    assert.equal("run", ctl:state(1, 1))
+    ctl:set(1, "lap", true)
+    local t = 0
+    while ctl:state(1, 1) == "run" and t < 2 do
+      step(1)
+      t = t + dt
+    end
+    assert.equal("lap", ctl:state(1, 1))
+    local fast = ctl:sources(1)
+    assert.truthy(fast)
+  end)
+
+  it("runs a machine with a synced blend space in anim_dump without a pop", function()
+    local ok, out = H.run(H.lua_env() .. " " .. H.lua_exe .. " examples/anim_dump.lua "
+      .. "examples/scenarios/fox_machine.lua")
+    assert.is_true(ok, out)
+    local d = require("cjson").decode(out)
+    local states = {}
+    for _, f in ipairs(d.frames) do states[f.frame] = f.state end
+    assert.equal("idle", states[29])
+    assert.equal("move", states[30])
+    assert.equal("idle", states[150])
+    assert.equal("move", states[151]) -- speed still 1.6: back to moving
+    assert.equal("idle", states[161])
+    -- continuity: no frame changes a joint more than 1.5x the fastest clip alone
+    local fastest = 0
+    for _, n in ipairs({ "Walk", "Run", "Survey" }) do
+      fastest = math.max(fastest, run_chain({ { 0, n, 0 } }, 60, 4))
+    end
+    local worst = 0
+    for k = 2, #d.frames do
+      local a, b = d.frames[k - 1].joints, d.frames[k].joints
+      for name, j in pairs(b) do
+        local q1, q2 = a[name].rotation, j.rotation
+        local d1, d2 = 0, 0
+        for c = 1, 4 do
+          d1 = math.max(d1, math.abs(q1[c] - q2[c]))
+          d2 = math.max(d2, math.abs(q1[c] + q2[c]))
+        end
+        worst = math.max(worst, math.min(d1, d2))
+      end
+    end
+    assert.is_true(worst <= 1.5 * fastest + 1e-4, ("%.4f vs %.4f"):format(worst, fastest))
+  end)
+
+  it("refuses bad machine definitions by name", function()
+    local cases = {
+      { {}, "states must be a table" },
+      { { states = { a = { clip = 1 } } }, "initial must name a state" },
+      { { initial = "a", states = { a = {} } }, "state 'a' needs a clip or a space" },
+      { { initial = "a", states = { a = { clip = 1, colour = 1 } } }, "unknown field 'colour'" },
+      { { initial = "a", states = { a = { clip = 1 } }, transitions = { { from = "a", to = "b" } } },
+        "to must name a state" },
+      { { initial = "a", states = { a = { clip = 1 } }, transitions = { { from = "a", to = "a",
+        when = { { "x", "<>", 1 } } } } }, "when[1]" },
+      { { initial = "a", states = { a = { clip = 1 } }, transitions = { { from = "a", to = "a",
+        at_phase = 2 } } }, "at_phase" },
+      { { initial = "a", states = { a = { space = { { clip = 1, at = 0 } } } } }, "needs a param" },
+    }
+    for k, c in ipairs(cases) do
+      local ok, err = pcall(controller.machine, c[1])
+      assert.is_false(ok, "case " .. k)
+      assert.matches("bad argument #1 to 'limber.controller.machine'", tostring(err), 1, true)
+      assert.matches(c[2], tostring(err), 1, true)
+    end
+  end)
+
   it("names the function and the argument on bad input", function()
     local _, clips, pose = walker_setup()
     local ctl = controller.new({ pose = pose, clips = clips })

@@ -129,6 +129,12 @@ local function build_pool()
     if ctl then
       try(ctl.play, ctl, 1, "base", "Walk", { fade = 0.2 })
       try(ctl.update, ctl, 0.1)
+      local m = try(limber.controller.machine, { initial = "a",
+        states = { a = { clip = "Walk" }, b = { space = { { clip = 1, at = 0 }, { clip = 2, at = 1 } },
+                                                param = "x" } },
+        transitions = { { from = "a", to = "b", fade = 0.1, when = { { "x", ">", 0.5 } } },
+                        { from = "any", to = "a", trigger = "t", at_end = true } } })
+      if m then try(ctl.set_machine, ctl, 2, "base", m) end
       add(ctl)
     end
     local s = try(core.sampler, pose, { clip, clip2 })

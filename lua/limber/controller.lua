@@ -120,7 +120,8 @@ function M.new(desc)
   local self = setmetatable({
     plan_ = plan, pose = pose, clips = clips, by_name = by_name, index = index, S = S,
     L = #pl, layer_index = names, layers = pl, masks = masks, modes = {},
-    target = {}, held = {}, spaces = {}, last_dt = 0, event_weight = ew,
+    target = {}, held = {}, spaces = {}, machines = {}, running = {}, params = {},
+    last_dt = 0, event_weight = ew,
     N = pose:instance_count(), dropped_ = 0,
   }, Controller)
   for n, ly in ipairs(pl) do self.modes[n] = ly.mode or "override" end
@@ -381,6 +382,272 @@ function Controller:set_param(i, layer, x, fade)
   apply_space(self, i, n, sp, x, fade)
 end
 
+-- ---- state machines ---------------------------------------------------------
+
+local OPS = {
+  ["<"] = function(a, b) return a < b end, ["<="] = function(a, b) return a <= b end,
+  [">"] = function(a, b) return a > b end, [">="] = function(a, b) return a >= b end,
+  ["=="] = function(a, b) return a == b end, ["~="] = function(a, b) return a ~= b end,
+}
+local STATE_KEYS = { clip = true, space = true, param = true, loop = true, rate = true,
+                     smooth = true }
+local TRANSITION_KEYS = { from = true, to = true, fade = true, when = true, trigger = true,
+                          at_end = true, at_phase = true, priority = true }
+
+--- A state machine definition, shared by every instance that runs it
+-- (`Controller:set_machine`). `def` = { `initial` = state name, `states` =
+-- { name = { `clip` = clip (Clip, index or name), `loop` (default true),
+-- `rate` } or { `space` = { { clip =, at = }, ... } (a 1D blend space) or
+-- `limber.controller.blend1d` space, `param` = parameter name driving it,
+-- `smooth` = seconds its weights take to follow a change (default 0.2) }
+-- }, `transitions` = { { `from` = state or "any", `to` = state, `fade` =
+-- seconds, `when` = { { param, op, value }, ... } (every condition holds;
+-- op one of < <= > >= == ~=), `trigger` = name (a boolean parameter: holds
+-- when true, set false when the transition fires; `Controller:trigger`
+-- sets it), `at_end` =
+-- true (the state's clip reached its end, or finished a lap when looping,
+-- in the last step), `at_phase` = p (the clip's normalised phase crossed p
+-- in the last step), `priority` (higher first; then list order) }, ... } }.
+-- A transition fires when all its conditions hold; one per update; "any"
+-- never re-enters the current state.
+-- @tparam table def
+-- @treturn table the machine
+function M.machine(def)
+  local fname = "limber.controller.machine"
+  local function bad(msg) check.arg_fail(1, fname, msg, 3) end
+  if type(def) ~= "table" then check.arg_error(1, fname, "table", def, 2) end
+  for k in pairs(def) do
+    if k ~= "initial" and k ~= "states" and k ~= "transitions" then
+      bad(("unknown field '%s'"):format(tostring(k)))
+    end
+  end
+  if type(def.states) ~= "table" then bad("states must be a table of states by name") end
+  local states = {}
+  for name, st in pairs(def.states) do
+    if type(name) ~= "string" or type(st) ~= "table" then bad("states must map names to tables") end
+    for k in pairs(st) do
+      if not STATE_KEYS[k] then
+        bad(("state '%s': unknown field '%s'"):format(name, tostring(k)))
+      end
+    end
+    local space = st.space
+    if space ~= nil then
+      local mt = getmetatable(space)
+      if not (mt and mt.__name == "limber.BlendSpace1D") then space = M.blend1d(space) end
+      if type(st.param) ~= "string" then bad(("state '%s': a space needs a param"):format(name)) end
+    elseif st.clip == nil then
+      bad(("state '%s' needs a clip or a space"):format(name))
+    end
+    if st.rate ~= nil and (type(st.rate) ~= "number" or st.rate ~= st.rate) then
+      bad(("state '%s': rate must be a number"):format(name))
+    end
+    local smooth = st.smooth or 0.2
+    if type(smooth) ~= "number" or smooth ~= smooth or smooth < 0 then
+      bad(("state '%s': smooth must be a number >= 0"):format(name))
+    end
+    states[name] = { name = name, clip = st.clip, space = space, param = st.param,
+                     loop = st.loop ~= false, rate = st.rate or 1, smooth = smooth }
+  end
+  if not states[def.initial] then bad("initial must name a state") end
+  local list = {}
+  for k, tr in ipairs(def.transitions or {}) do
+    local where = ("transitions[%d]"):format(k)
+    if type(tr) ~= "table" then bad(where .. " must be a table") end
+    for key in pairs(tr) do
+      if not TRANSITION_KEYS[key] then
+        bad(("%s: unknown field '%s'"):format(where, tostring(key)))
+      end
+    end
+    if tr.from ~= "any" and not states[tr.from] then
+      bad(where .. ": from must name a state or be 'any'")
+    end
+    if not states[tr.to] then bad(where .. ": to must name a state") end
+    local fade = tr.fade or 0
+    if type(fade) ~= "number" or fade ~= fade or fade < 0 then
+      bad(where .. ": fade must be >= 0")
+    end
+    local when = {}
+    for c, cond in ipairs(tr.when or {}) do
+      if type(cond) ~= "table" or type(cond[1]) ~= "string" or not OPS[cond[2]]
+          or (type(cond[3]) ~= "number" and type(cond[3]) ~= "boolean") then
+        bad(("%s.when[%d] must be { param, op, number or boolean }"):format(where, c))
+      end
+      when[c] = { cond[1], OPS[cond[2]], cond[3] }
+    end
+    if tr.trigger ~= nil and type(tr.trigger) ~= "string" then
+      bad(where .. ": trigger must be a name")
+    end
+    local ph = tr.at_phase
+    if ph ~= nil and (type(ph) ~= "number" or ph ~= ph or ph < 0 or ph > 1) then
+      bad(where .. ": at_phase must be in [0, 1]")
+    end
+    list[#list + 1] = { k = k, from = tr.from, to = tr.to, fade = fade, when = when,
+                        trigger = tr.trigger, at_end = tr.at_end == true, at_phase = tr.at_phase,
+                        priority = tonumber(tr.priority) or 0 }
+  end
+  table.sort(list, function(a, b)
+    if a.priority ~= b.priority then return a.priority > b.priority end
+    return a.k < b.k
+  end)
+  return setmetatable({ initial = def.initial, states = states, transitions = list },
+    { __name = "limber.Machine" })
+end
+
+-- Enters state `st` of the machine running on layer n of instance i.
+local function enter(self, i, n, run, st, fade)
+  run.state, run.since = st.name, 0
+  if st.space then
+    local x = run.params and run.params[st.param] or 0
+    self:play_space(i, n, st.space, type(x) == "number" and x or 0, { fade = fade })
+    run.slot = nil
+  else
+    run.slot = self:play(i, n, st.clip, { fade = fade, rate = st.rate, loop = st.loop })
+  end
+end
+
+--- Runs a state machine (`limber.controller.machine`) on `layer` of
+-- instance i, from its initial state (entered at once, or over `fade`).
+-- `update` then moves it: after each step, the first transition whose
+-- conditions hold fires (one per update).
+-- @tparam integer i
+-- @param layer
+-- @tparam table machine
+-- @tparam[opt] number fade
+function Controller:set_machine(i, layer, machine, fade)
+  check_self(self, "set_machine")
+  local fname = "limber.Controller:set_machine"
+  instance_of(self, i, fname)
+  local n = layer_of(self, layer, 3, fname)
+  local mt = getmetatable(machine)
+  if type(machine) ~= "table" or not mt or mt.__name ~= "limber.Machine" then
+    check.arg_error(4, fname, "machine (limber.controller.machine)", machine, 2)
+  end
+  for _, st in pairs(machine.states) do -- every clip and space's clip known here
+    if st.clip ~= nil then clip_of(self, st.clip, fname) end
+    if st.space then
+      for _, p in ipairs(st.space.points) do clip_of(self, p.clip, fname) end
+    end
+  end
+  self.params[i] = self.params[i] or {}
+  local run = { machine = machine, params = self.params[i] }
+  local key = (i - 1) * self.L + n
+  if not self.machines[key] then self.running[#self.running + 1] = { i, n } end
+  self.machines[key] = run
+  enter(self, i, n, run, machine.states[machine.initial], fade or 0)
+end
+
+--- Sets parameter `name` of instance i (read by its machines' conditions
+-- and blend-space states).
+-- @tparam integer i
+-- @tparam string name
+-- @param value number or boolean
+function Controller:set(i, name, value)
+  check_self(self, "set")
+  instance_of(self, i, "limber.Controller:set")
+  if type(name) ~= "string" then check.arg_error(3, "limber.Controller:set", "string", name, 2) end
+  if type(value) ~= "number" and type(value) ~= "boolean" then
+    check.arg_error(4, "limber.Controller:set", "number or boolean", value, 2)
+  end
+  self.params[i] = self.params[i] or {}
+  self.params[i][name] = value
+end
+
+--- Sets trigger `name` of instance i (the boolean parameter `name` to
+-- true): the next transition that waits for it fires and sets it false.
+-- @tparam integer i
+-- @tparam string name
+function Controller:trigger(i, name)
+  check_self(self, "trigger")
+  instance_of(self, i, "limber.Controller:trigger")
+  if type(name) ~= "string" then
+    check.arg_error(3, "limber.Controller:trigger", "string", name, 2)
+  end
+  self.params[i] = self.params[i] or {}
+  self.params[i][name] = true
+end
+
+--- The current state of the machine on `layer` of instance i (nil: none).
+-- @tparam integer i
+-- @param layer
+-- @treturn string|nil
+function Controller:state(i, layer)
+  check_self(self, "state")
+  instance_of(self, i, "limber.Controller:state")
+  local n = layer_of(self, layer, 3, "limber.Controller:state")
+  local run = self.machines[(i - 1) * self.L + n]
+  return run and run.state
+end
+
+-- Whether transition tr holds for the machine run on layer n of instance i
+-- after a step of dt.
+local function holds(self, i, n, run, tr, dt)
+  if tr.from ~= "any" and tr.from ~= run.state then return false end
+  if tr.from == "any" and tr.to == run.state then return false end
+  for _, c in ipairs(tr.when) do
+    local v = run.params[c[1]]
+    if v == nil or type(v) ~= type(c[3]) then return false end
+    if type(v) == "boolean" then
+      if not c[2](v and 1 or 0, c[3] and 1 or 0) then return false end
+    elseif not c[2](v, c[3]) then
+      return false
+    end
+  end
+  if tr.trigger and run.params[tr.trigger] ~= true then return false end
+  if tr.at_end or tr.at_phase then
+    if not run.slot or dt == 0 then return false end
+    local k, t, rate, loop, _, prev = self.plan_:source(i, n, run.slot)
+    if not k then return false end
+    local d = self.clips[k]:duration()
+    if d <= 0 then return tr.at_end end
+    local p0, p1
+    if loop then
+      p0 = prev / d
+      p1 = p0 + rate * dt / d
+    else
+      p0, p1 = prev / d, t / d
+    end
+    if tr.at_end then
+      if loop then
+        if math.floor(p1) == math.floor(p0) then return false end
+      elseif not (p1 >= 1 and p0 < 1) and not (rate < 0 and p1 <= 0 and p0 > 0) then
+        return false
+      end
+    end
+    if tr.at_phase then
+      local a, b = math.min(p0, p1), math.max(p0, p1)
+      local q = math.floor(a) + tr.at_phase
+      if q <= a then q = q + 1 end
+      if q > b then return false end
+    end
+  end
+  return true
+end
+
+-- Moves every running machine after a step of dt.
+local function step_machines(self, dt)
+  for _, r in ipairs(self.running) do
+    local i, n = r[1], r[2]
+    local run = self.machines[(i - 1) * self.L + n]
+    if run then
+      local st = run.machine.states[run.state]
+      if st.space then -- a blend space follows its parameter
+        local sp = self.spaces[(i - 1) * self.L + n]
+        local x = run.params[st.param]
+        if sp and type(x) == "number" and x == x and x ~= sp.x then
+          apply_space(self, i, n, sp, x, st.smooth)
+        end
+      end
+      for _, tr in ipairs(run.machine.transitions) do
+        if holds(self, i, n, run, tr, dt) then
+          if tr.trigger then run.params[tr.trigger] = false end
+          enter(self, i, n, run, run.machine.states[tr.to], tr.fade)
+          break
+        end
+      end
+    end
+  end
+end
+
 --- Stops every source of `layer` (fading out over `fade` seconds).
 -- @tparam integer i
 -- @param layer
@@ -417,7 +684,8 @@ function Controller:set_weight(i, layer, w, fade)
 end
 
 --- Advances every instance by dt seconds and evaluates the crowd (one C
--- call: `plan:run(dt)`).
+-- call: `plan:run(dt)`), then moves the state machines (a transition
+-- starts its fade there: the pose shows it from the next update).
 -- @tparam number dt
 function Controller:update(dt)
   check_self(self, "update")
@@ -425,6 +693,7 @@ function Controller:update(dt)
   local ok, err = pcall(self.plan_.run, self.plan_, dt)
   if not ok then check.rethrow(err, "limber.Controller:update", "run", 2) end
   self.last_dt = dt
+  if #self.running > 0 then step_machines(self, dt) end
 end
 
 --- How many times `play` found every slot of a layer busy and dropped the
