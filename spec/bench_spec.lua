@@ -73,7 +73,8 @@ describe("examples/bench_frame.lua", function()
     assert.equal(2, compared, text)
     local last = text:match("([^\n]*)\n?$")
     local keys = { "stages_ns_100", "plan_ns_100", "stages_ns_1000", "plan_ns_1000",
-                   "plan_mt_ns_1000", "threads", "lod_ms_10000", "full_ms_10000" }
+                   "plan_mt_ns_1000", "threads", "lod_ms_10000", "full_ms_10000",
+                   "controller_ms_1000", "plan_ms_1000" }
     -- the keys in the issue's order
     local at = 0
     for _, key in ipairs(keys) do

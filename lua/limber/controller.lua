@@ -120,7 +120,8 @@ function M.new(desc)
   local self = setmetatable({
     plan_ = plan, pose = pose, clips = clips, by_name = by_name, index = index, S = S,
     L = #pl, layer_index = names, layers = pl, masks = masks, modes = {},
-    target = {}, held = {}, spaces = {}, machines = {}, running = {}, params = {},
+    target = {}, held = {}, spaces = {}, machines = {}, params = {},
+    dirty = {}, timed = {},
     last_dt = 0, event_weight = ew,
     N = pose:instance_count(), dropped_ = 0,
   }, Controller)
@@ -489,13 +490,30 @@ function M.machine(def)
     if a.priority ~= b.priority then return a.priority > b.priority end
     return a.k < b.k
   end)
-  return setmetatable({ initial = def.initial, states = states, transitions = list },
-    { __name = "limber.Machine" })
+  -- per state, the transitions that can leave it, in firing order, and
+  -- whether one of them waits on the clip's time (checked every update;
+  -- the others only when a parameter changed or the state was entered)
+  local by_from = {}
+  for name in pairs(states) do
+    local l = { timed = false }
+    for _, tr in ipairs(list) do
+      if tr.from == name or (tr.from == "any" and tr.to ~= name) then
+        l[#l + 1] = tr
+        l.timed = l.timed or tr.at_end or tr.at_phase ~= nil
+      end
+    end
+    by_from[name] = l
+  end
+  return setmetatable({ initial = def.initial, states = states, transitions = list,
+                        by_from = by_from }, { __name = "limber.Machine" })
 end
 
 -- Enters state `st` of the machine running on layer n of instance i.
 local function enter(self, i, n, run, st, fade)
   run.state, run.since = st.name, 0
+  local key = (i - 1) * self.L + n
+  self.dirty[key] = true -- its transitions may hold already
+  self.timed[key] = run.machine.by_from[st.name].timed or nil
   if st.space then
     local x = run.params and run.params[st.param] or 0
     self:play_space(i, n, st.space, type(x) == "number" and x or 0, { fade = fade })
@@ -530,9 +548,7 @@ function Controller:set_machine(i, layer, machine, fade)
   end
   self.params[i] = self.params[i] or {}
   local run = { machine = machine, params = self.params[i] }
-  local key = (i - 1) * self.L + n
-  if not self.machines[key] then self.running[#self.running + 1] = { i, n } end
-  self.machines[key] = run
+  self.machines[(i - 1) * self.L + n] = run
   enter(self, i, n, run, machine.states[machine.initial], fade or 0)
 end
 
@@ -550,6 +566,10 @@ function Controller:set(i, name, value)
   end
   self.params[i] = self.params[i] or {}
   self.params[i][name] = value
+  for n = 1, self.L do
+    local key = (i - 1) * self.L + n
+    if self.machines[key] then self.dirty[key] = true end
+  end
 end
 
 --- Sets trigger `name` of instance i (the boolean parameter `name` to
@@ -562,8 +582,7 @@ function Controller:trigger(i, name)
   if type(name) ~= "string" then
     check.arg_error(3, "limber.Controller:trigger", "string", name, 2)
   end
-  self.params[i] = self.params[i] or {}
-  self.params[i][name] = true
+  self:set(i, name, true)
 end
 
 --- The current state of the machine on `layer` of instance i (nil: none).
@@ -581,10 +600,10 @@ end
 -- Whether transition tr holds for the machine run on layer n of instance i
 -- after a step of dt.
 local function holds(self, i, n, run, tr, dt)
-  if tr.from ~= "any" and tr.from ~= run.state then return false end
-  if tr.from == "any" and tr.to == run.state then return false end
-  for _, c in ipairs(tr.when) do
-    local v = run.params[c[1]]
+  local when, params = tr.when, run.params
+  for k = 1, #when do
+    local c = when[k]
+    local v = params[c[1]]
     if v == nil or type(v) ~= type(c[3]) then return false end
     if type(v) == "boolean" then
       if not c[2](v and 1 or 0, c[3] and 1 or 0) then return false end
@@ -623,26 +642,32 @@ local function holds(self, i, n, run, tr, dt)
   return true
 end
 
--- Moves every running machine after a step of dt.
+-- Moves the machines after a step of dt: those whose parameters changed or
+-- that entered a state since the last update, and those in a state with a
+-- transition on the clip's time.
 local function step_machines(self, dt)
-  for _, r in ipairs(self.running) do
-    local i, n = r[1], r[2]
-    local run = self.machines[(i - 1) * self.L + n]
-    if run then
-      local st = run.machine.states[run.state]
-      if st.space then -- a blend space follows its parameter
-        local sp = self.spaces[(i - 1) * self.L + n]
-        local x = run.params[st.param]
-        if sp and type(x) == "number" and x == x and x ~= sp.x then
-          apply_space(self, i, n, sp, x, st.smooth)
-        end
+  local machines, spaces, L = self.machines, self.spaces, self.L
+  local todo = self.dirty
+  self.dirty = {}
+  for key in pairs(self.timed) do todo[key] = true end
+  for key in pairs(todo) do
+    local run = machines[key]
+    local i, n = floor((key - 1) / L) + 1, (key - 1) % L + 1
+    local st = run.machine.states[run.state]
+    if st.space then -- a blend space follows its parameter
+      local sp = spaces[key]
+      local x = run.params[st.param]
+      if sp and type(x) == "number" and x == x and x ~= sp.x then
+        apply_space(self, i, n, sp, x, st.smooth)
       end
-      for _, tr in ipairs(run.machine.transitions) do
-        if holds(self, i, n, run, tr, dt) then
-          if tr.trigger then run.params[tr.trigger] = false end
-          enter(self, i, n, run, run.machine.states[tr.to], tr.fade)
-          break
-        end
+    end
+    local list = run.machine.by_from[run.state]
+    for k = 1, #list do
+      local tr = list[k]
+      if holds(self, i, n, run, tr, dt) then
+        if tr.trigger then run.params[tr.trigger] = false end
+        enter(self, i, n, run, run.machine.states[tr.to], tr.fade)
+        break
       end
     end
   end
@@ -693,7 +718,7 @@ function Controller:update(dt)
   local ok, err = pcall(self.plan_.run, self.plan_, dt)
   if not ok then check.rethrow(err, "limber.Controller:update", "run", 2) end
   self.last_dt = dt
-  if #self.running > 0 then step_machines(self, dt) end
+  if next(self.dirty) or next(self.timed) then step_machines(self, dt) end
 end
 
 --- How many times `play` found every slot of a layer busy and dropped the
