@@ -427,6 +427,23 @@ describe("limber.controller", function()
   end)
 end)
 
+describe("examples/controller.lua", function()
+  it("runs its three scenes and prints what they did", function()
+    local ok, out = H.run(H.lua_env() .. " " .. H.lua_exe .. " examples/controller.lua")
+    assert.is_true(ok, out)
+    -- four sources in the interrupted fade, their shares summing to 1
+    local shares = out:match("at frame 82 the base layer blends ([^\n]*)")
+    local sum, n = 0, 0
+    for w in shares:gmatch("(%d%.%d%d)") do sum, n = sum + tonumber(w), n + 1 end
+    assert.equal(4, n)
+    assert.near(1, sum, 0.02)
+    assert.truthy(tonumber(out:match("largest change of a joint between two frames: (%S+)")) < 0.32)
+    -- the blend space's clips share one phase
+    for a, b in out:gmatch("Walk w %S+ phase (%S+), Run w %S+ phase (%S+)") do assert.equal(a, b) end
+    assert.truthy(out:find("machine: states in order: idle -> move -> idle", 1, true), out)
+  end)
+end)
+
 describe("examples/anim_dump.lua", function()
   it("runs the scenario format and prints the issue's JSON", function()
     local ok, out = H.run(H.lua_env() .. " " .. H.lua_exe .. " examples/anim_dump.lua "

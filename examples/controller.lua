@@ -1,0 +1,113 @@
+--- The controller in three short scenes on the Fox (limber.controller,
+-- docs/controller.md), each printing what a game would look at:
+--   1. fades that never pop: Walk -> Run, interrupted by Survey, then Walk;
+--   2. a 1D blend space by speed (Walk at 0.5, Run at 2), its clips synced;
+--   3. a state machine: idle / move by a speed parameter, a trigger.
+--
+--   lua5.4 examples/controller.lua
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+local C = require "common"
+local limber = require "limber"
+local controller = require "limber.controller"
+
+local fox = limber.gltf.load(C.root .. "/examples/assets/Fox/Fox.glb")
+local skel = fox.skeletons[1].skeleton
+local clips = {}
+for _, an in ipairs(fox.animations) do clips[#clips + 1] = an.clips[1] end
+local DT = 1 / 60
+
+local function new()
+  local pose = limber.pose(skel, 1)
+  return controller.new({ pose = pose, clips = clips, locals = true }), pose
+end
+
+-- The largest change of a joint's rotation (a quaternion component, up to
+-- sign) between two frames.
+local function rotations(pose)
+  local out = {}
+  for j = 1, skel:joint_count() do out[j] = select(2, pose:trs(1, j)) end
+  return out
+end
+local function change(a, b)
+  local m = 0
+  for j = 1, #a do
+    local d1, d2 = 0, 0
+    for c = 1, 4 do
+      d1 = math.max(d1, math.abs(a[j][c] - b[j][c]))
+      d2 = math.max(d2, math.abs(a[j][c] + b[j][c]))
+    end
+    m = math.max(m, math.min(d1, d2))
+  end
+  return m
+end
+
+-- 1. interrupted fades
+do
+  local ctl, pose = new()
+  ctl:play(1, "base", "Walk")
+  ctl:update(0)
+  local prev, worst = rotations(pose), 0
+  for f = 1, 180 do
+    if f == 60 then ctl:play(1, "base", "Run", { fade = 0.5 }) end
+    if f == 75 then ctl:play(1, "base", "Survey", { fade = 0.5 }) end
+    if f == 80 then ctl:play(1, "base", "Walk", { fade = 0.5 }) end
+    ctl:update(DT)
+    local cur = rotations(pose)
+    worst = math.max(worst, change(prev, cur))
+    prev = cur
+    if f == 82 then
+      local parts = {}
+      for _, e in ipairs(ctl:sources(1)) do
+        parts[#parts + 1] = ("%s %.2f"):format(e.clip:name(), e.effective)
+      end
+      print("fades: at frame 82 the base layer blends " .. table.concat(parts, ", "))
+    end
+  end
+  print(("fades: the largest change of a joint between two frames: %.3f"):format(worst))
+end
+
+-- 2. a blend space
+do
+  local ctl = new()
+  local walk_run = controller.blend1d({ { clip = "Walk", at = 0.5 }, { clip = "Run", at = 2 } })
+  ctl:play_space(1, "base", walk_run, 0.5)
+  for f = 1, 120 do
+    ctl:set_param(1, "base", 0.5 + 1.5 * f / 120) -- speed up from walk to run
+    ctl:update(DT)
+    if f % 40 == 0 then
+      local parts = {}
+      for _, e in ipairs(ctl:sources(1)) do
+        parts[#parts + 1] = ("%s w %.2f phase %.3f"):format(e.clip:name(), e.weight,
+          e.time / e.clip:duration())
+      end
+      print(("blend space: speed %.2f: %s"):format(0.5 + 1.5 * f / 120, table.concat(parts, ", ")))
+    end
+  end
+end
+
+-- 3. a state machine
+do
+  local ctl = new()
+  local m = controller.machine({
+    initial = "idle",
+    states = { idle = { clip = "Survey" },
+               move = { space = { { clip = "Walk", at = 0.5 }, { clip = "Run", at = 2 } },
+                        param = "speed" } },
+    transitions = {
+      { from = "idle", to = "move", fade = 0.3, when = { { "speed", ">", 0.1 } } },
+      { from = "move", to = "idle", fade = 0.3, when = { { "speed", "<=", 0.1 } } },
+      { from = "any", to = "idle", fade = 0.25, trigger = "stop", priority = 1 },
+    } })
+  ctl:set(1, "speed", 0)
+  ctl:set_machine(1, "base", m)
+  local seen = { ctl:state(1, "base") }
+  for f = 1, 200 do
+    if f == 20 then ctl:set(1, "speed", 1.2) end
+    if f == 100 then ctl:trigger(1, "stop") end
+    if f == 101 then ctl:set(1, "speed", 0) end
+    ctl:update(DT)
+    local st = ctl:state(1, "base")
+    if st ~= seen[#seen] then seen[#seen + 1] = st end
+  end
+  print("machine: states in order: " .. table.concat(seen, " -> "))
+end
