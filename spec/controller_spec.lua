@@ -285,6 +285,72 @@ describe("limber.controller", function()
       "bad argument #4 to 'limber.Controller:play_space'", 1, true)
   end)
 
+  it("plays a 2D blend space: barycentric inside, the nearest hull point outside, exact at points",
+    function()
+      local skel = limber.skeleton({ { name = "root" } })
+      local clips = {}
+      for k = 1, 7 do
+        clips[k] = anim.clip({ name = "c" .. k, tracks = { { joint = 1, path = "translation",
+          times = { 0, 0.5 + 0.1 * k }, values = { 0, 0, 0, k, 0, 0 } } } }, skel)
+      end
+      local ctl = controller.new({ pose = limber.pose(skel, 1), clips = clips, sources = 8 })
+      for round = 1, 12 do
+        local n = math.random(1, 7)
+        local pts = {}
+        for k = 1, n do
+          pts[k] = { clip = k, at = { math.random(-4, 4) * 0.5, math.random(-4, 4) * 0.5 } }
+          for j = 1, k - 1 do -- distinct points
+            if pts[j].at[1] == pts[k].at[1] and pts[j].at[2] == pts[k].at[2] then
+              pts[k].at[1] = pts[k].at[1] + 7 + k
+            end
+          end
+        end
+        local space = controller.blend2d(pts)
+        ctl:play_space(1, 1, space, { pts[1].at[1], pts[1].at[2] })
+        local function weights(x, y)
+          ctl:set_param(1, 1, { x, y })
+          local w, sum, count = {}, 0, 0
+          for _, e in ipairs(ctl:sources(1)) do
+            local k = tonumber(e.clip:name():sub(2))
+            w[k] = e.weight
+            sum, count = sum + e.weight, count + 1
+          end
+          return w, sum, count
+        end
+        -- exactly one clip at each point
+        for k, p in ipairs(pts) do
+          local w, sum, count = weights(p.at[1], p.at[2])
+          assert.equal(1, w[k], ("round %d point %d"):format(round, k))
+          assert.equal(1, count)
+          assert.equal(1, sum)
+        end
+        -- anywhere: weights >= 0 summing to 1, at most 3 clips; the weighted
+        -- points are the query where it lies inside the hull, else no farther
+        -- than the nearest clip point
+        for _ = 1, 30 do
+          local x, y = H.rand(-3, 3), H.rand(-3, 3)
+          local w, sum, count = weights(x, y)
+          assert.near(1, sum, 1e-6)
+          assert.is_true(count >= 1 and count <= 3)
+          local px, py, nearest = 0, 0, math.huge
+          for k, p in ipairs(pts) do
+            px, py = px + (w[k] or 0) * p.at[1], py + (w[k] or 0) * p.at[2]
+            nearest = math.min(nearest, (p.at[1] - x) ^ 2 + (p.at[2] - y) ^ 2)
+          end
+          local d2 = (px - x) ^ 2 + (py - y) ^ 2
+          assert.is_true(d2 <= nearest + 1e-9, ("round %d (%g, %g)"):format(round, x, y))
+          if count == 3 then assert.is_true(d2 < 1e-10) end
+          -- continuous: a step of 1e-7 moves the weights by little
+          local w2 = weights(x + 1e-7, y - 1e-7)
+          for k = 1, n do assert.is_true(math.abs((w[k] or 0) - (w2[k] or 0)) < 1e-4) end
+        end
+      end
+      assert.error_matches(function() ctl:set_param(1, 1, 3) end, "x must be { x, y }", 1, true)
+      assert.error_matches(function()
+        controller.blend2d({ { clip = 1, at = { 0, 0 } }, { clip = 2, at = { 0, 0 } } })
+      end, "two points at (0, 0)", 1, true)
+    end)
+
   it("moves state machines by parameters, triggers, clip ends and phases, by priority", function()
     local skel, clips, pose = walker_setup()
     local once = anim.clip({ name = "once", tracks = { { joint = 1, path = "translation",

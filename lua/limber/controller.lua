@@ -239,6 +239,8 @@ function Controller:play(i, layer, clip, opts)
   return pick
 end
 
+local SPACE_MT = { __name = "limber.BlendSpace" }
+
 --- A 1D blend space: clips placed along one parameter (a speed, say),
 -- weighted linearly between the two clips around the parameter's value
 -- (clamped at the ends), so at a clip's point it plays exactly that clip.
@@ -269,8 +271,7 @@ function M.blend1d(points, opts)
       check.arg_fail(1, fname, ("two points at %g"):format(list[k].at), 2)
     end
   end
-  return setmetatable({ points = list, sync = opts.sync ~= false },
-    { __name = "limber.BlendSpace1D" })
+  return setmetatable({ points = list, sync = opts.sync ~= false, dims = 1 }, SPACE_MT)
 end
 
 -- The weights of a 1D space's points at x.
@@ -294,9 +295,169 @@ local function weights_1d(points, x)
   return w
 end
 
+-- ---- 2D blend spaces: a Delaunay triangulation of the points ----------------
+
+-- Whether p lies inside the circumcircle of triangle (a, b, c) (any winding).
+local function in_circle(a, b, c, p)
+  local ax, ay, bx, by, cx, cy = a[1] - p[1], a[2] - p[2], b[1] - p[1], b[2] - p[2],
+    c[1] - p[1], c[2] - p[2]
+  local det = (ax * ax + ay * ay) * (bx * cy - cx * by) - (bx * bx + by * by) * (ax * cy - cx * ay)
+    + (cx * cx + cy * cy) * (ax * by - bx * ay)
+  local orient = (b[1] - a[1]) * (c[2] - a[2]) - (b[2] - a[2]) * (c[1] - a[1])
+  return orient > 0 and det > 0 or orient < 0 and det < 0
+end
+
+-- Triangles {i, j, k} (indices into pts) of the Delaunay triangulation
+-- (Bowyer-Watson); none when the points are collinear.
+local function triangulate(pts)
+  local minx, miny, maxx, maxy = math.huge, math.huge, -math.huge, -math.huge
+  for _, p in ipairs(pts) do
+    minx, maxx = math.min(minx, p[1]), math.max(maxx, p[1])
+    miny, maxy = math.min(miny, p[2]), math.max(maxy, p[2])
+  end
+  local span = math.max(maxx - minx, maxy - miny, 1e-9) * 20
+  local cx, cy = (minx + maxx) / 2, (miny + maxy) / 2
+  local v = {}
+  for k, p in ipairs(pts) do v[k] = p end
+  local n = #pts
+  v[n + 1], v[n + 2], v[n + 3] = { cx - span, cy - span }, { cx + span, cy - span },
+    { cx, cy + span }
+  local tris = { { n + 1, n + 2, n + 3 } }
+  for k = 1, n do
+    local bad, edges = {}, {}
+    for t = #tris, 1, -1 do
+      local tr = tris[t]
+      if in_circle(v[tr[1]], v[tr[2]], v[tr[3]], v[k]) then
+        bad[#bad + 1] = tr
+        table.remove(tris, t)
+      end
+    end
+    for _, tr in ipairs(bad) do
+      for e = 1, 3 do
+        local a, b = tr[e], tr[e % 3 + 1]
+        local key = math.min(a, b) .. ":" .. math.max(a, b)
+        edges[key] = edges[key] and false or { a, b }
+      end
+    end
+    for _, e in pairs(edges) do
+      if e then tris[#tris + 1] = { e[1], e[2], k } end
+    end
+  end
+  local out = {}
+  for _, tr in ipairs(tris) do
+    if tr[1] <= n and tr[2] <= n and tr[3] <= n then
+      local a, b, c = pts[tr[1]], pts[tr[2]], pts[tr[3]]
+      local area = (b[1] - a[1]) * (c[2] - a[2]) - (b[2] - a[2]) * (c[1] - a[1])
+      if math.abs(area) > 1e-12 * span * span then out[#out + 1] = tr end
+    end
+  end
+  return out
+end
+
+--- A 2D blend space: clips placed on a plane of two parameters (direction
+-- and speed, say), triangulated (Delaunay); inside a triangle the three
+-- clips are weighted by barycentric coordinates, outside the hull the
+-- nearest point of the hull's edges is used, so at a clip's point it plays
+-- exactly that clip. Synced like `blend1d`.
+-- @tparam table points { { clip =, at = { x, y } }, ... } (distinct points)
+-- @tparam[opt] table opts `sync` (boolean, default true)
+-- @treturn table the blend space
+function M.blend2d(points, opts)
+  local fname = "limber.controller.blend2d"
+  if type(points) ~= "table" or #points == 0 then
+    check.arg_error(1, fname, "non-empty array of points", points, 2)
+  end
+  opts = check.options(2, fname, opts, { sync = "boolean" }, 2)
+  local list, seen = {}, {}
+  for k, p in ipairs(points) do
+    local at = type(p) == "table" and p.at
+    local ok = type(at) == "table" and p.clip ~= nil and type(at[1]) == "number"
+      and type(at[2]) == "number" and math.abs(at[1]) <= 3.4e38 and math.abs(at[2]) <= 3.4e38
+    if not ok then
+      check.arg_fail(1, fname, ("points[%d] must be { clip =, at = { x, y } }"):format(k), 2)
+    end
+    local key = at[1] .. ":" .. at[2]
+    if seen[key] then
+      check.arg_fail(1, fname, ("two points at (%g, %g)"):format(at[1], at[2]), 2)
+    end
+    seen[key] = true
+    list[k] = { clip = p.clip, at = { at[1], at[2] } }
+  end
+  local pts = {}
+  for k, p in ipairs(list) do pts[k] = p.at end
+  return setmetatable({ points = list, sync = opts.sync ~= false, dims = 2,
+                        tris = triangulate(pts) }, SPACE_MT)
+end
+
+-- The closest point to (x, y) on segment a b: parameter t in [0, 1], squared distance.
+local function on_segment(a, b, x, y)
+  local dx, dy = b[1] - a[1], b[2] - a[2]
+  local len2 = dx * dx + dy * dy
+  local t = len2 > 0 and ((x - a[1]) * dx + (y - a[2]) * dy) / len2 or 0
+  t = t < 0 and 0 or (t > 1 and 1 or t)
+  local px, py = a[1] + t * dx - x, a[2] + t * dy - y
+  return t, px * px + py * py
+end
+
+-- The weights of a 2D space's points at (x, y).
+local function weights_2d(space, x, y)
+  local pts, w = space.points, {}
+  for k = 1, #pts do w[k] = 0 end
+  for k = 1, #pts do
+    if pts[k].at[1] == x and pts[k].at[2] == y then
+      w[k] = 1
+      return w
+    end
+  end
+  for _, tr in ipairs(space.tris) do
+    local a, b, c = pts[tr[1]].at, pts[tr[2]].at, pts[tr[3]].at
+    local det = (b[2] - c[2]) * (a[1] - c[1]) + (c[1] - b[1]) * (a[2] - c[2])
+    local l1 = ((b[2] - c[2]) * (x - c[1]) + (c[1] - b[1]) * (y - c[2])) / det
+    local l2 = ((c[2] - a[2]) * (x - c[1]) + (a[1] - c[1]) * (y - c[2])) / det
+    local l3 = 1 - l1 - l2
+    local eps = -1e-9
+    if l1 >= eps and l2 >= eps and l3 >= eps then
+      l1, l2, l3 = math.max(l1, 0), math.max(l2, 0), math.max(l3, 0)
+      local sum = l1 + l2 + l3
+      w[tr[1]], w[tr[2]], w[tr[3]] = l1 / sum, l2 / sum, l3 / sum
+      return w
+    end
+  end
+  -- outside the hull (or collinear points): the nearest point of an edge
+  -- (the triangles' edges, or between any two points when there are none)
+  local best
+  local function try(ia, ib)
+    local t, d2 = on_segment(pts[ia].at, pts[ib].at, x, y)
+    if not best or d2 < best[1] then best = { d2, ia, ib, t } end
+  end
+  if #space.tris > 0 then
+    for _, tr in ipairs(space.tris) do try(tr[1], tr[2]); try(tr[2], tr[3]); try(tr[3], tr[1]) end
+  elseif #pts == 1 then
+    w[1] = 1
+    return w
+  else
+    for a = 1, #pts - 1 do for b = a + 1, #pts do try(a, b) end end
+  end
+  w[best[2]], w[best[3]] = 1 - best[4], best[4]
+  return w
+end
+
+-- The weights of a space at parameter value x (a number, or { x, y } in 2D).
+local function space_weights(space, x)
+  if space.dims == 1 then return weights_1d(space.points, x) end
+  return weights_2d(space, x[1], x[2])
+end
+
+-- Whether x is a parameter value for the space (finite number, or pair).
+local function param_ok(space, x)
+  if space.dims == 1 then return type(x) == "number" and x == x end
+  return type(x) == "table" and type(x[1]) == "number" and type(x[2]) == "number"
+    and x[1] == x[1] and x[2] == x[2]
+end
+
 -- Sets the weights (and, synced, the rates) of the space playing on layer n.
 local function apply_space(self, i, n, sp, x, fade)
-  local w = weights_1d(sp.space.points, x)
+  local w = space_weights(sp.space, x)
   local D = 0
   for k = 1, #sp.slots do D = D + w[k] * sp.durations[k] end
   local base = tslot(self, i, n)
@@ -307,7 +468,7 @@ local function apply_space(self, i, n, sp, x, fade)
       self.plan_:set_rate(i, n, s, sp.durations[k] / D)
     end
   end
-  sp.x = x
+  sp.x = type(x) == "table" and { x[1], x[2] } or x
 end
 
 --- Plays a blend space (`limber.controller.blend1d`) on `layer` of instance
@@ -325,11 +486,13 @@ function Controller:play_space(i, layer, space, x, opts)
   local fname = "limber.Controller:play_space"
   instance_of(self, i, fname)
   local n = layer_of(self, layer, 3, fname)
-  local mt = getmetatable(space)
-  if type(space) ~= "table" or not mt or mt.__name ~= "limber.BlendSpace1D" then
-    check.arg_error(4, fname, "blend space (limber.controller.blend1d)", space, 2)
+  if getmetatable(space) ~= SPACE_MT then
+    check.arg_error(4, fname, "blend space (limber.controller.blend1d or blend2d)", space, 2)
   end
-  if type(x) ~= "number" or x ~= x then check.arg_fail(5, fname, "x must be a number", 2) end
+  if not param_ok(space, x) then
+    check.arg_fail(5, fname, space.dims == 1 and "x must be a number"
+      or "x must be { x, y } (numbers)", 2)
+  end
   opts = check.options(6, fname, opts, { fade = "number", phase = "number" }, 2)
   local fade, phase = opts.fade or 0, opts.phase or 0
   if fade ~= fade or fade < 0 or fade > 3.4e38 then
@@ -373,13 +536,16 @@ function Controller:set_param(i, layer, x, fade)
   local fname = "limber.Controller:set_param"
   instance_of(self, i, fname)
   local n = layer_of(self, layer, 3, fname)
-  if type(x) ~= "number" or x ~= x then check.arg_fail(4, fname, "x must be a number", 2) end
   fade = fade or 0
   if type(fade) ~= "number" or fade ~= fade or fade < 0 then
     check.arg_fail(5, fname, "fade must be a number >= 0", 2)
   end
   local sp = self.spaces[(i - 1) * self.L + n]
   if not sp then check.arg_fail(3, fname, "no blend space plays on that layer", 2) end
+  if not param_ok(sp.space, x) then
+    check.arg_fail(4, fname, sp.space.dims == 1 and "x must be a number"
+      or "x must be { x, y } (numbers)", 2)
+  end
   apply_space(self, i, n, sp, x, fade)
 end
 
@@ -433,9 +599,17 @@ function M.machine(def)
     end
     local space = st.space
     if space ~= nil then
-      local mt = getmetatable(space)
-      if not (mt and mt.__name == "limber.BlendSpace1D") then space = M.blend1d(space) end
-      if type(st.param) ~= "string" then bad(("state '%s': a space needs a param"):format(name)) end
+      if getmetatable(space) ~= SPACE_MT then
+        local p1 = type(space) == "table" and space[1]
+        local two = type(p1) == "table" and type(p1.at) == "table"
+        space = two and M.blend2d(space) or M.blend1d(space)
+      end
+      local pok = space.dims == 1 and type(st.param) == "string"
+        or space.dims == 2 and type(st.param) == "table" and type(st.param[1]) == "string"
+          and type(st.param[2]) == "string"
+      if not pok then
+        bad(("state '%s': a space needs a param (two names for a 2D space)"):format(name))
+      end
     elseif st.clip == nil then
       bad(("state '%s' needs a clip or a space"):format(name))
     end
@@ -508,6 +682,16 @@ function M.machine(def)
                         by_from = by_from }, { __name = "limber.Machine" })
 end
 
+-- The value of a space state's parameter(s) in params (0 where unset).
+local function space_param(st, params)
+  local function num(name)
+    local v = params[name]
+    return type(v) == "number" and v == v and v or 0
+  end
+  if st.space.dims == 1 then return num(st.param) end
+  return { num(st.param[1]), num(st.param[2]) }
+end
+
 -- Enters state `st` of the machine running on layer n of instance i.
 local function enter(self, i, n, run, st, fade)
   run.state, run.since = st.name, 0
@@ -515,8 +699,7 @@ local function enter(self, i, n, run, st, fade)
   self.dirty[key] = true -- its transitions may hold already
   self.timed[key] = run.machine.by_from[st.name].timed or nil
   if st.space then
-    local x = run.params and run.params[st.param] or 0
-    self:play_space(i, n, st.space, type(x) == "number" and x or 0, { fade = fade })
+    self:play_space(i, n, st.space, space_param(st, run.params), { fade = fade })
     run.slot = nil
   else
     run.slot = self:play(i, n, st.clip, { fade = fade, rate = st.rate, loop = st.loop })
@@ -654,11 +837,13 @@ local function step_machines(self, dt)
     local run = machines[key]
     local i, n = floor((key - 1) / L) + 1, (key - 1) % L + 1
     local st = run.machine.states[run.state]
-    if st.space then -- a blend space follows its parameter
+    if st.space then -- a blend space follows its parameter(s)
       local sp = spaces[key]
-      local x = run.params[st.param]
-      if sp and type(x) == "number" and x == x and x ~= sp.x then
-        apply_space(self, i, n, sp, x, st.smooth)
+      if sp then
+        local x = space_param(st, run.params)
+        local same = st.space.dims == 1 and x == sp.x
+          or st.space.dims == 2 and x[1] == sp.x[1] and x[2] == sp.x[2]
+        if not same then apply_space(self, i, n, sp, x, st.smooth) end
       end
     end
     local list = run.machine.by_from[run.state]
