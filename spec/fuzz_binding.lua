@@ -135,6 +135,9 @@ local function build_pool()
         transitions = { { from = "a", to = "b", fade = 0.1, when = { { "x", ">", 0.5 } } },
                         { from = "any", to = "a", trigger = "t", at_end = true } } })
       if m then try(ctl.set_machine, ctl, 2, "base", m) end
+      local sp2 = try(limber.controller.blend2d, { { clip = 1, at = { 0, 0 } },
+        { clip = 2, at = { 1, 0 } }, { clip = 1, at = { 0, 1 } } })
+      if sp2 then try(ctl.play_space, ctl, 3, "upper", sp2, { 0.2, 0.3 }) end
       add(ctl)
     end
     local s = try(core.sampler, pose, { clip, clip2 })

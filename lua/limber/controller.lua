@@ -372,9 +372,10 @@ function M.blend2d(points, opts)
   for k, p in ipairs(points) do
     local at = type(p) == "table" and p.at
     local ok = type(at) == "table" and p.clip ~= nil and type(at[1]) == "number"
-      and type(at[2]) == "number" and math.abs(at[1]) <= 3.4e38 and math.abs(at[2]) <= 3.4e38
+      and type(at[2]) == "number" and math.abs(at[1]) <= 1e12 and math.abs(at[2]) <= 1e12
     if not ok then
-      check.arg_fail(1, fname, ("points[%d] must be { clip =, at = { x, y } }"):format(k), 2)
+      check.arg_fail(1, fname,
+        ("points[%d] must be { clip =, at = { x, y } } (|x|, |y| <= 1e12)"):format(k), 2)
     end
     local key = at[1] .. ":" .. at[2]
     if seen[key] then
@@ -452,7 +453,7 @@ end
 local function param_ok(space, x)
   if space.dims == 1 then return type(x) == "number" and x == x end
   return type(x) == "table" and type(x[1]) == "number" and type(x[2]) == "number"
-    and x[1] == x[1] and x[2] == x[2]
+    and math.abs(x[1]) <= 1e15 and math.abs(x[2]) <= 1e15
 end
 
 -- Sets the weights (and, synced, the rates) of the space playing on layer n.
@@ -491,7 +492,7 @@ function Controller:play_space(i, layer, space, x, opts)
   end
   if not param_ok(space, x) then
     check.arg_fail(5, fname, space.dims == 1 and "x must be a number"
-      or "x must be { x, y } (numbers)", 2)
+      or "x must be { x, y } (numbers, |x|, |y| <= 1e15)", 2)
   end
   opts = check.options(6, fname, opts, { fade = "number", phase = "number" }, 2)
   local fade, phase = opts.fade or 0, opts.phase or 0
@@ -544,7 +545,7 @@ function Controller:set_param(i, layer, x, fade)
   if not sp then check.arg_fail(3, fname, "no blend space plays on that layer", 2) end
   if not param_ok(sp.space, x) then
     check.arg_fail(4, fname, sp.space.dims == 1 and "x must be a number"
-      or "x must be { x, y } (numbers)", 2)
+      or "x must be { x, y } (numbers, |x|, |y| <= 1e15)", 2)
   end
   apply_space(self, i, n, sp, x, fade)
 end
@@ -684,9 +685,10 @@ end
 
 -- The value of a space state's parameter(s) in params (0 where unset).
 local function space_param(st, params)
-  local function num(name)
+  local function num(name) -- clamped as play_space wants it
     local v = params[name]
-    return type(v) == "number" and v == v and v or 0
+    if type(v) ~= "number" or v ~= v then return 0 end
+    return v < -1e15 and -1e15 or (v > 1e15 and 1e15 or v)
   end
   if st.space.dims == 1 then return num(st.param) end
   return { num(st.param[1]), num(st.param[2]) }
