@@ -831,4 +831,10 @@ function M._restore_events(clip, side)
   if #list > 0 then attach_events(clip, list, 2) end
 end
 
+--- A clip's root displacement and yaw at unwrapped time x (laps of a
+-- looping clip add its whole displacement), as the players report root
+-- motion; for limber.controller (not part of the API).
+-- @local
+M._root_pos = root_pos
+
 return M

@@ -31,8 +31,6 @@ Controller.__index = Controller
 Controller.__name = "limber.Controller"
 
 local floor, abs = math.floor, math.abs
--- Lua 5.3+: math.atan(y, x); 5.1, 5.2, LuaJIT: math.atan2
-local atan2 = math.atan2 or math.atan -- luacheck: ignore 143
 
 local function fail(fname, msg, level)
   error(fname .. ": " .. msg, (level or 1) + 1)
@@ -991,41 +989,13 @@ function Controller:events(i)
   return out
 end
 
-local function yaw_of(x, y, z, w)
-  return atan2(2 * (w * y + x * z), 1 - 2 * (y * y + x * x))
-end
-
 local function wrap_angle(a)
   return a - 2 * math.pi * floor((a + math.pi) / (2 * math.pi))
 end
 
--- Root position and yaw at unwrapped time x (laps of a looping clip add
--- the clip's whole displacement).
+-- Root position and yaw at unwrapped time x (the players' rule, limber.anim).
 local function root_at(clip, j, x, loop)
-  local d = clip:duration()
-  local laps = 0
-  if loop and d > 0 then
-    laps = floor(x / d)
-    x = x - laps * d
-    if not (x >= 0 and x < d) then x = 0 end
-  else
-    x = x < 0 and 0 or (x > d and d or x)
-  end
-  local px, py, pz = clip:sample_joint(j, "translation", x, false)
-  if not px then px, py, pz = 0, 0, 0 end
-  local qx, qy, qz, qw = clip:sample_joint(j, "rotation", x, false)
-  local yaw = qx and yaw_of(qx, qy, qz, qw) or 0
-  if laps ~= 0 then
-    local ex, ey, ez = clip:sample_joint(j, "translation", d, false)
-    local sx, sy, sz = clip:sample_joint(j, "translation", 0, false)
-    if ex then px, py, pz = px + laps * (ex - sx), py + laps * (ey - sy), pz + laps * (ez - sz) end
-    if qx then
-      local a0 = yaw_of(clip:sample_joint(j, "rotation", 0, false))
-      local a1 = yaw_of(clip:sample_joint(j, "rotation", d, false))
-      yaw = yaw + laps * wrap_angle(a1 - a0)
-    end
-  end
-  return px, py, pz, yaw
+  return anim._root_pos(clip, j, x, loop, clip:duration())
 end
 
 --- The root motion of instance i in the last `update`: every source's
