@@ -447,6 +447,40 @@ describe("limber.anim.pack", function()
       1, true)
   end)
 
+  it("packs a clip built from Lua with desc.pack, keeping its events", function()
+    local skel = rand_skeleton(6)
+    local desc = { name = "walk", tracks = {}, events = { { time = 0.5, name = "step" } } }
+    for j = 1, 6 do
+      local times, values = {}, {}
+      for k = 1, 31 do
+        times[k] = (k - 1) / 30
+        local a = 0.4 * math.sin(2 * math.pi * times[k] + j)
+        values[#values + 1], values[#values + 2] = 0, math.sin(a / 2)
+        values[#values + 1], values[#values + 2] = 0, math.cos(a / 2)
+      end
+      desc.tracks[j] = { joint = j, path = "rotation", times = times, values = values }
+    end
+    local exact = anim.clip(desc, skel)
+    desc.pack = true
+    local packed = anim.clip(desc, skel)
+    assert.is_true(packed:packed())
+    assert.is_false(exact:packed())
+    assert.same(anim.events(exact), anim.events(packed))
+    local tol = anim.PACK_TOLERANCE * anim.rig_size(skel)
+    assert.is_true(packed:error().max_error_distance <= tol)
+    desc.pack = { tolerance = 0 }
+    assert.is_false(anim.clip(desc, skel):packed())
+    desc.pack = { tolerance = 1e-3, distance = 0.2 }
+    assert.near(1e-3, anim.clip(desc, skel):error().tolerance, 1e-9)
+    desc.pack = "yes"
+    assert.error_matches(function() anim.clip(desc, skel) end, "desc.pack must be true", 1, true)
+    desc.pack = true
+    assert.error_matches(function() anim.clip(desc) end, "desc.pack needs the skeleton", 1, true)
+    desc.pack = { tolerance = -1 }
+    assert.error_matches(function() anim.clip(desc, skel) end,
+      "limber.anim.clip: desc.pack: option 'tolerance' must be", 1, true)
+  end)
+
   it("refuses bad arguments by name", function()
     local skel = rand_skeleton(3)
     local small = rand_skeleton(1)

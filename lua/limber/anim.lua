@@ -118,7 +118,9 @@ end
 -- run longer than their joint channels use it.
 -- `desc.dense = false` skips the frame-major copy that clips keyed on one
 -- uniform time grid get for O(1) sampling (it costs memory, about as much
--- as the keys themselves).
+-- as the keys themselves). `desc.pack = true` (or { `tolerance` =,
+-- `distance` = }, as `pack` takes them) returns the clip packed for
+-- `skeleton` (`pack`), or exact when no packing meets the tolerance.
 -- @tparam table desc
 -- @tparam[opt] limber.Skeleton skeleton resolves joint names and checks indices
 -- @treturn limber.Clip
@@ -179,9 +181,26 @@ function M.clip(desc, skeleton)
       and not (type(duration) == "number" and duration >= 0 and duration <= MAX_FLOAT) then
     fail("clip: desc.duration must be a finite number >= 0", 2)
   end
+  local pack = desc.pack
+  if pack ~= nil and pack ~= false then
+    if pack ~= true and type(pack) ~= "table" then
+      fail("clip: desc.pack must be true or { tolerance =, distance = }", 2)
+    end
+    if not skeleton then fail("clip: desc.pack needs the skeleton (argument 2)", 2) end
+  end
   local ok, clip = pcall(core.clip, tracks, desc.name, desc.dense ~= false, duration)
   if not ok then error(clip, 2) end
   if events and #events > 0 then attach_events(clip, events, 2) end
+  if pack ~= nil and pack ~= false then
+    local okp, packed = pcall(M.pack, clip, skeleton, pack ~= true and pack or nil)
+    if not okp then
+      local msg = tostring(packed):gsub("^[^\n:]*:%d+: ", "")
+      msg = msg:match("^bad argument #%d+ to '[^']*' %((.*)%)$")
+        or msg:gsub("^limber%.anim%.pack: ", "")
+      fail("clip: desc.pack: " .. msg, 2)
+    end
+    return packed -- the exact clip when no packing meets the tolerance
+  end
   return clip
 end
 
