@@ -231,11 +231,11 @@ void FOLD(lmb_stack_block)(const lmb_skeleton *sk, const lmb_stack_layer *layers
             if (m == 0.0f || (top && top[j] > (int32_t)n)) continue;
             float abuf[JS] __attribute__((aligned(32)));
             const float *a = abuf;
+            const float *rq = sk->rest + (size_t)j * LMB_TRS_FLOATS + 3;
             if (playing == 1)
                 a = src[last] + (size_t)j * JS;
             else
-                FOLD(layer_pose)
-                (ly, src, src_w, j, sk->rest + (size_t)j * LMB_TRS_FLOATS + 3, abuf);
+                FOLD(layer_pose)(ly, src, src_w, j, rq, abuf);
             V f = f1;
             int exact = exact1, all_ones = ones1;
             if (m != 1.0f) {
