@@ -40,10 +40,13 @@ describe("README tour", function()
     local ctl_block = text:match("%*%*Transitions that never pop.-```lua\n(.-)```")
     assert.truthy(ctl_block, "README has the controller's Lua block")
     local said
-    env.print = function(...) said = { ... } end
+    local said_all = {}
+    env.print = function(...) said_all[#said_all + 1] = { ... } end
     assert(H.load(ctl_block, "=README controller", "t", env))()
+    said = said_all[1]
     assert.equal(3, said[1])
     assert.equal(5, #said)
+    assert.same({ "move" }, said_all[2])
     -- the packed clips' block: what it prints is what its comment says
     local pack_block = text:match("%*%*Clips a game can afford.-```lua\n(.-)```")
     assert.truthy(pack_block, "README has the packed clips' Lua block")
