@@ -294,7 +294,7 @@ describe("limber.controller", function()
           times = { 0, 0.5 + 0.1 * k }, values = { 0, 0, 0, k, 0, 0 } } } }, skel)
       end
       local ctl = controller.new({ pose = limber.pose(skel, 1), clips = clips, sources = 8 })
-      for round = 1, 12 do
+      for round = 1, 40 do
         local n = math.random(1, 7)
         local pts = {}
         for k = 1, n do

@@ -840,12 +840,14 @@ M._snapshot_events = events_of
 -- events of a clip, checked as events given to `clip`, attached to it.
 -- @local
 function M._restore_events(clip, side)
-  if type(side) ~= "table" or type(side.times) ~= "table" or type(side.names) ~= "table" then
+  if not is_a(clip, "limber.Clip") then arg_error(1, "_restore_events", "limber.Clip", clip) end
+  if type(side) ~= "table" or type(rawget(side, "times")) ~= "table"
+      or type(rawget(side, "names")) ~= "table" then
     fail("clip: the snapshot's events are damaged", 3)
   end
-  local list = {}
-  for k = 1, rawlen(side.times) do
-    list[k] = { time = rawget(side.times, k), name = rawget(side.names, k) }
+  local list, times, names = {}, rawget(side, "times"), rawget(side, "names")
+  for k = 1, rawlen(times) do
+    list[k] = { time = rawget(times, k), name = rawget(names, k) }
   end
   if #list > 0 then attach_events(clip, list, 2) end
 end
@@ -854,6 +856,15 @@ end
 -- looping clip add its whole displacement), as the players report root
 -- motion; for limber.controller (not part of the API).
 -- @local
-M._root_pos = root_pos
+function M._root_pos(clip, j, x, loop, d)
+  local fname = "limber.anim._root_pos"
+  if not is_a(clip, "limber.Clip") then arg_error(1, "_root_pos", "limber.Clip", clip) end
+  if math_type(j) ~= "integer" or j < 1 or j > 65535 then
+    check.arg_fail(2, fname, "joint must be an integer in [1, 65535]", 2)
+  end
+  if not finite(x) then check.arg_fail(3, fname, "x must be a finite number", 2) end
+  if not finite(d) or d < 0 then check.arg_fail(5, fname, "d must be a finite number >= 0", 2) end
+  return root_pos(clip, j, x, loop and true or false, d)
+end
 
 return M

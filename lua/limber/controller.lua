@@ -334,7 +334,7 @@ local function triangulate(pts)
       for e = 1, 3 do
         local a, b = tr[e], tr[e % 3 + 1]
         local key = math.min(a, b) .. ":" .. math.max(a, b)
-        edges[key] = edges[key] and false or { a, b }
+        if edges[key] == nil then edges[key] = { a, b } else edges[key] = false end
       end
     end
     for _, e in pairs(edges) do
@@ -349,6 +349,43 @@ local function triangulate(pts)
       if math.abs(area) > 1e-12 * span * span then out[#out + 1] = tr end
     end
   end
+  return out
+end
+
+-- The edges weights fall back to outside the triangles: the hull's (the
+-- edges of one triangle only), or, without triangles (collinear points),
+-- the segments between neighbours along the line.
+local function hull_edges(pts, tris)
+  local count, edges = {}, {}
+  for _, tr in ipairs(tris) do
+    for e = 1, 3 do
+      local a, b = tr[e], tr[e % 3 + 1]
+      local key = math.min(a, b) .. ":" .. math.max(a, b)
+      count[key] = (count[key] or 0) + 1
+      if count[key] == 1 then edges[key] = { a, b } end
+    end
+  end
+  local out = {}
+  for key, e in pairs(edges) do
+    if count[key] == 1 then out[#out + 1] = e end
+  end
+  table.sort(out, function(p, q) return p[1] < q[1] or (p[1] == q[1] and p[2] < q[2]) end)
+  if #tris > 0 or #pts < 2 then return out end
+  -- collinear: order along the direction between the two farthest points
+  local a, b, far = 1, 2, -1
+  for i = 1, #pts do
+    for j = i + 1, #pts do
+      local d = (pts[i][1] - pts[j][1]) ^ 2 + (pts[i][2] - pts[j][2]) ^ 2
+      if d > far then a, b, far = i, j, d end
+    end
+  end
+  local dx, dy = pts[b][1] - pts[a][1], pts[b][2] - pts[a][2]
+  local order = {}
+  for i = 1, #pts do order[i] = i end
+  table.sort(order, function(p, q)
+    return (pts[p][1] * dx + pts[p][2] * dy) < (pts[q][1] * dx + pts[q][2] * dy)
+  end)
+  for i = 1, #order - 1 do out[#out + 1] = { order[i], order[i + 1] } end
   return out
 end
 
@@ -384,8 +421,9 @@ function M.blend2d(points, opts)
   end
   local pts = {}
   for k, p in ipairs(list) do pts[k] = p.at end
-  return setmetatable({ points = list, sync = opts.sync ~= false, dims = 2,
-                        tris = triangulate(pts) }, SPACE_MT)
+  local tris = triangulate(pts)
+  return setmetatable({ points = list, sync = opts.sync ~= false, dims = 2, tris = tris,
+                        edges = hull_edges(pts, tris) }, SPACE_MT)
 end
 
 -- The closest point to (x, y) on segment a b: parameter t in [0, 1], squared distance.
@@ -422,20 +460,16 @@ local function weights_2d(space, x, y)
       return w
     end
   end
-  -- outside the hull (or collinear points): the nearest point of an edge
-  -- (the triangles' edges, or between any two points when there are none)
+  -- outside the hull: the nearest point of a hull edge (collinear points:
+  -- of a segment between neighbours along their line)
   local best
-  local function try(ia, ib)
-    local t, d2 = on_segment(pts[ia].at, pts[ib].at, x, y)
-    if not best or d2 < best[1] then best = { d2, ia, ib, t } end
+  for _, e in ipairs(space.edges) do
+    local t, d2 = on_segment(pts[e[1]].at, pts[e[2]].at, x, y)
+    if not best or d2 < best[1] then best = { d2, e[1], e[2], t } end
   end
-  if #space.tris > 0 then
-    for _, tr in ipairs(space.tris) do try(tr[1], tr[2]); try(tr[2], tr[3]); try(tr[3], tr[1]) end
-  elseif #pts == 1 then
+  if not best then
     w[1] = 1
     return w
-  else
-    for a = 1, #pts - 1 do for b = a + 1, #pts do try(a, b) end end
   end
   w[best[2]], w[best[3]] = 1 - best[4], best[4]
   return w
@@ -447,11 +481,16 @@ local function space_weights(space, x)
   return weights_2d(space, x[1], x[2])
 end
 
--- Whether x is a parameter value for the space (finite number, or pair).
-local function param_ok(space, x)
-  if space.dims == 1 then return type(x) == "number" and x == x end
-  return type(x) == "table" and type(x[1]) == "number" and type(x[2]) == "number"
-    and math.abs(x[1]) <= 1e15 and math.abs(x[2]) <= 1e15
+-- x as a parameter value for the space (a number, or a fresh { x, y } read
+-- raw, once), or nil when it is not one.
+local function param_of(space, x)
+  if space.dims == 1 then return (type(x) == "number" and x == x) and x or nil end
+  if type(x) ~= "table" then return nil end
+  local a, b = rawget(x, 1), rawget(x, 2)
+  if type(a) == "number" and type(b) == "number" and math.abs(a) <= 1e15
+      and math.abs(b) <= 1e15 then
+    return { a, b }
+  end
 end
 
 -- Sets the weights (and, synced, the rates) of the space playing on layer n.
@@ -488,10 +527,12 @@ function Controller:play_space(i, layer, space, x, opts)
   if getmetatable(space) ~= SPACE_MT then
     check.arg_error(4, fname, "blend space (limber.controller.blend1d or blend2d)", space, 2)
   end
-  if not param_ok(space, x) then
+  local px = param_of(space, x)
+  if px == nil then
     check.arg_fail(5, fname, space.dims == 1 and "x must be a number"
       or "x must be { x, y } (numbers, |x|, |y| <= 1e15)", 2)
   end
+  x = px
   opts = check.options(6, fname, opts, { fade = "number", phase = "number" }, 2)
   local fade, phase = opts.fade or 0, opts.phase or 0
   if fade ~= fade or fade < 0 or fade > 3.4e38 then
@@ -541,11 +582,12 @@ function Controller:set_param(i, layer, x, fade)
   end
   local sp = self.spaces[(i - 1) * self.L + n]
   if not sp then check.arg_fail(3, fname, "no blend space plays on that layer", 2) end
-  if not param_ok(sp.space, x) then
+  local px = param_of(sp.space, x)
+  if px == nil then
     check.arg_fail(4, fname, sp.space.dims == 1 and "x must be a number"
       or "x must be { x, y } (numbers, |x|, |y| <= 1e15)", 2)
   end
-  apply_space(self, i, n, sp, x, fade)
+  apply_space(self, i, n, sp, px, fade)
 end
 
 -- ---- state machines ---------------------------------------------------------
