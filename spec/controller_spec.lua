@@ -116,7 +116,8 @@ describe("limber.controller", function()
       local c = { { 0, names[math.random(3)], 0 } }
       local t = 0
       for _ = 1, math.random(3, 6) do
-        t = t + H.rand(0.02, 0.15)
+        -- at frames of both rates (multiples of 1/60 s): the same chain at both
+        t = t + math.random(1, 9) / 60
         c[#c + 1] = { t, names[math.random(3)], H.rand(0.02, 0.1) }
       end
       local w60 = run_chain(c, 60, t + 0.5)

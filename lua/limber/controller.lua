@@ -36,6 +36,23 @@ local function fail(fname, msg, level)
   error(fname .. ": " .. msg, (level or 1) + 1)
 end
 
+-- A caller's table read once, raw (no metamethods): a plain copy of its
+-- fields, or of its array part 1 .. n (until the first nil); non-tables
+-- pass through, to be refused by the checks that follow.
+local function raw(t)
+  return type(t) == "table" and check.snapshot(t) or t
+end
+local function rawlist(t)
+  if type(t) ~= "table" then return t end
+  local out = {}
+  local k = 1
+  while rawget(t, k) ~= nil do
+    out[k] = rawget(t, k)
+    k = k + 1
+  end
+  return out
+end
+
 local function check_self(self, name)
   if getmetatable(self) ~= Controller then
     check.arg_error(1, "limber.Controller:" .. name, "limber.Controller", self, 3)
@@ -59,6 +76,7 @@ local FIELDS = { pose = true, clips = true, layers = true, sources = true, palet
 function M.new(desc)
   local fname = "limber.controller"
   if type(desc) ~= "table" then check.arg_error(1, fname, "table", desc, 2) end
+  desc = raw(desc)
   for k in pairs(desc) do
     if not FIELDS[k] then fail(fname, ("unknown field '%s'"):format(tostring(k)), 2) end
   end
@@ -66,7 +84,7 @@ function M.new(desc)
   if not check.is_a(pose, "limber.Pose") then
     fail(fname, "desc.pose must be a limber.Pose", 2)
   end
-  local clips = desc.clips
+  local clips = rawlist(desc.clips)
   if type(clips) ~= "table" or #clips == 0 then
     fail(fname, "desc.clips must be a non-empty array of limber.Clip", 2)
   end
@@ -87,13 +105,14 @@ function M.new(desc)
   if type(ew) ~= "number" or ew ~= ew or ew < 0 then
     fail(fname, "desc.event_weight must be a number >= 0", 2)
   end
-  local layers = desc.layers or { { name = "base" } }
+  local layers = rawlist(desc.layers or { { name = "base" } })
   if type(layers) ~= "table" or #layers == 0 then
     fail(fname, "desc.layers must be a non-empty array", 2)
   end
   local skel = pose:skeleton()
   local pl, names, masks = {}, {}, {}
   for n, ly in ipairs(layers) do
+    ly = raw(ly)
     if type(ly) ~= "table" then fail(fname, ("desc.layers[%d] must be a table"):format(n), 2) end
     for k in pairs(ly) do
       if k ~= "name" and k ~= "mode" and k ~= "weight" and k ~= "mask" and k ~= "reference" then
@@ -251,12 +270,14 @@ local SPACE_MT = { __name = "limber.BlendSpace" }
 -- @treturn table the blend space (pass it to `Controller:play_space`)
 function M.blend1d(points, opts)
   local fname = "limber.controller.blend1d"
+  points = rawlist(points)
   if type(points) ~= "table" or #points == 0 then
     check.arg_error(1, fname, "non-empty array of points", points, 2)
   end
   opts = check.options(2, fname, opts, { sync = "boolean" }, 2)
   local list = {}
   for k, p in ipairs(points) do
+    p = raw(p)
     if type(p) ~= "table" or p.clip == nil or type(p.at) ~= "number" or p.at ~= p.at
         or math.abs(p.at) > 3.4e38 then
       check.arg_fail(1, fname, ("points[%d] must be { clip =, at = finite number }"):format(k), 2)
@@ -399,13 +420,15 @@ end
 -- @treturn table the blend space
 function M.blend2d(points, opts)
   local fname = "limber.controller.blend2d"
+  points = rawlist(points)
   if type(points) ~= "table" or #points == 0 then
     check.arg_error(1, fname, "non-empty array of points", points, 2)
   end
   opts = check.options(2, fname, opts, { sync = "boolean" }, 2)
   local list, seen = {}, {}
   for k, p in ipairs(points) do
-    local at = type(p) == "table" and p.at
+    p = raw(p)
+    local at = type(p) == "table" and rawlist(p.at)
     local ok = type(at) == "table" and p.clip ~= nil and type(at[1]) == "number"
       and type(at[2]) == "number" and math.abs(at[1]) <= 1e12 and math.abs(at[2]) <= 1e12
     if not ok then
@@ -624,6 +647,7 @@ function M.machine(def)
   local fname = "limber.controller.machine"
   local function bad(msg) check.arg_fail(1, fname, msg, 3) end
   if type(def) ~= "table" then check.arg_error(1, fname, "table", def, 2) end
+  def = raw(def)
   for k in pairs(def) do
     if k ~= "initial" and k ~= "states" and k ~= "transitions" then
       bad(("unknown field '%s'"):format(tostring(k)))
@@ -631,7 +655,8 @@ function M.machine(def)
   end
   if type(def.states) ~= "table" then bad("states must be a table of states by name") end
   local states = {}
-  for name, st in pairs(def.states) do
+  for name, st in pairs(raw(def.states)) do
+    st = raw(st)
     if type(name) ~= "string" or type(st) ~= "table" then bad("states must map names to tables") end
     for k in pairs(st) do
       if not STATE_KEYS[k] then
@@ -641,10 +666,11 @@ function M.machine(def)
     local space = st.space
     if space ~= nil then
       if getmetatable(space) ~= SPACE_MT then
-        local p1 = type(space) == "table" and space[1]
-        local two = type(p1) == "table" and type(p1.at) == "table"
+        local p1 = type(space) == "table" and rawget(space, 1)
+        local two = type(p1) == "table" and type(rawget(p1, "at")) == "table"
         space = two and M.blend2d(space) or M.blend1d(space)
       end
+      if type(st.param) == "table" then st.param = rawlist(st.param) end
       local pok = space.dims == 1 and type(st.param) == "string"
         or space.dims == 2 and type(st.param) == "table" and type(st.param[1]) == "string"
           and type(st.param[2]) == "string"
@@ -666,8 +692,11 @@ function M.machine(def)
   end
   if not states[def.initial] then bad("initial must name a state") end
   local list = {}
-  for k, tr in ipairs(def.transitions or {}) do
+  local transitions = rawlist(def.transitions or {})
+  if type(transitions) ~= "table" then bad("transitions must be an array") end
+  for k, tr in ipairs(transitions) do
     local where = ("transitions[%d]"):format(k)
+    tr = raw(tr)
     if type(tr) ~= "table" then bad(where .. " must be a table") end
     for key in pairs(tr) do
       if not TRANSITION_KEYS[key] then
@@ -683,7 +712,10 @@ function M.machine(def)
       bad(where .. ": fade must be >= 0")
     end
     local when = {}
-    for c, cond in ipairs(tr.when or {}) do
+    local conds = rawlist(tr.when or {})
+    if type(conds) ~= "table" then bad(where .. ".when must be an array") end
+    for c, cond in ipairs(conds) do
+      cond = rawlist(cond)
       if type(cond) ~= "table" or type(cond[1]) ~= "string" or not OPS[cond[2]]
           or (type(cond[3]) ~= "number" and type(cond[3]) ~= "boolean") then
         bad(("%s.when[%d] must be { param, op, number or boolean }"):format(where, c))
