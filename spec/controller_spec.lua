@@ -339,8 +339,9 @@ describe("limber.controller", function()
             nearest = math.min(nearest, (p.at[1] - x) ^ 2 + (p.at[2] - y) ^ 2)
           end
           local d2 = (px - x) ^ 2 + (py - y) ^ 2
-          assert.is_true(d2 <= nearest + 1e-9, ("round %d (%g, %g)"):format(round, x, y))
-          if count == 3 then assert.is_true(d2 < 1e-10) end
+          -- the weights are floats (about 6e-8 relative), points up to 16 away
+          assert.is_true(math.sqrt(d2) <= math.sqrt(nearest) + 1e-5, ("round %d (%g, %g)"):format(round, x, y))
+          if count == 3 then assert.is_true(math.sqrt(d2) < 1e-5) end
           -- continuous: a step of 1e-7 moves the weights by little
           local w2 = weights(x + 1e-7, y - 1e-7)
           for k = 1, n do assert.is_true(math.abs((w[k] or 0) - (w2[k] or 0)) < 1e-4) end
