@@ -510,4 +510,64 @@ H.lua_libs = H.lua == "luajit" and "-lluajit-5.1" or "-llua" .. H.lua
 H.floatstr = pcall(string.format, "%a", 0.5) and function(v) return ("%a"):format(v) end
   or function(v) return ("%.17g"):format(v) end
 
+-- ---- skinning data --------------------------------------------------------
+
+-- A random skeleton, a pose batch of `n` random instances and a palette.
+function H.skin_palette(joints, n, layout, skin_joints)
+  local limber = require "limber"
+  local skel = limber.skeleton(H.rand_joints(joints, 2))
+  local pose = H.rand_pose(skel, n)
+  pose:local_to_model()
+  local skin = skin_joints and limber.skin(skel, skin_joints) or nil
+  local pal = limber.palette(pose, { layout = layout, skin = skin })
+  pal:update()
+  return pal, skel, pose
+end
+
+-- Palette entry k (1-based) of instance i as a column-major 4x4.
+function H.palette_entry(pal, i, k)
+  local e = pal:get(i, k)
+  if #e == 16 then return e end
+  return { e[1], e[5], e[9], 0, e[2], e[6], e[10], 0, e[3], e[7], e[11], 0, e[4], e[8], e[12], 1 }
+end
+
+-- Random mesh data in file order: flat Lua arrays; joints 0-based.
+function H.skin_random_mesh(V, K, opts)
+  opts = opts or {}
+  local m = { pos = {}, nrm = {}, tan = {}, jnt = {}, wgt = {}, idx = {}, V = V }
+  for _ = 1, V do
+    for _ = 1, 3 do m.pos[#m.pos + 1] = H.rand(-2, 2) end
+    local x, y, z = H.rand(-1, 1), H.rand(-1, 1), H.rand(-1, 1)
+    local n = math.sqrt(x * x + y * y + z * z) + 1e-3
+    m.nrm[#m.nrm + 1], m.nrm[#m.nrm + 2], m.nrm[#m.nrm + 3] = x / n, y / n, z / n
+    m.tan[#m.tan + 1], m.tan[#m.tan + 2], m.tan[#m.tan + 3] = H.rand(-1, 1), H.rand(-1, 1), 0.5
+    m.tan[#m.tan + 1] = math.random() < 0.5 and -1 or 1
+    local k = opts.influences or math.random(1, 4)
+    local slots = H.shuffle({ 1, 2, 3, 4 })
+    local w = { 0, 0, 0, 0 }
+    for q = 1, k do w[slots[q]] = H.rand(0.05, 1) end -- unnormalised on purpose
+    for q = 1, 4 do
+      m.jnt[#m.jnt + 1] = math.random(0, K - 1)
+      m.wgt[#m.wgt + 1] = w[q]
+    end
+  end
+  for _ = 1, (opts.tris or V) * 3 do m.idx[#m.idx + 1] = math.random(0, V - 1) end
+  return m
+end
+
+function H.skin_mesh_desc(m, opts)
+  local core = require "limber.core"
+  opts = opts or {}
+  local desc = {
+    positions = core.buffer("f32", 3, m.pos),
+    normals = not opts.no_normals and core.buffer("f32", 3, m.nrm) or nil,
+    tangents = opts.tangents and core.buffer("f32", 4, m.tan) or nil,
+    gpu_joints = core.buffer("u16", 4, m.jnt),
+    weights = core.buffer("f32", 4, m.wgt),
+    gpu_indices = core.buffer("u32", 1, m.idx),
+    skin = opts.skin,
+  }
+  return desc
+end
+
 return H

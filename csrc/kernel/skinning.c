@@ -261,9 +261,8 @@ static inline void normalize3(float v[3]) {
 
 /* Transforms and writes sorted vertex v with the blended matrix B. */
 static inline void emit(const lmb_skin_range *r, uint32_t v, const float B[12]) {
-    const lmb_skin_mesh *m = r->mesh;
     size_t o = r->map ? r->map[v] : v;
-    const float *p = m->pos + (size_t)v * 4;
+    const float *p = r->src_pos + (size_t)(v - r->src_base) * 4;
     if (r->pos) {
         float *d = r->pos + o * r->pos_stride;
         for (int k = 0; k < 3; k++)
@@ -271,7 +270,7 @@ static inline void emit(const lmb_skin_range *r, uint32_t v, const float B[12]) 
         if (r->pos_wide) d[3] = 1.0f;
     }
     if (r->nrm) {
-        const float *n = m->nrm + (size_t)v * 4;
+        const float *n = r->src_nrm + (size_t)(v - r->src_base) * 4;
         float t[3];
         for (int k = 0; k < 3; k++)
             t[k] = B[k * 4] * n[0] + B[k * 4 + 1] * n[1] + B[k * 4 + 2] * n[2];
@@ -281,7 +280,7 @@ static inline void emit(const lmb_skin_range *r, uint32_t v, const float B[12]) 
         if (r->nrm_wide) d[3] = 0.0f;
     }
     if (r->tan) {
-        const float *n = m->tan + (size_t)v * 4;
+        const float *n = r->src_tan + (size_t)(v - r->src_base) * 4;
         float t[3];
         for (int k = 0; k < 3; k++)
             t[k] = B[k * 4] * n[0] + B[k * 4 + 1] * n[1] + B[k * 4 + 2] * n[2];
@@ -343,6 +342,22 @@ void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item) {
     r.full = t->full && !t->file_order;
     r.begin = c * LMB_SKIN_CHUNK;
     r.end = r.begin + LMB_SKIN_CHUNK < m->vertex_count ? r.begin + LMB_SKIN_CHUNK : m->vertex_count;
+    r.src_pos = m->pos, r.src_nrm = m->nrm, r.src_tan = m->tan;
+    r.src_base = 0;
+    /* morph targets: this chunk's morphed source vertices, in L1/L2 */
+    float mpos[LMB_SKIN_CHUNK * 4] __attribute__((aligned(64)));
+    float mnrm[LMB_SKIN_CHUNK * 4] __attribute__((aligned(64)));
+    float mtan[LMB_SKIN_CHUNK * 4] __attribute__((aligned(64)));
+    const float *w = t->morph ? t->morph_w + (size_t)i * t->morph->target_count : NULL;
+    if (w && lmb_morph_active(t->morph, w)) {
+        float *pn = r.nrm && t->morph->has_nrm ? mnrm : NULL;
+        float *pt = r.tan && t->morph->has_tan ? mtan : NULL;
+        lmb_morph_chunk(t->morph, w, c, r.begin, r.end, mpos, pn, pt);
+        r.src_pos = mpos;
+        if (pn) r.src_nrm = pn;
+        if (pt) r.src_tan = pt;
+        r.src_base = r.begin;
+    }
     int level = lmb_simd_level();
     if (level >= LMB_SIMD_AVX512)
         lmb_skin_range_avx512(&r);
@@ -563,6 +578,19 @@ void lmb_skin_target_init(lmb_skin_target *t, const lmb_skin_target_desc *d) {
     }
 }
 
+lmb_status lmb_skin_weights_check(const lmb_morph *mo, const float *w, uint32_t rows,
+                                  lmb_error *err) {
+    const uint32_t T = mo->target_count;
+    for (uint32_t i = 0; i < rows; i++)
+        for (uint32_t t = 0; t < T; t++) {
+            float x = w[(size_t)i * T + t];
+            if (!isfinite(x))
+                return lmb_error_set(err, LMB_ENAN, "weights",
+                                     "morph weight {j} of instance {i} is {v}", i, t, (double)x, 0);
+        }
+    return LMB_OK;
+}
+
 lmb_status lmb_skin_job_validate(const lmb_skin_job *j, lmb_error *err) {
     lmb_error_clear(err);
     const lmb_skin_mesh *m = j->mesh;
@@ -596,6 +624,19 @@ lmb_status lmb_skin_job_validate(const lmb_skin_job *j, lmb_error *err) {
     if (tg->s[LMB_SKIN_TAN].base && !m->has_tangents)
         return lmb_error_set(err, LMB_EINVAL, "tangents",
                              "the target wants tangents but the mesh has none", 0, 0, 0, 0);
+    if (j->morph) {
+        if (j->morph->mesh != m)
+            return lmb_error_set(err, LMB_EMISMATCH, "morph",
+                                 "the morph targets belong to another mesh", 0, 0, 0, 0);
+        if ((uint64_t)j->first + j->count > j->weight_rows)
+            return lmb_error_set(err, LMB_ERANGE, "weights",
+                                 "no morph weights for palette instances {i} .. {v}: {l} rows",
+                                 j->first, 0, (double)j->first + (double)j->count,
+                                 (double)j->weight_rows);
+        lmb_status st = lmb_skin_weights_check(
+            j->morph, j->morph_w + (size_t)j->first * j->morph->target_count, j->count, err);
+        if (st != LMB_OK) return st;
+    }
     uint64_t chunks = (m->vertex_count + LMB_SKIN_CHUNK - 1) / LMB_SKIN_CHUNK;
     if ((uint64_t)j->count * chunks > UINT32_MAX)
         return lmb_error_set(err, LMB_ERANGE, "count",
@@ -614,6 +655,8 @@ void lmb_skin_job_task(const lmb_skin_job *j, lmb_skin_task *t) {
     t->instances = j->count;
     t->file_order = tg->file_order;
     t->full = tg->spill_ok && !tg->file_order;
+    t->morph = j->morph;
+    t->morph_w = j->morph ? j->morph_w + (size_t)j->first * j->morph->target_count : NULL;
     lmb_skin_stream *out[3] = {&t->pos, &t->nrm, &t->tan};
     for (int k = 0; k < 3; k++) {
         *out[k] = tg->s[k];

@@ -27,6 +27,7 @@
 #define LIMBER_SKINNING_H
 
 #include "limber.h"
+#include "morph.h"
 
 /* Vertices per work item of a batched job. */
 #define LMB_SKIN_CHUNK 1024u
@@ -115,6 +116,8 @@ typedef struct lmb_skin_task {
     int file_order;
     int full; /* see lmb_skin_range.full; never with file_order */
     lmb_skin_stream pos, nrm, tan;
+    const lmb_morph *morph; /* NULL: no morph targets */
+    const float *morph_w;   /* instance i's weights at morph_w + i * target_count */
 } lmb_skin_task;
 
 /* Chunks of LMB_SKIN_CHUNK sorted vertices in one instance of a task. */
@@ -206,10 +209,18 @@ typedef struct lmb_skin_job {
     int layout;
     const lmb_skin_target *target;
     uint32_t first, count, slot;
+    /* optional morph targets of the mesh: palette instance i uses weights
+     * morph_w[i * target_count .. + target_count) of `weight_rows` rows */
+    const lmb_morph *morph;
+    const float *morph_w;
+    uint32_t weight_rows;
 } lmb_skin_job;
 
-/* Checks a job: the skins agree (LMB_EMISMATCH), layout is a palette
- * layout, the palette has an entry for every joint slot the mesh uses
+/* Checks a job: the morph targets (if any) belong to the mesh ("morph",
+ * LMB_EMISMATCH), their weights have a row for every palette instance the
+ * job reads ("weights", LMB_ERANGE) and those rows are finite ("weights",
+ * LMB_ENAN, index = the row, index2 = the target); the skins agree (LMB_EMISMATCH), layout is a
+ * palette layout, the palette has an entry for every joint slot the mesh uses
  * ("palette", value = the largest slot, limit = palette_joints), the
  * target holds the mesh's vertex count ("target"), the instance ranges
  * fit the palette ("first"/"count": index .. index2, limit = instances)
@@ -217,6 +228,12 @@ typedef struct lmb_skin_job {
  * mesh data ("normals", "tangents"), and the work fits one call (items <
  * 2^32, "count"). No side effects. */
 lmb_status lmb_skin_job_validate(const lmb_skin_job *j, lmb_error *err);
+
+/* Checks `rows` rows of morph weights (target_count floats each): every
+ * weight finite ("weights", LMB_ENAN, index = the row, index2 = the
+ * target). */
+lmb_status lmb_skin_weights_check(const lmb_morph *mo, const float *w, uint32_t rows,
+                                  lmb_error *err);
 
 /* The task of a validated job. Cannot fail. */
 void lmb_skin_job_task(const lmb_skin_job *j, lmb_skin_task *t);
@@ -236,9 +253,13 @@ lmb_status lmb_skin_batch_validate(const lmb_skin_task *tasks, uint32_t n,
                                    lmb_skin_footprint *scratch, lmb_error *err);
 
 /* Skins sorted vertices [begin, end) of one instance. `pal` is that
- * instance's palette; out_* point at that instance's vertex 0. */
+ * instance's palette; out_* point at that instance's vertex 0. Source
+ * vertex v is read at src_pos + 4 * (v - src_base) (likewise src_nrm,
+ * src_tan): the mesh's own arrays with src_base 0, or a morphed chunk. */
 typedef struct lmb_skin_range {
     const lmb_skin_mesh *mesh;
+    const float *src_pos, *src_nrm, *src_tan;
+    uint32_t src_base;
     const float *pal;
     int layout;
     const uint32_t *map; /* NULL or mesh->perm */

@@ -72,8 +72,8 @@ static void *scratch(lua_State *L, size_t bytes) {
 /* Reads desc[field] (at stack index `desc`) as `width` numbers per vertex
  * into a new scratch array of floats: an f32 Buffer of that width or a flat
  * table. *count receives the vertex count; NULL when the field is nil. */
-static float *read_vec_stream(lua_State *L, int desc, const char *field, uint32_t width,
-                              size_t *count) {
+static float *read_vec_stream_as(lua_State *L, const char *who, int desc, const char *field,
+                                 uint32_t width, size_t *count) {
     int t = lcore_rawfield(L, desc, field);
     if (t == LUA_TNIL) {
         lua_pop(L, 1);
@@ -83,25 +83,28 @@ static float *read_vec_stream(lua_State *L, int desc, const char *field, uint32_
     if (t == LUA_TTABLE) {
         lua_Integer n = (lua_Integer)lcore_rawlen(L, -1);
         if (n % width != 0)
-            luaL_error(L, "limber.skinning.mesh: %s has %I numbers, not a multiple of %d", field, n,
-                       (int)width);
+            luaL_error(L, "%s: %s has %I numbers, not a multiple of %d", who, field, n, (int)width);
         *count = (size_t)n / width;
         out = (float *)scratch(L, (size_t)n * sizeof(float));
-        lua_pushfstring(L, "limber.skinning.mesh: %s", field);
+        lua_pushfstring(L, "%s: %s", who, field);
         lcore_read_floats(L, -3, lua_tostring(L, -1), 1, out, (size_t)n);
         lua_pop(L, 1);
     } else {
         lbuffer *b = (lbuffer *)luaL_testudata(L, -1, BUFFER_MT);
         if (!b || b->type != LBUF_F32 || b->width != width)
-            luaL_error(L,
-                       "limber.skinning.mesh: %s must be an f32 Buffer of width %d or a flat table",
-                       field, (int)width);
+            luaL_error(L, "%s: %s must be an f32 Buffer of width %d or a flat table", who, field,
+                       (int)width);
         *count = b->count;
         out = (float *)scratch(L, b->count * width * sizeof(float));
         memcpy(out, b->data, b->count * width * sizeof(float));
     }
     lua_replace(L, -2); /* keep only the scratch */
     return out;
+}
+
+static float *read_vec_stream(lua_State *L, int desc, const char *field, uint32_t width,
+                              size_t *count) {
+    return read_vec_stream_as(L, "limber.skinning.mesh", desc, field, width, count);
 }
 
 /* An index stream (joint slots, vertex indices) from one of two fields:
@@ -518,16 +521,201 @@ static int l_target_tostring(lua_State *L) {
     return 1;
 }
 
+/* ---- SkinMorph -------------------------------------------------------- */
+
+#define SKINMORPH_MT "limber.SkinMorph"
+
+static lmb_morph *check_morph(lua_State *L, int arg) {
+    return (lmb_morph *)lmb_align_ptr(luaL_checkudata(L, arg, SKINMORPH_MT), 64);
+}
+
+/** core.skinning_morph(mesh, targets): the morph targets of a SkinMesh.
+ * targets[t] = { positions =, normals =, tangents = }: deltas in file order,
+ * 3 per vertex (f32 Buffers of width 3 or flat tables), any of them absent. */
+static int l_morph_new(lua_State *L) {
+    static const char *const who = "limber.skinning.morph";
+    static const char *const fields[3] = {"positions", "normals", "tangents"};
+    lmb_skin_mesh *mesh = check_mesh(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 2);
+    lua_Integer T = lcore_rawlen(L, 2);
+    if (T < 1 || T > (lua_Integer)LMB_MORPH_MAX_TARGETS)
+        return luaL_argerror(L, 2,
+                             lua_pushfstring(L, "%I targets, expected 1 to %I", T,
+                                             (lua_Integer)LMB_MORPH_MAX_TARGETS));
+    const float **arr = (const float **)scratch(L, 3 * (size_t)T * sizeof(float *)); /* 3 */
+    lua_createtable(L, (int)T * 3, 0); /* 4: anchors of the decoded streams */
+    for (lua_Integer t = 0; t < T; t++) {
+        if (lua_rawgeti(L, 2, t + 1) != LUA_TTABLE) /* 5 */
+            return luaL_error(L, "%s: targets[%I] must be a table", who, t + 1);
+        for (int k = 0; k < 3; k++) {
+            size_t n = 0;
+            lua_pushfstring(L, "targets[%I].%s", t + 1, fields[k]); /* 6 */
+            const char *name = lua_tostring(L, 6);
+            float *d = NULL;
+            if (lcore_rawfield(L, 5, fields[k]) == LUA_TNIL) { /* 7 */
+                lua_pop(L, 1);
+            } else {
+                /* read_vec_stream_as reads desc[field] and names it: give it
+                 * a one-field table keyed by the full name */
+                lua_createtable(L, 0, 1); /* 8 */
+                lua_pushvalue(L, 6);
+                lua_pushvalue(L, 7);
+                lua_rawset(L, 8);
+                lua_replace(L, 7);
+                d = read_vec_stream_as(L, who, 7, name, 3, &n); /* 8 */
+                if (n != mesh->vertex_count)
+                    return luaL_error(L, "%s: %s has %I vertices, the mesh %I", who, name,
+                                      (lua_Integer)n, (lua_Integer)mesh->vertex_count);
+                lua_rawseti(L, 4, (lua_Integer)(t * 3 + k + 1));
+                lua_pop(L, 1); /* 7 */
+            }
+            arr[(size_t)k * (size_t)T + (size_t)t] = d;
+            lua_pop(L, 1); /* 6 */
+        }
+        lua_pop(L, 1); /* 5 */
+    }
+    lmb_morph_source src;
+    src.vertex_count = mesh->vertex_count;
+    src.target_count = (uint32_t)T;
+    src.pos = arr;
+    src.nrm = arr + T;
+    src.tan = arr + 2 * T;
+    /* a stream no target has is absent (NULL) */
+    int any[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++)
+        for (lua_Integer t = 0; t < T; t++)
+            any[k] |= arr[(size_t)k * (size_t)T + (size_t)t] != NULL;
+    if (!any[1]) src.nrm = NULL;
+    if (!any[2]) src.tan = NULL;
+    uint32_t entries;
+    lmb_error err;
+    if (lmb_morph_count(&src, mesh, &entries, &err) != LMB_OK) return lcore_raise(L, &err, who);
+    size_t bytes = lmb_morph_bytes(&src, entries);
+    if (bytes == 0) return luaL_error(L, "%s: the targets are too large", who);
+    void *mem = lcore_newobject(L, bytes, 1, SKINMORPH_MT);
+    lmb_morph_build(mem, &src, mesh, entries);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1); /* the targets read the mesh's arrays */
+    return 1;
+}
+
+static int l_morph_targets(lua_State *L) {
+    lua_pushinteger(L, check_morph(L, 1)->target_count);
+    return 1;
+}
+
+static int l_morph_entries(lua_State *L) {
+    lua_pushinteger(L, check_morph(L, 1)->entry_count);
+    return 1;
+}
+
+static int l_morph_vertices(lua_State *L) {
+    lua_pushinteger(L, check_morph(L, 1)->vertex_count);
+    return 1;
+}
+
+static int l_morph_has_normals(lua_State *L) {
+    lua_pushboolean(L, check_morph(L, 1)->has_nrm != 0);
+    return 1;
+}
+
+static int l_morph_has_tangents(lua_State *L) {
+    lua_pushboolean(L, check_morph(L, 1)->has_tan != 0);
+    return 1;
+}
+
+static int l_morph_mesh(lua_State *L) {
+    check_morph(L, 1);
+    lua_getiuservalue(L, 1, 1);
+    return 1;
+}
+
+/** morph:gpu_delta_buffer([order]): a new f32 Buffer of width 4 holding every
+ * delta for a vertex shader: element (s * T + t) * V + v (0-based) is stream
+ * s's delta (0 positions, then normals if any target has them, then
+ * tangents) of target t at vertex v, xyz and 0; v in sorted order (default,
+ * matches the skinned outputs and gpu_index_buffer) or "file" order. */
+static int l_morph_gpu(lua_State *L) {
+    static const char *const orders[] = {"sorted", "file", NULL};
+    lmb_morph *mo = check_morph(L, 1);
+    int file = luaL_checkoption(L, 2, "sorted", orders);
+    const lmb_skin_mesh *m = mo->mesh;
+    size_t T = mo->target_count, V = mo->vertex_count;
+    size_t S = 1u + (mo->has_nrm ? 1u : 0u) + (mo->has_tan ? 1u : 0u);
+    lbuffer *b = lbuf_push(L, LBUF_F32, 4, S * T * V);
+    float *out = (float *)b->data;
+    memset(out, 0, S * T * V * 4 * sizeof(float));
+    for (size_t t = 0; t < T; t++) {
+        const uint32_t *st = mo->start + t * (mo->chunks + 1);
+        for (uint32_t e = st[0]; e < st[mo->chunks]; e++) {
+            size_t v = file ? m->perm[mo->vertex[e]] : mo->vertex[e];
+            const float *d = mo->delta + (size_t)e * mo->stride;
+            for (size_t k = 0; k < S; k++)
+                memcpy(out + ((k * T + t) * V + v) * 4, d + 3 * k, 3 * sizeof(float));
+        }
+    }
+    return 1;
+}
+
+static int l_morph_tostring(lua_State *L) {
+    lmb_morph *mo = check_morph(L, 1);
+    lua_pushfstring(L, "limber.SkinMorph(%d targets, %d vertices, %d deltas)",
+                    (int)mo->target_count, (int)mo->vertex_count, (int)mo->entry_count);
+    return 1;
+}
+
+/* The morph weights of a job: `weights` at stack index w, an f32 Buffer or
+ * (allow_table) a flat table of numbers copied into a scratch userdata left
+ * on the stack; rows of the morph's target count. */
+static const float *job_weights(lua_State *L, int w, const lmb_morph *mo, int allow_table,
+                                const char *who, uint32_t *rows) {
+    size_t n;
+    const float *data;
+    lbuffer *b = (lbuffer *)luaL_testudata(L, w, BUFFER_MT);
+    if (b && b->type == LBUF_F32) {
+        n = b->count * b->width;
+        data = (const float *)b->data;
+    } else if (allow_table && lua_type(L, w) == LUA_TTABLE) {
+        n = (size_t)lcore_rawlen(L, w);
+        float *f = (float *)scratch(L, n * sizeof(float));
+        lua_pushfstring(L, "%s: weights", who);
+        lcore_read_floats(L, w, lua_tostring(L, -1), 1, f, n);
+        lua_pop(L, 1);
+        data = f;
+    } else {
+        luaL_error(L, "%s: weights must be an f32 Buffer%s", who,
+                   allow_table ? " or a flat table of numbers" : "");
+        return NULL;
+    }
+    if (n % mo->target_count != 0)
+        luaL_error(L, "%s: %I morph weights are not rows of %I (the target count)", who,
+                   (lua_Integer)n, (lua_Integer)mo->target_count);
+    size_t r = n / mo->target_count;
+    *rows = r > UINT32_MAX ? UINT32_MAX : (uint32_t)r;
+    return data;
+}
+
 /* ---- jobs ------------------------------------------------------------- */
 
 /* Fills a task for palette instances [first, first + count) written to
  * target instances [slot, slot + count), after the kernel checked that the
  * objects fit (lmb_skin_job_validate). Raises naming the problem; writes
  * nothing. */
-static void make_task(lua_State *L, int mesh_arg, int pal_arg, int tg_arg, uint32_t first,
-                      uint32_t count, uint32_t slot, const char *who, lmb_skin_task *task) {
+static void make_task(lua_State *L, int mesh_arg, int pal_arg, int tg_arg, int morph_arg, int w_arg,
+                      int allow_table, uint32_t first, uint32_t count, uint32_t slot,
+                      const char *who, lmb_skin_task *task) {
     lmb_skin_job j;
     memset(&j, 0, sizeof j);
+    if (morph_arg && !lua_isnil(L, morph_arg)) {
+        if (!luaL_testudata(L, morph_arg, SKINMORPH_MT))
+            luaL_error(L, "%s: morph must be a limber.SkinMorph", who);
+        j.morph = check_morph(L, morph_arg);
+        if (lua_isnil(L, w_arg)) luaL_error(L, "%s: morph targets need weights", who);
+        j.morph_w = job_weights(L, w_arg, j.morph, allow_table, who, &j.weight_rows);
+    } else if (w_arg && !lua_isnil(L, w_arg)) {
+        luaL_error(L, "%s: weights without morph targets", who);
+    }
     j.mesh = check_mesh(L, mesh_arg);
     lpalette *pal = lcore_check_palette(L, pal_arg);
     j.target = check_target(L, tg_arg);
@@ -578,9 +766,11 @@ static void run_tasks(lua_State *L, const lmb_skin_task *tasks, const uint32_t *
     lmb_pool_run(lcore_pool(L), item_end[n - 1], run_item, &job);
 }
 
-/** core.skin_run(mesh, palette, target): skins every instance of the palette
- * with the mesh into the target (same instance counts). */
+/** core.skin_run(mesh, palette, target[, morph, weights]): skins every
+ * instance of the palette with the mesh into the target (same instance
+ * counts), with the morph targets at the weights (one row per instance). */
 static int l_skin(lua_State *L) {
+    lua_settop(L, 5);
     lpalette *pal = lcore_check_palette(L, 2);
     ltarget *tg = check_target(L, 3);
     check_mesh(L, 1);
@@ -590,7 +780,7 @@ static int l_skin(lua_State *L) {
                           "the target %I",
                           (lua_Integer)pal->instances, (lua_Integer)tg->instances);
     lmb_skin_task task;
-    make_task(L, 1, 2, 3, 0, pal->instances, 0, "limber.skinning.skin", &task);
+    make_task(L, 1, 2, 3, 4, 5, 1, 0, pal->instances, 0, "limber.skinning.skin", &task);
     uint32_t end = (uint32_t)lmb_skin_task_items(&task); /* < 2^32: validated */
     run_tasks(L, &task, &end, 1);
     return 0;
@@ -651,7 +841,7 @@ static int l_batch_new(lua_State *L) {
     lbatch *b = (lbatch *)lcore_newobject(L, bytes, 1, SKINBATCH_MT); /* 2 */
     b->tasks = (lmb_skin_task *)(void *)((char *)b + lmb_align_up(sizeof(lbatch), 64));
     b->item_end = (uint32_t *)(void *)(b->tasks + n);
-    lua_createtable(L, (int)n * 3, 0); /* 3: anchors */
+    lua_createtable(L, (int)n * 5, 0); /* 3: anchors */
     slot_range *ranges = (slot_range *)lua_newuserdatauv(L, (size_t)n * sizeof(slot_range), 0);
     lua_insert(L, 1); /* scratch below the arguments: 1 scratch, 2 jobs, 3 batch, 4 anchors */
     uint64_t items = 0;
@@ -661,6 +851,8 @@ static int l_batch_new(lua_State *L) {
         lcore_rawfield(L, 5, "mesh");    /* 6 */
         lcore_rawfield(L, 5, "palette"); /* 7 */
         lcore_rawfield(L, 5, "target");  /* 8 */
+        lcore_rawfield(L, 5, "morph");   /* 9 */
+        lcore_rawfield(L, 5, "weights"); /* 10 */
         if (!luaL_testudata(L, 6, SKINMESH_MT))
             return luaL_error(L, "limber.skinning.batch: job %I: mesh must be a limber.SkinMesh",
                               k);
@@ -677,17 +869,18 @@ static int l_batch_new(lua_State *L) {
                               (lua_Integer)first, (lua_Integer)pal->instances);
         uint32_t count = opt_field(L, 5, "count", pal->instances - first + 1, k);
         uint32_t slot = opt_field(L, 5, "slot", first, k);
-        lua_pushfstring(L, "limber.skinning.batch: job %I", k); /* 9 */
-        make_task(L, 6, 7, 8, first - 1, count, slot - 1, lua_tostring(L, 9), &b->tasks[k - 1]);
+        lua_pushfstring(L, "limber.skinning.batch: job %I", k); /* 11 */
+        make_task(L, 6, 7, 8, 9, 10, 0, first - 1, count, slot - 1, lua_tostring(L, 11),
+                  &b->tasks[k - 1]);
         ranges[k - 1].target = lua_touserdata(L, 8);
         ranges[k - 1].slot = slot - 1;
         ranges[k - 1].count = count;
         ranges[k - 1].job = (uint32_t)k;
         items += lmb_skin_task_items(&b->tasks[k - 1]);
         b->item_end[k - 1] = (uint32_t)(items > UINT32_MAX ? UINT32_MAX : items);
-        for (int a = 0; a < 3; a++) {
+        for (int a = 0; a < 5; a++) {
             lua_pushvalue(L, 6 + a);
-            lua_rawseti(L, 4, (k - 1) * 3 + a + 1);
+            lua_rawseti(L, 4, (k - 1) * 5 + a + 1);
         }
         lua_settop(L, 4);
     }
@@ -721,6 +914,8 @@ static int l_batch_new(lua_State *L) {
 /** batch:run(): skins every job (in parallel on the worker pool). */
 static int l_batch_run(lua_State *L) {
     lbatch *b = check_batch(L, 1);
+    /* morph weights are read from their Buffers now; an f32 Buffer holds
+     * only finite floats (its writers refuse the others) */
     run_tasks(L, b->tasks, b->item_end, b->count);
     return 0;
 }
@@ -768,14 +963,25 @@ void lcore_open_skinning(lua_State *L) {
         {"run", l_batch_run}, {"job_count", l_batch_len}, {NULL, NULL}};
     static const luaL_Reg batch_meta[] = {
         {"__len", l_batch_len}, {"__tostring", l_batch_tostring}, {NULL, NULL}};
+    static const luaL_Reg morph_methods[] = {
+        {"target_count", l_morph_targets},      {"delta_count", l_morph_entries},
+        {"vertex_count", l_morph_vertices},     {"has_normals", l_morph_has_normals},
+        {"has_tangents", l_morph_has_tangents}, {"mesh", l_morph_mesh},
+        {"gpu_delta_buffer", l_morph_gpu},      {NULL, NULL}};
+    static const luaL_Reg morph_meta[] = {
+        {"__len", l_morph_targets}, {"__tostring", l_morph_tostring}, {NULL, NULL}};
     static const luaL_Reg pool_meta[] = {{"__gc", l_pool_gc}, {NULL, NULL}};
-    static const luaL_Reg funcs[] = {
-        {"skinning_mesh", l_mesh_new}, {"skinning_target", l_target_new},
-        {"skinning_run", l_skin},      {"skinning_batch", l_batch_new},
-        {"threads", l_threads},        {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"skinning_mesh", l_mesh_new},
+                                     {"skinning_target", l_target_new},
+                                     {"skinning_run", l_skin},
+                                     {"skinning_batch", l_batch_new},
+                                     {"skinning_morph", l_morph_new},
+                                     {"threads", l_threads},
+                                     {NULL, NULL}};
     lcore_class(L, SKINMESH_MT, mesh_meta, mesh_methods);
     lcore_class(L, SKINTARGET_MT, target_meta, target_methods);
     lcore_class(L, SKINBATCH_MT, batch_meta, batch_methods);
+    lcore_class(L, SKINMORPH_MT, morph_meta, morph_methods);
     luaL_newmetatable(L, POOL_MT);
     luaL_setfuncs(L, pool_meta, 0);
     lua_pop(L, 1);

@@ -64,18 +64,44 @@ end
 
 --- Skins every instance of `palette` with `mesh` into `target` (one call,
 -- all threads). Raises before writing anything if the objects do not fit.
+-- With `morph` (the mesh's `limber.SkinMorph`), each instance's vertices are
+-- morphed first (base + sum of weight x delta, in the same pass): `weights`
+-- holds one row of `morph:target_count()` numbers per palette instance (an
+-- f32 Buffer, or a flat table), every weight finite; a row of zeros costs
+-- nothing.
 -- @tparam limber.SkinMesh mesh
 -- @tparam limber.Palette palette
 -- @tparam limber.SkinTarget target
-function M.run(mesh, palette, target)
-  -- per frame: the core checks the three objects once; only its error is renamed
-  local ok, err = pcall(skin_run, mesh, palette, target)
+-- @tparam[opt] limber.SkinMorph morph
+-- @tparam[opt] limber.Buffer|table weights
+function M.run(mesh, palette, target, morph, weights)
+  -- per frame: the core checks the objects once; only its error is renamed
+  local ok, err = pcall(skin_run, mesh, palette, target, morph, weights)
   if not ok then rethrow(err, "limber.skinning.run", "skinning_run") end
 end
 
+--- The morph targets of a mesh (glTF `targets`), for `run` and batches.
+-- `targets[t]` is a table `{ positions =, normals =, tangents = }` of deltas
+-- in file order, 3 numbers per vertex (f32 Buffers of width 3 or flat
+-- tables; tangent deltas are xyz), each optional. Only vertices a target
+-- moves are kept (in sorted order), so a sparse target costs in proportion
+-- to its vertices. `morph:gpu_delta_buffer([order])` gives every delta in a
+-- layout a vertex shader can read (see docs/skinning.md).
+-- @tparam limber.SkinMesh mesh
+-- @tparam table targets
+-- @treturn limber.SkinMorph
+function M.morph(mesh, targets)
+  expect(targets, 2, "limber.skinning.morph", "table")
+  local ok, m = pcall(core.skinning_morph, mesh, targets)
+  if not ok then rethrow(m, "limber.skinning.morph", "skinning_morph") end
+  return m
+end
+
 --- Prepares a list of jobs run together by `batch:run()`. Each job is a
--- table `{ mesh =, palette =, target =, first = 1, count = (rest), slot = first }`:
--- palette instances first .. first + count - 1 go to target instances slot ...
+-- table `{ mesh =, palette =, target =, first = 1, count = (rest), slot = first,
+-- morph =, weights = }`: palette instances first .. first + count - 1 go to
+-- target instances slot ...; with `morph`, `weights` is an f32 Buffer of one
+-- row per palette instance, read (and checked) at every `batch:run()`.
 -- @tparam table jobs
 -- @treturn limber.SkinBatch
 function M.batch(jobs)

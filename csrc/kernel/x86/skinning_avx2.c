@@ -80,9 +80,9 @@ LMB_AVX2 static ALWAYS_INLINE void group(const lmb_skin_range *r, uint32_t k, ui
     const uint32_t width = ROWS ? 12 : 16;
     const uint16_t *J = m->joints + m->joint_off[k] + (size_t)(lo - m->first[k]) * k;
     const float *W = k > 1 ? m->weights + m->weight_off[k] + (size_t)(lo - m->first[k]) * k : NULL;
-    const float *sp = m->pos + (size_t)lo * 4;
-    const float *sn = N ? m->nrm + (size_t)lo * 4 : NULL;
-    const float *st = T ? m->tan + (size_t)lo * 4 : NULL;
+    const float *sp = r->src_pos + (size_t)(lo - r->src_base) * 4;
+    const float *sn = N ? r->src_nrm + (size_t)(lo - r->src_base) * 4 : NULL;
+    const float *st = T ? r->src_tan + (size_t)(lo - r->src_base) * 4 : NULL;
     const uint32_t *map = r->map;
     const size_t ps = r->pos_stride, ns = r->nrm_stride, ts = r->tan_stride;
     float *dp = P && !map ? r->pos + (size_t)lo * ps : NULL;
@@ -266,9 +266,9 @@ LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, u
     float *dp = P ? r->pos + (MAP ? 0 : (size_t)lo * ps) : NULL;
     float *dn = N ? r->nrm + (MAP ? 0 : (size_t)lo * ns) : NULL;
     float *dt = T ? r->tan + (MAP ? 0 : (size_t)lo * ts) : NULL;
-    const float *sp = m->pos + (size_t)lo * 4;
-    const float *sn = N ? m->nrm + (size_t)lo * 4 : NULL;
-    const float *st = T ? m->tan + (size_t)lo * 4 : NULL;
+    const float *sp = r->src_pos + (size_t)(lo - r->src_base) * 4;
+    const float *sn = N ? r->src_nrm + (size_t)(lo - r->src_base) * 4 : NULL;
+    const float *st = T ? r->src_tan + (size_t)(lo - r->src_base) * 4 : NULL;
     uint32_t v = lo;
     for (; v + 1 < hi; v += 2, J += 2 * k, W += 2 * wk, sp += 8) {
         if (MAP) {

@@ -175,9 +175,9 @@ LMB_AVX512 static ALWAYS_INLINE void group4(const lmb_skin_range *r, uint32_t k,
     c.nrm_tight =
         !map && (r->nrm_stride == 3 || (r->nrm_stride == 4 && r->nrm_wide)) ? r->nrm_stride : 0;
     c.tan_tight = !map && r->tan_stride == 4 ? 4 : 0;
-    const float *sp = m->pos + (size_t)lo * 4;
-    const float *sn = N ? m->nrm + (size_t)lo * 4 : NULL;
-    const float *st = T ? m->tan + (size_t)lo * 4 : NULL;
+    const float *sp = r->src_pos + (size_t)(lo - r->src_base) * 4;
+    const float *sn = N ? r->src_nrm + (size_t)(lo - r->src_base) * 4 : NULL;
+    const float *st = T ? r->src_tan + (size_t)(lo - r->src_base) * 4 : NULL;
     quad_out op = {{NULL}, r->pos_stride}, on = {{NULL}, r->nrm_stride},
              ot = {{NULL}, r->tan_stride};
     if (!MAP) { /* d[0] of vertex v, advanced by four per step */
