@@ -26,7 +26,7 @@ local function random_targets(m, tangents)
   if tangents then T[3].tangents = {} end
   for v = 1, m.V do
     local sparse, half = math.random() < 0.1, v % 2 == 0
-    for c = 1, 3 do
+    for _ = 1, 3 do
       T[1].positions[#T[1].positions + 1] = H.rand(-0.3, 0.3)
       T[1].normals[#T[1].normals + 1] = H.rand(-0.2, 0.2)
       T[2].positions[#T[2].positions + 1] = sparse and H.rand(-1, 1) or 0
