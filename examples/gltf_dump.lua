@@ -158,18 +158,34 @@ local function normal_mats(mesh_world)
   return winv, { winv[1], winv[4], winv[7], winv[2], winv[5], winv[8], winv[3], winv[6], winv[9] }
 end
 
+--- Position v (1-based) of a primitive with its morph targets applied at
+-- `weights` (base + sum of weight x delta; the base without targets).
+function D.morphed(prim, v, weights)
+  local p = prim.positions[v]
+  if not (prim.targets and weights) then return p end
+  local x, y, z = p[1], p[2], p[3]
+  for t, target in ipairs(prim.targets) do
+    local w = weights[t]
+    if w ~= 0 and target.positions then
+      local d = target.positions[v]
+      x, y, z = x + w * d[1], y + w * d[2], z + w * d[3]
+    end
+  end
+  return { x, y, z }
+end
+
 --- Plain Lua skinning of one primitive (the "obviously correct" reference):
 -- positions sum_k w_k * S[j_k] * p in world space, and normals as the
 -- reference computes them (blended matrix, then the mesh node's inverse and
 -- normal matrix). `mats[k]` is the skin matrix of skin joint slot k - 1;
 -- `mesh_world` the skinned node's world matrix.
 -- @treturn table positions (flat), table normals (flat or nil)
-function D.reference_skin(prim, mats, mesh_world)
+function D.reference_skin(prim, mats, mesh_world, weights)
   local P, N, J, W = prim.positions, prim.normals, prim.gpu_joints, prim.weights
   local pos, nor = {}, N and {} or nil
   local winv, wit = normal_mats(mesh_world)
   for v = 1, #P do
-    local p, j, w = P[v], J[v], W[v]
+    local p, j, w = D.morphed(prim, v, weights), J[v], W[v]
     local m = {}
     for e = 1, 16 do m[e] = 0 end
     for k = 1, 4 do
@@ -196,14 +212,19 @@ end
 --- The same through limber.skinning (the real kernel): the primitive's
 -- influence-sorted mesh is built once and cached on it; results are read
 -- back in file order.
-function D.limber_skin(prim, palette, mesh_world)
+function D.limber_skin(prim, palette, mesh_world, weights)
   local sk = require "limber.skinning"
   if not prim.limber_mesh then
     prim.limber_mesh = sk.mesh(prim)
     prim.limber_target = sk.target({ mesh = prim.limber_mesh, instances = 1, order = "file",
                                      positions = true, normals = prim.normals ~= nil })
+    if prim.targets then prim.limber_morph = sk.morph(prim.limber_mesh, prim.targets) end
   end
-  sk.run(prim.limber_mesh, palette, prim.limber_target)
+  if prim.limber_morph and weights then
+    sk.run(prim.limber_mesh, palette, prim.limber_target, prim.limber_morph, weights)
+  else
+    sk.run(prim.limber_mesh, palette, prim.limber_target)
+  end
   local n = prim.vertex_count
   local pos = floats(prim.limber_target:position_buffer(), n)
   local nor
@@ -234,7 +255,9 @@ function D.clip_sampler(anim, t, asset)
   local out = {}
   local function put(node, path, v)
     out[node] = out[node] or {}
-    out[node][path] = type(v[1]) == "table" and v[1] or move(v, 1, v.n, 1, {})
+    -- float tracks of a glTF asset are its morph weights
+    out[node][path == "float" and "weights" or path] = type(v[1]) == "table" and v[1]
+        or move(v, 1, v.n, 1, {})
   end
   for k, tr in ipairs(clip:node_tracks()) do
     put(tr.node, tr.path, pack(clip:sample_node(k, t, false))) -- t is already the clip time
@@ -318,7 +341,8 @@ function D.dump(asset, opts)
     local clip_time = 0
     local trs = {}
     for i, node in ipairs(nodes) do
-      trs[i] = { translation = node.translation, rotation = node.rotation, scale = node.scale }
+      trs[i] = { translation = node.translation, rotation = node.rotation, scale = node.scale,
+                 weights = node.weights }
     end
     local locals
     if anim then
@@ -331,8 +355,11 @@ function D.dump(asset, opts)
       for n, v in pairs(sampler(anim, clip_time, asset)) do
         local e = trs[n]
         trs[n] = { translation = v.translation or e.translation,
-                   rotation = v.rotation or e.rotation, scale = v.scale or e.scale }
-        locals[n] = lmath.trs_matrix(trs[n].translation, trs[n].rotation, trs[n].scale)
+                   rotation = v.rotation or e.rotation, scale = v.scale or e.scale,
+                   weights = v.weights or e.weights }
+        if v.translation or v.rotation or v.scale then
+          locals[n] = lmath.trs_matrix(trs[n].translation, trs[n].rotation, trs[n].scale)
+        end
       end
     end
     gltf.update_worlds(asset, locals)
@@ -372,10 +399,11 @@ function D.dump(asset, opts)
         local prims = array()
         for p, prim in ipairs(asset.meshes[sn.mesh].primitives) do
           local pos, nor
+          local w = trs[sn.node].weights
           if opts.plain_skinning then
-            pos, nor = D.reference_skin(prim, mats[sn.skin], nodes[sn.node].world)
+            pos, nor = D.reference_skin(prim, mats[sn.skin], nodes[sn.node].world, w)
           else
-            pos, nor = D.limber_skin(prim, palettes[sn.skin], nodes[sn.node].world)
+            pos, nor = D.limber_skin(prim, palettes[sn.skin], nodes[sn.node].world, w)
           end
           prims[p] = { primitive = p - 1, vertexCount = prim.vertex_count,
                        positionsWorld = array(pos), normalsWorld = nor and array(nor) or D.NULL }
@@ -384,13 +412,33 @@ function D.dump(asset, opts)
                                   nodeWorld = copy(nodes[sn.node].world), primitives = prims }
       end
     end
+    if opts.skinned then
+      -- meshes with morph targets and no skin: mesh-local morphed positions
+      frame.morphNodes = array()
+      for i, node in ipairs(nodes) do
+        if node.mesh and not node.skin and asset.meshes[node.mesh].target_count > 0 then
+          local prims = array()
+          for p, prim in ipairs(asset.meshes[node.mesh].primitives) do
+            local pos = array()
+            for v = 1, prim.vertex_count do
+              local q = D.morphed(prim, v, trs[i].weights)
+              pos[#pos + 1], pos[#pos + 2], pos[#pos + 3] = q[1], q[2], q[3]
+            end
+            prims[p] = { primitive = p - 1, vertexCount = prim.vertex_count, positionsLocal = pos }
+          end
+          frame.morphNodes[#frame.morphNodes + 1] = { node = i - 1, nodeWorld = copy(node.world),
+                                                      primitives = prims }
+        end
+      end
+    end
     if opts.nodes then
       frame.nodes = array()
       for i, node in ipairs(nodes) do
         frame.nodes[i] = { node = i - 1, name = node.name or D.NULL,
                            translation = copy(trs[i].translation),
                            rotation = copy(trs[i].rotation), scale = copy(trs[i].scale),
-                           world = copy(node.world) }
+                           world = copy(node.world),
+                           weights = trs[i].weights and array(copy(trs[i].weights)) or nil }
       end
     end
     out.frames[f] = frame

@@ -511,6 +511,7 @@ describe("the public surface table of docs/api-reference.md", function()
       ["limber.Plan"] = limber.plan({ pose = limber.pose(skel, 2), clips = { clip } }),
       ["limber.SkinMesh"] = mesh, ["limber.SkinTarget"] = target,
       ["limber.SkinBatch"] = skinning.batch({ { mesh = mesh, palette = pal, target = target } }),
+      ["limber.SkinMorph"] = skinning.morph(mesh, { { positions = { 0, 0, 1, 0, 0, 0, 0, 0, 0 } } }),
       ["limber.Slots"] = core.slots({ "a" }, { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 }),
       ["limber.anim.Player"] = crowd:player(1), ["limber.anim.Crowd"] = crowd, ["limber.Scene"] = scene,
       ["limber.Controller"] = require("limber.controller").new({ pose = limber.pose(skel, 2),

@@ -238,6 +238,16 @@ local function build_pool()
         try(pal.update, pal, 1, 2)
         try(skinning.run, mesh, pal, out)
         try(skinning.batch, { { mesh = mesh, palette = pal, target = out } })
+        -- morph targets (a dense one and a sparse one) and their weights
+        local n = mesh:vertex_count()
+        local dense, sparse = {}, {}
+        for k = 1, n * 3 do dense[k], sparse[k] = (k % 7) * 0.01, k == 4 and 1 or 0 end
+        local morph = try(skinning.morph, mesh, { { positions = dense }, { positions = sparse } })
+        local w = try(core.buffer, "f32", 2, { 0.5, 0, 1, 1 })
+        if morph and w then
+          try(skinning.run, mesh, pal, out, morph, w)
+          try(skinning.batch, { { mesh = mesh, palette = pal, target = out, morph = morph, weights = w } })
+        end
       end
     end
     add(asset.animations and asset.animations[1] and asset.animations[1].clip)

@@ -16,7 +16,7 @@ local read_json = H.read_json
 -- rotation; SimpleSkin's keys are off unit length by up to 2.3e-4).
 local function value(ch, k, width, cubic)
   local v = H.move(ch.values[cubic and (k - 1) * 3 + 2 or k], 1, width, 1, {})
-  if width == 4 and not cubic then
+  if ch.path == "rotation" and not cubic then
     local n = math.sqrt(v[1] ^ 2 + v[2] ^ 2 + v[3] ^ 2 + v[4] ^ 2)
     for c = 1, 4 do v[c] = v[c] / n end
   end
@@ -41,8 +41,26 @@ local function slerp(a, b, u)
   return { a[1] * s0 + b[1] * s1, a[2] * s0 + b[2] * s1, a[3] * s0 + b[3] * s1, a[4] * s0 + b[4] * s1 }
 end
 
+-- Morph weights (path "weights") are glTF SCALAR outputs, one per target
+-- per key: read as rows of ch.width values.
+local function rows(ch)
+  if ch.path ~= "weights" then return ch end
+  local per = ch.interpolation == "CUBICSPLINE" and 3 or 1
+  local out = { path = ch.path, interpolation = ch.interpolation, times = ch.times, values = {} }
+  for r = 1, #ch.times * per do
+    local row = {}
+    for c = 1, ch.width do
+      local x = ch.values[(r - 1) * ch.width + c] -- a width-1 Buffer gives numbers
+      row[c] = type(x) == "table" and x[1] or x
+    end
+    out.values[r] = row
+  end
+  return out
+end
+
 local function sample_channel(ch, t)
-  local width = ch.path == "rotation" and 4 or 3
+  local width = ch.path == "rotation" and 4 or ch.width or 3
+  ch = rows(ch)
   local cubic = ch.interpolation == "CUBICSPLINE"
   local n = #ch.times
   if t <= ch.times[1] then return value(ch, 1, width, cubic) end
@@ -62,14 +80,16 @@ local function sample_channel(ch, t)
       q[c] = (2 * u3 - 3 * u2 + 1) * a[c] + (u3 - 2 * u2 + u) * dt * out_t[c] + (-2 * u3 + 3 * u2) * b[c]
           + (u3 - u2) * dt * in_t[c]
     end
-    if width == 4 then
+    if ch.path == "rotation" then
       local nq = math.sqrt(q[1] ^ 2 + q[2] ^ 2 + q[3] ^ 2 + q[4] ^ 2)
       for c = 1, 4 do q[c] = q[c] / nq end
     end
     return q
   end
-  if width == 4 then return slerp(a, b, u) end
-  return { a[1] + (b[1] - a[1]) * u, a[2] + (b[2] - a[2]) * u, a[3] + (b[3] - a[3]) * u }
+  if ch.path == "rotation" then return slerp(a, b, u) end
+  local q = {}
+  for c = 1, width do q[c] = a[c] + (b[c] - a[c]) * u end
+  return q
 end
 
 local function reference_sampler(anim, t)
@@ -94,6 +114,8 @@ local ANIMATED = {
   { "Animation_Skin_06", "asset-generator/Animation_Skin/Animation_Skin_06.gltf", 1 },
   { "Animation_Skin_08", "asset-generator/Animation_Skin/Animation_Skin_08.gltf", 1 },
   { "InterpolationTest", "InterpolationTest/InterpolationTest.gltf", 9 },   -- node tracks only
+  { "SimpleMorph", "SimpleMorph/SimpleMorph.gltf", 1 },                    -- morph weights only
+  { "CesiumManMorph", "CesiumMan/CesiumManMorph.gltf", 2 },                -- skin + morph targets
 }
 
 local extent = H.gltf_extent
@@ -145,7 +167,10 @@ describe("glTF reference (animations, " .. via .. ")", function()
               assert.quat_near(rn.rotation, gn.rotation, tol)
               assert.near(rn.scale, gn.scale, tol)
               assert.near(rn.world, gn.world, tol_m)
+              assert.equal(rn.weights == nil, gn.weights == nil)
+              if rn.weights then assert.near(rn.weights, gn.weights, tol, "node weights " .. n) end
             end
+            H.compare_morph_nodes(rf, gf, tol * e)
           end
         end)
       end

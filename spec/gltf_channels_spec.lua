@@ -1,7 +1,8 @@
--- Animation channels limber does not sample: glTF `weights` (morph target)
--- channels count toward the animation's duration (a loop wraps at the
--- longest channel, not at the longest joint channel); an animation of only
--- weights channels gets empty clips of its duration; an optional
+-- Animation channels beyond joint transforms: glTF `weights` (morph target)
+-- channels become float tracks of the node clip (one value per target) and
+-- count toward the animation's duration (a loop wraps at the longest
+-- channel); a weights channel limber cannot animate (a node without morph
+-- targets) is skipped with a warning but still counts; an optional
 -- KHR_animation_pointer channel is skipped with a warning, a required one
 -- refuses the file by name.
 local H = require "spec.helper"
@@ -59,31 +60,64 @@ local function doc(opts)
   return cjson.encode(d)
 end
 
-describe("glTF channels limber does not sample", function()
-  it("count weights channels toward the duration, and the clip wraps there", function()
+describe("glTF weights and unsupported channels", function()
+  it("sample weights channels as float tracks and count them toward the duration", function()
     local asset = gltf.load_bytes(doc())
     local an = asset.animations[1]
     assert.equal(4, an.duration)
     assert.equal(4, an.clip:duration())
-    assert.truthy(table.concat(asset.warnings, "\n"):find("'weights'", 1, true))
+    assert.equal(0, #asset.warnings)
+    assert.same({ 0 }, asset.nodes[1].weights) -- the mesh's default weights
+    local tracks = an.clip:node_tracks()
+    assert.equal(2, #tracks)
+    assert.equal("float", tracks[2].path)
+    assert.near(0.75, an.clip:sample_node(2, 3, false), 1e-6)
     -- the 2 s translation holds its last key until 4 s, and the loop wraps at 4 s
     local x = an.clip:sample_node(1, 3, true)
     assert.near(4, x, 1e-6)
     x = an.clip:sample_node(1, 4.5, true)
     assert.near(1, x, 1e-6) -- 0.5 s into the loop: a quarter of the way to 4
+    assert.near(0.125, an.clip:sample_node(2, 4.5, true), 1e-6)
   end)
 
-  it("give an animation of only weights channels empty clips of its duration", function()
+  it("play an animation of only weights channels: gltf_dump gives the node's weights", function()
     local asset = gltf.load_bytes(doc { no_translation = true })
     local an = asset.animations[1]
     assert.equal(4, an.duration)
     assert.equal(4, an.clip:duration())
-    assert.equal(0, #an.clip:node_tracks())
-    -- gltf_dump --anim plays it (it used to say clips were not available)
+    assert.equal(1, #an.clip:node_tracks())
     local D = dofile(H.root .. "examples/gltf_dump.lua")
-    local out = D.dump(asset, { animation = 1, times = { 0, 3, 5 }, loop = "repeat" })
+    local out = D.dump(asset, { animation = 1, times = { 0, 3, 5 }, loop = "repeat", nodes = true,
+                                skinned = true })
     assert.equal(3, #out.frames)
     assert.equal(1, out.frames[3].clipTime)
+    assert.near(0.75, out.frames[2].nodes[1].weights[1], 1e-6)
+    assert.near(0.25, out.frames[3].nodes[1].weights[1], 1e-6)
+    -- the unskinned morphed triangle: base + 0.75 x (0, 0, 1) per vertex
+    local pos = out.frames[2].morphNodes[1].primitives[1].positionsLocal
+    assert.near({ 0, 0, 0.75, 1, 0, 0.75, 0, 1, 0.75 }, pos, 1e-6)
+  end)
+
+  it("skip a weights channel on a node without morph targets, keeping its duration", function()
+    local d = cjson.decode(doc { no_translation = true })
+    d.meshes[1].primitives[1].targets = nil
+    d.meshes[1].weights = nil
+    local asset = gltf.load_bytes(cjson.encode(d))
+    assert.equal(4, asset.animations[1].duration)
+    assert.truthy(table.concat(asset.warnings, "\n"):find("node without morph targets", 1, true))
+    -- and refuse weights that do not match the targets
+    d = cjson.decode(doc())
+    d.meshes[1].weights = { 0, 1 }
+    local ok, err = pcall(gltf.load_bytes, cjson.encode(d))
+    assert.is_false(ok)
+    assert.truthy(err:find("weights has 2 numbers for 1 morph targets", 1, true), err)
+    d.meshes[1].weights = { 0 }
+    d.nodes[1].weights = { 1, 2, 3 }
+    ok, err = pcall(gltf.load_bytes, cjson.encode(d))
+    assert.is_false(ok)
+    assert.truthy(err:find("nodes[0]: weights has 3 numbers for 1 morph targets", 1, true), err)
+    d.nodes[1].weights = { 0.5 } -- a node's weights override its mesh's
+    assert.same({ 0.5 }, gltf.load_bytes(cjson.encode(d)).nodes[1].weights)
   end)
 
   it("skip an optional KHR_animation_pointer channel with a warning", function()
@@ -91,7 +125,7 @@ describe("glTF channels limber does not sample", function()
       extensions = { KHR_animation_pointer = { pointer = "/nodes/0/weights" } } } }
     local asset = gltf.load_bytes(doc { channels = { pointer },
       more = { extensionsUsed = { "KHR_animation_pointer" } } })
-    assert.equal(1, #asset.animations[1].channels)
+    assert.equal(2, #asset.animations[1].channels)
     assert.truthy(table.concat(asset.warnings, "\n"):find("KHR_animation_pointer", 1, true))
     local ok, err = pcall(gltf.load_bytes, doc { channels = { pointer },
       more = { extensionsUsed = { "KHR_animation_pointer" }, extensionsRequired = { "KHR_animation_pointer" } } })

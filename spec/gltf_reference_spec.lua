@@ -11,6 +11,8 @@ local MODELS = {
   { "RiggedFigure", "RiggedFigure/RiggedFigure.glb" },
   { "RiggedSimple", "RiggedSimple/RiggedSimple.gltf" },
   { "SimpleSkin", "SimpleSkin/SimpleSkin.gltf" },
+  { "SimpleMorph", "SimpleMorph/SimpleMorph.gltf" },
+  { "CesiumManMorph", "CesiumMan/CesiumManMorph.gltf" },
 }
 -- InterpolationTest is bundled by the clip work; used when present.
 local probe = io.open(H.reference .. "InterpolationTest/rest.json")
@@ -68,8 +70,11 @@ local function compare_frames(ref, got, tol_m, tol_p, what)
         assert.quat_near(rn.rotation, gn.rotation, 1e-5)
         assert.near(rn.scale, gn.scale, 1e-5)
         assert.near(rn.world, gn.world, tol_m, what .. " node world " .. n)
+        assert.equal(rn.weights == nil, gn.weights == nil)
+        if rn.weights then assert.near(rn.weights, gn.weights, 1e-6, what .. " node weights " .. n) end
       end
     end
+    H.compare_morph_nodes(rf, gf, tol_p)
   end
 end
 

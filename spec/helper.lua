@@ -570,4 +570,21 @@ function H.skin_mesh_desc(m, opts)
   return desc
 end
 
+--- Compares a reference frame's morphNodes (unskinned meshes with morph
+-- targets: mesh-local morphed positions) with a gltf_dump frame's.
+function H.compare_morph_nodes(rf, gf, tol)
+  local assert = require "luassert"
+  local rm, gm = rf.morphNodes or {}, gf.morphNodes or {}
+  assert.equal(#rm, #gm)
+  for k, rn in ipairs(rm) do
+    local gn = gm[k]
+    assert.equal(rn.node, gn.node)
+    assert.near(rn.nodeWorld, gn.nodeWorld, tol)
+    for p, rp in ipairs(rn.primitives) do
+      assert.equal(rp.vertexCount, gn.primitives[p].vertexCount)
+      assert.near(rp.positionsLocal, gn.primitives[p].positionsLocal, tol, "morphNodes positions")
+    end
+  end
+end
+
 return H

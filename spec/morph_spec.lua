@@ -140,6 +140,24 @@ describe("limber.skinning.morph", function()
                                   normals = true, tangents = true }
           sk.run(mesh, pal, tg2, morph, flat)
           assert.equal(bytes(tg), bytes(tg2))
+          -- targets with positions only: normals and tangents are the
+          -- mesh's own, skinned (every chunk reads its own vertices)
+          local T2 = { { positions = T[2].positions }, { positions = T[3].positions } }
+          local pmorph = sk.morph(mesh, T2)
+          assert.is_false(pmorph:has_normals() or pmorph:has_tangents())
+          local flat2 = {}
+          for i = 1, N do flat2[#flat2 + 1], flat2[#flat2 + 2] = rows[i][1], rows[i][2] end
+          sk.run(mesh, pal, tg2, pmorph, flat2)
+          local P2, N2, T2b = tg2:position_buffer(), tg2:normal_buffer(), tg2:tangent_buffer()
+          for i = 1, N do
+            local ref = reference(m, T2, { flat2[2 * i - 1], flat2[2 * i] }, pal, i)
+            for f = 1, V do
+              local e = (i - 1) * V + f
+              assert.near(ref.pos[f], sub3(P2[e]), 3e-4, "position " .. f)
+              assert.near(ref.nrm[f], sub3(N2[e]), 3e-4, "normal " .. f)
+              assert.near(ref.tan[f], T2b[e], 3e-4, "tangent " .. f)
+            end
+          end
         end
       end
     end)

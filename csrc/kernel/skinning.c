@@ -353,9 +353,10 @@ void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item) {
         float *pn = r.nrm && t->morph->has_nrm ? mnrm : NULL;
         float *pt = r.tan && t->morph->has_tan ? mtan : NULL;
         lmb_morph_chunk(t->morph, w, c, r.begin, r.end, mpos, pn, pt);
+        /* every source now starts at vertex begin (unmorphed streams too) */
         r.src_pos = mpos;
-        if (pn) r.src_nrm = pn;
-        if (pt) r.src_tan = pt;
+        r.src_nrm = pn ? pn : m->nrm ? m->nrm + (size_t)r.begin * 4 : NULL;
+        r.src_tan = pt ? pt : m->tan ? m->tan + (size_t)r.begin * 4 : NULL;
         r.src_base = r.begin;
     }
     int level = lmb_simd_level();

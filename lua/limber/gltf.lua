@@ -208,6 +208,8 @@ end
 local TYPES = { SCALAR = 1, VEC2 = 2, VEC3 = 3, VEC4 = 4, MAT2 = 4, MAT3 = 9, MAT4 = 16 }
 local COMPONENT = { [5120] = 1, [5121] = 1, [5122] = 2, [5123] = 2, [5125] = 4, [5126] = 4 }
 local PATHS = { translation = 3, rotation = 4, scale = 3, weights = 0 }
+-- morph weights per animated node: clip float tracks hold at most 16 values (LMB_FLOAT_WIDTH)
+local MAX_FLOAT_WIDTH = 16
 local INTERP = { LINEAR = true, STEP = true, CUBICSPLINE = true }
 
 local Loader = {}
@@ -379,6 +381,10 @@ function Loader:nodes()
     if n.skin ~= nil then
       node.skin = ref(n.skin, list(self.doc.skins, "skins", "skins"), where, "skin")
     end
+    if n.weights ~= nil then -- morph weights overriding the mesh's (checked by meshes())
+      node.weights = numbers(n.weights, type(n.weights) == "table" and #n.weights or 0, where,
+        "weights")
+    end
     if n.matrix ~= nil then
       if n.translation or n.rotation or n.scale then fail(where, "has both matrix and TRS") end
       node.matrix = numbers(n.matrix, 16, where, "matrix")
@@ -516,16 +522,75 @@ function Loader:meshes()
           core.gltf_influences(where, a.JOINTS_0, a.WEIGHTS_0, j1, w1)
         self:take(where, count * 24)
       end
-      if prim.targets ~= nil then
-        self.asset.warnings[#self.asset.warnings + 1] = where
-          .. ": morph targets are not supported (ignored)"
+      if prim.targets ~= nil then out.targets = self:targets(prim.targets, where, count) end
+      local nt = out.targets and #out.targets or 0
+      if p > 1 and nt ~= (prims[1].targets and #prims[1].targets or 0) then
+        fail(where, "has %d morph targets, primitive 0 has %d (glTF: every primitive of a mesh "
+          .. "has the same number)", nt, prims[1].targets and #prims[1].targets or 0)
       end
       prims[p] = out
     end
+    local nt = prims[1].targets and #prims[1].targets or 0
+    local weights = mesh.weights ~= nil
+        and numbers(mesh.weights, type(mesh.weights) == "table" and #mesh.weights or 0, mw, "weights")
+        or nil
+    if weights and #weights ~= nt then
+      fail(mw, "weights has %d numbers for %d morph targets", #weights, nt)
+    end
+    if nt > 0 and not weights then
+      weights = {}
+      for t = 1, nt do weights[t] = 0 end
+    end
     meshes[m] = { name = type(mesh.name) == "string" and mesh.name or nil, primitives = prims,
-                  gltf_index = m - 1 }
+                  gltf_index = m - 1, target_count = nt, weights = weights }
   end
   self.asset.meshes = meshes
+  -- a node's own weights override its mesh's, and need as many
+  for i, node in ipairs(self.asset.nodes) do
+    local nt = node.mesh and meshes[node.mesh].target_count or 0
+    if node.weights and #node.weights ~= nt then
+      fail(("nodes[%d]"):format(i - 1), "weights has %d numbers for %d morph targets",
+        #node.weights, nt)
+    end
+    if nt > 0 then node.weights = node.weights or meshes[node.mesh].weights end
+  end
+end
+
+local TARGET_ATTRS = { POSITION = "positions", NORMAL = "normals", TANGENT = "tangents" }
+
+--- Checks and decodes the morph targets of a primitive with `count`
+-- vertices: a list of { positions =, normals =, tangents = } f32 Buffers
+-- (VEC3 deltas; sparse accessors decoded whole). Other attributes
+-- (TEXCOORD_n, COLOR_n deltas) are skipped with a warning.
+-- @local
+function Loader:targets(raw, where, count)
+  local out = {}
+  local targets = list(raw, where, "targets")
+  if #targets == 0 then fail(where, "targets is empty") end
+  for t, target in ipairs(targets) do
+    local tw = at(where, "targets", t - 1)
+    object(target, tw, "target")
+    local names = {}
+    for name in pairs(target) do names[#names + 1] = tostring(name) end
+    table.sort(names)
+    local o = {}
+    for _, name in ipairs(names) do
+      local field = TARGET_ATTRS[name]
+      if field then
+        local ai = ref(target[name], self.acc, tw .. "." .. name, "accessor")
+        local buf = self:decode(ai, "f32", tw, name, { "VEC3" })
+        if #buf ~= count then
+          fail(tw, "%s has %d elements, the primitive %d vertices", name, #buf, count)
+        end
+        o[field] = buf
+      else
+        self.asset.warnings[#self.asset.warnings + 1] = tw .. ": morph target attribute "
+          .. name .. " is not supported (ignored)"
+      end
+    end
+    out[t] = o
+  end
+  return out
 end
 
 --- Numbers the node forest depth first (iteratively): self.tin[n] and
@@ -814,14 +879,14 @@ function Loader:animations()
     object(an, aw, "animation")
     local samplers = list(an.samplers, aw, "samplers")
     local decoded = {}
-    local function sampler(si, path)
+    local function sampler(si, path, width)
       local where = at(aw, "samplers", si - 1)
       local s = object(samplers[si], where, "sampler")
       local interp = s.interpolation or "LINEAR"
       if not INTERP[interp] then
         fail(where, "interpolation '%s' is not LINEAR, STEP or CUBICSPLINE", tostring(interp))
       end
-      local key = si .. path
+      local key = si .. path .. (width or "")
       if decoded[key] then return decoded[key] end
       local ii = ref(s.input, self.acc, where, "input accessor")
       local oi = ref(s.output, self.acc, where, "output accessor")
@@ -829,12 +894,13 @@ function Loader:animations()
       local lo, hi, bad = core.gltf_stats(times)
       if bad then fail(where, "key times not increasing at key %d", bad - 1) end
       if lo < 0 then fail(where, "negative key time %g", lo) end
-      local vtype = path == "rotation" and "VEC4" or "VEC3"
-      local values = self:decode(oi, "f32", where, "output", { vtype }, path ~= "rotation")
-      local need = #times * (interp == "CUBICSPLINE" and 3 or 1)
+      local vtype = path == "rotation" and "VEC4" or path == "weights" and "SCALAR" or "VEC3"
+      local values = self:decode(oi, "f32", where, "output", { vtype },
+        path ~= "rotation" and path ~= "weights")
+      local need = #times * (interp == "CUBICSPLINE" and 3 or 1) * (width or 1)
       if #values ~= need then
-        fail(where, "input has %d keys but output has %d values (%s needs %d)", #times, #values,
-          interp, need)
+        fail(where, "input has %d keys but output has %d values (%s%s needs %d)", #times, #values,
+          interp, width and (" with %d morph targets"):format(width) or "", need)
       end
       decoded[key] = { interpolation = interp, times = times, values = values, duration = hi }
       return decoded[key]
@@ -875,12 +941,23 @@ function Loader:animations()
         anim.unsupported[#anim.unsupported + 1] = where
           .. ": channel without a target node (ignored)"
       elseif path == "weights" then
-        ref(target.node, nodes, where, "target node")
-        local d = input_duration(si)
-        if d > anim.duration then anim.duration = d end
-        anim.unsupported[#anim.unsupported + 1] = where
-          .. ": 'weights' (morph target) channels are not supported"
-          .. " (skipped; their keys count toward the animation's duration)"
+        local node = ref(target.node, nodes, where, "target node")
+        local nt = nodes[node].mesh and asset.meshes[nodes[node].mesh].target_count or 0
+        if nt == 0 or nt > MAX_FLOAT_WIDTH then
+          local d = input_duration(si)
+          if d > anim.duration then anim.duration = d end
+          anim.unsupported[#anim.unsupported + 1] = where .. (nt == 0
+            and ": 'weights' channel on a node without morph targets"
+            or (": 'weights' channel of %d morph targets (at most %d are animated)")
+              :format(nt, MAX_FLOAT_WIDTH))
+            .. " (skipped; its keys count toward the animation's duration)"
+        else
+          local s = sampler(si, path, nt)
+          anim.channels[#anim.channels + 1] = {
+            node = node, path = path, interpolation = s.interpolation, width = nt,
+            times = s.times, values = s.values, gltf_channel = c - 1 }
+          if s.duration > anim.duration then anim.duration = s.duration end
+        end
       else
         local node = ref(target.node, nodes, where, "target node")
         local s = sampler(si, path)
@@ -927,7 +1004,7 @@ function Loader:clips()
       local owner = {} -- channel -> skeleton whose joint it animates
       for k, ch in ipairs(an.channels) do
         for s, skel in ipairs(asset.skeletons) do
-          if not owner[k] and skel.joint_of[ch.node] then owner[k] = s end
+          if not owner[k] and ch.path ~= "weights" and skel.joint_of[ch.node] then owner[k] = s end
         end
       end
       -- the channels of skeleton s (joint tracks), or (s nil) of no skeleton (node tracks)
@@ -936,7 +1013,9 @@ function Loader:clips()
         for k, ch in ipairs(an.channels) do
           if owner[k] == s then
             local j = s and asset.skeletons[s].joint_of[ch.node]
-            t[#t + 1] = { joint = j, node = not j and ch.node or nil, path = ch.path,
+            -- morph weights: a float track of one value per target, on the node
+            t[#t + 1] = { joint = j, node = not j and ch.node or nil,
+                          path = ch.path == "weights" and "float" or ch.path, width = ch.width,
                           interpolation = ch.interpolation, times = ch.times, values = ch.values }
           end
         end
