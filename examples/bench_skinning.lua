@@ -176,6 +176,65 @@ end
 -- the AVX2 kernel too, timed side by side on one thread.
 local _, _, best_level = core.simd()
 
+-- Times variants ({ key, threads, level, pin, fn }) interleaved: they take
+-- turns in blocks of frames, so a noisy moment hits all of them; each block
+-- starts with untimed frames that bring its outputs back into cache after
+-- the other variants' (the naive version writes 9.4 MB of its own per
+-- frame) and start its threads, as in a game that skins the same crowd
+-- every frame. Returns key -> list of frame times (ms).
+local function time_variants(variants)
+  local times = {}
+  for _, v in ipairs(variants) do times[v.key] = {} end
+  local block, warm = tonumber(os.getenv("BENCH_BLOCK") or 20),
+    tonumber(os.getenv("BENCH_WARM") or 3)
+  for _ = 1, math.max(1, math.floor(frames / block)) do
+    for _, v in ipairs(variants) do
+      sk.threads(v.threads)
+      core.simd(v.level or best_level)
+      if v.pin then assert(base.pin(v.pin)) end -- one thread only: workers never start pinned
+      for _ = 1, warm do v.fn() end -- untimed
+      for _ = 1, block do
+        local t0 = base.now()
+        v.fn()
+        local t = times[v.key]
+        t[#t + 1] = (base.now() - t0) * 1e3
+      end
+      if v.pin then assert(base.pin()) end
+    end
+  end
+  sk.threads(all_threads)
+  core.simd(best_level)
+  return times
+end
+
+-- Morph targets: CesiumManMorph (three targets: "inflate" and "wave" move
+-- every vertex, "top" is sparse) skinned with the first two targets active
+-- against the same mesh without morphing, one thread, side by side.
+local function morph_case()
+  local gltf = require "limber.gltf"
+  local ok, asset = pcall(gltf.load, root .. "examples/assets/CesiumMan/CesiumManMorph.gltf")
+  if not ok then return nil, asset end
+  local prim = asset.meshes[1].primitives[1]
+  local mesh = sk.mesh(prim)
+  local morph = sk.morph(mesh, prim.targets)
+  local pal = make_palette(#asset.skins[1].joints)
+  local target = sk.target { mesh = mesh, instances = N, positions = true, normals = true }
+  local rows = {}
+  for i = 1, N do
+    rows[#rows + 1], rows[#rows + 2], rows[#rows + 3] = 0.2 + 0.6 * (i % 5) / 4, 0.5, 0
+  end
+  local w = core.buffer("f32", 3, rows)
+  local times = time_variants {
+    { key = "nomorph", threads = 1, fn = function() sk.run(mesh, pal, target) end },
+    { key = "morph", threads = 1, fn = function() sk.run(mesh, pal, target, morph, w) end },
+  }
+  local V = mesh:vertex_count()
+  local res = { V = V, deltas = morph:delta_count() }
+  for k, t in pairs(times) do res[k] = { median = median(t), ns = median(t) * 1e6 / (N * V) } end
+  res.ratio = res.morph.median / res.nomorph.median
+  return res
+end
+
 -- Times the variants of one mesh, interleaved in blocks of frames.
 local function run_case(name, desc, joints, with_naive)
   local pal = make_palette(joints)
@@ -215,32 +274,7 @@ local function run_case(name, desc, joints, with_naive)
   if all_threads > 1 then
     variants[#variants + 1] = { key = "mt", threads = all_threads, fn = skin }
   end
-  local times = {}
-  for _, v in ipairs(variants) do times[v.key] = {} end
-  -- Variants take turns in blocks of frames, so a noisy moment hits all of
-  -- them; each block starts with untimed frames that bring its outputs back
-  -- into cache after the other variants' (the naive version writes 9.4 MB of
-  -- its own per frame) and start its threads, as in a game that skins the
-  -- same crowd every frame.
-  local block, warm = tonumber(os.getenv("BENCH_BLOCK") or 20),
-    tonumber(os.getenv("BENCH_WARM") or 3)
-  for _ = 1, math.max(1, math.floor(frames / block)) do
-    for _, v in ipairs(variants) do
-      sk.threads(v.threads)
-      core.simd(v.level or best_level)
-      if v.pin then assert(base.pin(v.pin)) end -- one thread only: workers never start pinned
-      for _ = 1, warm do v.fn() end -- untimed
-      for _ = 1, block do
-        local t0 = base.now()
-        v.fn()
-        local t = times[v.key]
-        t[#t + 1] = (base.now() - t0) * 1e3
-      end
-      if v.pin then assert(base.pin()) end
-    end
-  end
-  sk.threads(all_threads)
-  core.simd(best_level)
+  local times = time_variants(variants)
   local res = { name = name, V = V, counts = mesh:influence_counts() }
   for _, v in ipairs(variants) do
     res[v.key] = { median = median(times[v.key]), min = minimum(times[v.key]) }
@@ -319,12 +353,30 @@ elseif not json_out then
   print("CesiumMan skipped: " .. tostring(cjoints))
 end
 
+local mo, mo_why = morph_case()
+if not json_out then
+  if mo then
+    print(("CesiumManMorph: %d vertices x %d instances, targets 1 and 2 of 3 active (%d deltas"
+      .. " stored), 1 thread"):format(mo.V, N, mo.deltas))
+    print(("  without morphing  median %7.3f ms  %6.2f ns/vertex"):format(mo.nomorph.median,
+      mo.nomorph.ns))
+    print(("  with morphing     median %7.3f ms  %6.2f ns/vertex  x%.2f the time without"):format(
+      mo.morph.median, mo.morph.ns, mo.ratio))
+  else
+    print("CesiumManMorph skipped: " .. tostring(mo_why))
+  end
+end
+
 -- Targets of the skinning issue (measured here, judged by reading them).
 do
   local function line(name, ok)
     print(("target %-52s %s"):format(name, ok and "met" or "MISSED"))
   end
   line(("mix 2, 1 thread <= 1.8 ns/vertex (%.2f)"):format(m2["1t"].ns), m2["1t"].ns <= 1.8)
+  if mo then
+    line(("morph (2 of 3 targets) <= 1.5x no morph, 1 thread (%.2fx)"):format(mo.ratio),
+      mo.ratio <= 1.5)
+  end
   line(("mesh 1, 1 thread >= 4x the naive version (%.1fx)")
     :format(m1.naive.median / m1["1t"].median), m1.naive.median / m1["1t"].median >= 4)
   if m1.mt then
@@ -366,6 +418,9 @@ if json_out then
       and ("%.3f"):format(m1.host.fastest / m1.mt.median) or "null"),
     ('"mix2_ns_per_vertex_1t_avx2": %s'):format(m2["1t_avx2"]
       and ("%.4f"):format(m2["1t_avx2"].ns) or "null"),
+    ('"morph_ns_per_vertex_1t": %s'):format(mo and ("%.4f"):format(mo.morph.ns) or "null"),
+    ('"nomorph_ns_per_vertex_1t": %s'):format(mo and ("%.4f"):format(mo.nomorph.ns) or "null"),
+    ('"morph_ratio_1t": %s'):format(mo and ("%.3f"):format(mo.ratio) or "null"),
     ('"lua": %s'):format(C.json_string(C.lua)),
   }
   print("{" .. table.concat(fields, ", ") .. "}")

@@ -82,7 +82,7 @@ static uint32_t chunks_of(uint32_t vertices) {
 }
 
 static uint32_t stride_of(const lmb_morph_source *src) {
-    return 3u + (source_has(src, 1) ? 3u : 0u) + (source_has(src, 2) ? 3u : 0u);
+    return 4u + (source_has(src, 1) ? 4u : 0u) + (source_has(src, 2) ? 4u : 0u);
 }
 
 /* Byte sizes of the struct and its arrays, in layout order. */
@@ -144,6 +144,7 @@ lmb_morph *lmb_morph_build(void *mem, const lmb_morph_source *src, const lmb_ski
                 const float *a = delta_of(src, s, t);
                 for (int c = 0; c < 3; c++)
                     d[k++] = a ? a[(size_t)f * 3 + (size_t)c] : 0.0f;
+                d[k++] = 0.0f; /* 4 floats per stream: one vector */
             }
             e++;
         }
@@ -158,34 +159,115 @@ int lmb_morph_active(const lmb_morph *mo, const float *w) {
     return 0;
 }
 
-/* dst (4 floats per vertex) += w * the 3 deltas at offset `at` of each entry
- * of [e0, e1), entry vertices relative to begin. */
+/* dst (4 floats per vertex) += w * the 4 floats at offset `at` of each entry
+ * of [e0, e1) (xyz and a zero, so w and tangent signs stay), entry vertices
+ * relative to begin. A target that moves every vertex of the chunk is a
+ * straight loop. */
 static void add_deltas(const lmb_morph *mo, uint32_t e0, uint32_t e1, uint32_t begin, float w,
-                       uint32_t at, float *dst) {
-    const uint32_t stride = mo->stride;
-    for (uint32_t e = e0; e < e1; e++) {
-        const float *d = mo->delta + (size_t)e * stride + at;
-        float *o = dst + (size_t)(mo->vertex[e] - begin) * 4;
-        o[0] += w * d[0];
-        o[1] += w * d[1];
-        o[2] += w * d[2];
+                       uint32_t at, float *restrict dst) {
+    const size_t stride = mo->stride;
+    const float *restrict delta = mo->delta + (size_t)e0 * stride + at;
+    const uint32_t *restrict vertex = mo->vertex + e0;
+    const uint32_t n = e1 - e0;
+    if (n > 0 && vertex[n - 1] - vertex[0] == n - 1) { /* consecutive vertices */
+        float *restrict o = dst + (size_t)(vertex[0] - begin) * 4;
+        for (uint32_t i = 0; i < n; i++)
+            for (int c = 0; c < 4; c++)
+                o[(size_t)i * 4 + (size_t)c] += w * delta[(size_t)i * stride + (size_t)c];
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const float *d = delta + (size_t)i * stride;
+        float *o = dst + (size_t)(vertex[i] - begin) * 4;
+        for (int c = 0; c < 4; c++)
+            o[c] += w * d[c];
+    }
+}
+
+/* Targets whose deltas one fused pass adds (more go through add_deltas). */
+#define FUSED 8
+
+/* dst[v] = src[v] + sum_k w[k] * d[k][v * stride] over the n vertices of a
+ * chunk, 4 floats each: one pass for the targets that move every vertex. */
+static void fused_pass(const float *restrict src, float *restrict dst, uint32_t n,
+                       const float *const *d, const float *w, uint32_t nd, size_t stride) {
+    if (nd == 0) {
+        if (src != dst) memcpy(dst, src, (size_t)n * 4 * sizeof(float));
+        return;
+    }
+    if (nd <= 2) { /* the common cases, as straight loops */
+        const float *restrict d0 = d[0], *restrict d1 = nd == 2 ? d[1] : d[0];
+        const float w0 = w[0], w1 = nd == 2 ? w[1] : 0.0f;
+        for (uint32_t i = 0; i < n; i++)
+            for (int c = 0; c < 4; c++) {
+                size_t k = (size_t)i * stride + (size_t)c;
+                dst[(size_t)i * 4 + (size_t)c] =
+                    src[(size_t)i * 4 + (size_t)c] + w0 * d0[k] + w1 * d1[k];
+            }
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        float acc[4];
+        for (int c = 0; c < 4; c++)
+            acc[c] = src[(size_t)i * 4 + (size_t)c];
+        for (uint32_t k = 0; k < nd; k++)
+            for (int c = 0; c < 4; c++)
+                acc[c] += w[k] * d[k][(size_t)i * stride + (size_t)c];
+        for (int c = 0; c < 4; c++)
+            dst[(size_t)i * 4 + (size_t)c] = acc[c];
+    }
+}
+
+/* One stream (offset `at` in the entries) of a chunk: src (the mesh's
+ * vertices from begin) to dst, plus every active target's deltas, targets
+ * in order for each vertex. Dense targets (every vertex of the chunk) are
+ * summed in fused passes first, sparse ones added after; the sum's order per
+ * vertex depends only on the targets, not on the chunking. */
+static void morph_stream(const lmb_morph *mo, const float *w, uint32_t c, uint32_t begin,
+                         uint32_t end, const float *src, float *dst, uint32_t at) {
+    const uint32_t n = end - begin;
+    const float *dp[FUSED];
+    float dw[FUSED];
+    uint32_t nd = 0;
+    int first = 1;
+    for (uint32_t t = 0; t < mo->target_count; t++) {
+        float wt = w[t];
+        if (wt == 0.0f) continue;
+        const uint32_t *st = mo->start + (size_t)t * (mo->chunks + 1);
+        if (st[c + 1] - st[c] != n) continue; /* sparse here: below */
+        dp[nd] = mo->delta + (size_t)st[c] * mo->stride + at;
+        dw[nd++] = wt;
+        if (nd == FUSED) {
+            fused_pass(first ? src : dst, dst, n, dp, dw, nd, mo->stride);
+            first = 0;
+            nd = 0;
+        }
+    }
+    if (nd > 0 || first) fused_pass(first ? src : dst, dst, n, dp, dw, nd, mo->stride);
+    for (uint32_t t = 0; t < mo->target_count; t++) {
+        float wt = w[t];
+        if (wt == 0.0f) continue;
+        const uint32_t *st = mo->start + (size_t)t * (mo->chunks + 1);
+        if (st[c + 1] - st[c] == n) continue;
+        add_deltas(mo, st[c], st[c + 1], begin, wt, at, dst);
     }
 }
 
 void lmb_morph_chunk(const lmb_morph *mo, const float *w, uint32_t c, uint32_t begin, uint32_t end,
                      float *pos, float *nrm, float *tan) {
     const lmb_skin_mesh *m = mo->mesh;
-    size_t n = (size_t)(end - begin) * 4 * sizeof(float);
-    memcpy(pos, m->pos + (size_t)begin * 4, n);
-    if (nrm) memcpy(nrm, m->nrm + (size_t)begin * 4, n);
-    if (tan) memcpy(tan, m->tan + (size_t)begin * 4, n);
-    for (uint32_t t = 0; t < mo->target_count; t++) {
-        float wt = w[t];
-        if (wt == 0.0f) continue;
-        const uint32_t *st = mo->start + (size_t)t * (mo->chunks + 1);
-        uint32_t e0 = st[c], e1 = st[c + 1];
-        add_deltas(mo, e0, e1, begin, wt, 0, pos);
-        if (nrm && mo->has_nrm) add_deltas(mo, e0, e1, begin, wt, 3, nrm);
-        if (tan && mo->has_tan) add_deltas(mo, e0, e1, begin, wt, mo->has_nrm ? 6u : 3u, tan);
+    morph_stream(mo, w, c, begin, end, m->pos + (size_t)begin * 4, pos, 0);
+    if (nrm) {
+        if (mo->has_nrm)
+            morph_stream(mo, w, c, begin, end, m->nrm + (size_t)begin * 4, nrm, 4);
+        else
+            memcpy(nrm, m->nrm + (size_t)begin * 4, (size_t)(end - begin) * 4 * sizeof(float));
+    }
+    if (tan) {
+        if (mo->has_tan)
+            morph_stream(mo, w, c, begin, end, m->tan + (size_t)begin * 4, tan,
+                         mo->has_nrm ? 8u : 4u);
+        else
+            memcpy(tan, m->tan + (size_t)begin * 4, (size_t)(end - begin) * 4 * sizeof(float));
     }
 }

@@ -14,8 +14,9 @@
  *     entries of target t in chunk c: [start[t * (chunks + 1) + c],
  *                                      start[t * (chunks + 1) + c + 1])
  *     entry e: sorted vertex vertex[e], deltas delta[e * stride ..]
- *              (position xyz, then normal xyz if has_nrm, then tangent
- *              xyz if has_tan; a stream a target lacks holds zeros). */
+ *              (position xyz 0, then normal xyz 0 if has_nrm, then tangent
+ *              xyz 0 if has_tan: 4 floats per stream, one SIMD vector; a
+ *              stream a target lacks holds zeros). */
 #ifndef LIMBER_MORPH_H
 #define LIMBER_MORPH_H
 
@@ -30,7 +31,7 @@ typedef struct lmb_morph {
     const struct lmb_skin_mesh *mesh; /* the mesh the targets were built for */
     uint32_t vertex_count, target_count, chunks;
     uint32_t entry_count;
-    uint32_t has_nrm, has_tan, stride; /* stride: 3, 6 or 9 floats per entry */
+    uint32_t has_nrm, has_tan, stride; /* stride: 4, 8 or 12 floats per entry */
     uint32_t *start;                   /* target_count * (chunks + 1) */
     uint32_t *vertex;                  /* entry_count */
     float *delta;                      /* entry_count * stride */

@@ -652,7 +652,7 @@ static int l_morph_gpu(lua_State *L) {
             size_t v = file ? m->perm[mo->vertex[e]] : mo->vertex[e];
             const float *d = mo->delta + (size_t)e * mo->stride;
             for (size_t k = 0; k < S; k++)
-                memcpy(out + ((k * T + t) * V + v) * 4, d + 3 * k, 3 * sizeof(float));
+                memcpy(out + ((k * T + t) * V + v) * 4, d + 4 * k, 3 * sizeof(float));
         }
     }
     return 1;
