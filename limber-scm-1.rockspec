@@ -45,6 +45,7 @@ build = {
       ["limber.math"] = "lua/limber/math.lua",
       ["limber.snapshot"] = "lua/limber/snapshot.lua",
       ["limber.controller"] = "lua/limber/controller.lua",
+      ["limber.ik"] = "lua/limber/ik.lua",
     },
   },
 }

@@ -22,6 +22,13 @@ describe("examples/bench_skinning.lua", function()
       assert.truthy(r[key] > 0, key)
     end
     assert.equal("CesiumMan", r.real_model)
+    -- morph targets: both timings and their quotient
+    for _, key in ipairs({ "morph_ns_per_vertex_1t", "nomorph_ns_per_vertex_1t", "morph_ratio_1t" }) do
+      assert.equal("number", type(r[key]), key)
+      assert.truthy(r[key] > 0, key)
+    end
+    assert.near(r.morph_ns_per_vertex_1t / r.nomorph_ns_per_vertex_1t, r.morph_ratio_1t,
+      0.01 * r.morph_ratio_1t)
     assert.equal(INTERPRETER, r.lua)
     assert.truthy(({ portable = true, avx2 = true, avx512 = true })[r.kernel], r.kernel)
     -- the ratio is the two medians' quotient; the naive version is the slow one

@@ -15,6 +15,7 @@ local MODULES = {
   { name = "limber.skinning", file = "lua/limber/skinning.lua" },
   { name = "limber.snapshot", file = "lua/limber/snapshot.lua" },
   { name = "limber.controller", file = "lua/limber/controller.lua" },
+  { name = "limber.ik", file = "lua/limber/ik.lua" },
 }
 -- functions a module re-exports from another one (documented there)
 local function reexported(v)
@@ -168,6 +169,7 @@ local SURFACE_MODULES = {
   { name = "limber.skinning", file = "lua/limber/skinning.lua" },
   { name = "limber.snapshot", file = "lua/limber/snapshot.lua" },
   { name = "limber.controller", file = "lua/limber/controller.lua" },
+  { name = "limber.ik", file = "lua/limber/ik.lua" },
   { name = "limber.core" },
 }
 
@@ -217,7 +219,10 @@ local function lua_class_objects()
     values = { 0, 0, 0, 1, 0, 0 } } } })
   local crowd = anim.crowd(limber.pose(skel, 1), { clip })
   local ctl = require("limber.controller").new({ pose = limber.pose(skel, 1), clips = { clip } })
-  return { crowd, crowd:player(1), require("limber.scene").new(), ctl }
+  local ik = require "limber.ik"
+  local chain = limber.skeleton({ { name = "a" }, { name = "b", parent = 1 }, { name = "c", parent = 2 } })
+  return { crowd, crowd:player(1), require("limber.scene").new(), ctl, ik.two_bone(chain, 1, 2, 3),
+           ik.aim(chain, 3, { forward = { 0, 0, 1 } }) }
 end
 
 -- Every public function and method found in the code: names is a set of
@@ -516,6 +521,9 @@ describe("the public surface table of docs/api-reference.md", function()
       ["limber.anim.Player"] = crowd:player(1), ["limber.anim.Crowd"] = crowd, ["limber.Scene"] = scene,
       ["limber.Controller"] = require("limber.controller").new({ pose = limber.pose(skel, 2),
         clips = { clip } }),
+      ["limber.ik.TwoBone"] = require("limber.ik").two_bone(limber.skeleton({ { name = "a" },
+        { name = "b", parent = 1 }, { name = "c", parent = 2 } }), 1, 2, 3),
+      ["limber.ik.Aim"] = require("limber.ik").aim(skel, 1, { forward = { 0, 0, 1 } }),
     }
     local modules = {}
     for _, m in ipairs(SURFACE_MODULES) do modules[m.name] = require(m.name) end

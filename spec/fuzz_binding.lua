@@ -48,7 +48,7 @@ local rnd = math.random
 
 local limber = require "limber"
 local MODULES = { "limber", "limber.core", "limber.gltf", "limber.anim", "limber.scene", "limber.skinning",
-                  "limber.snapshot", "limber.controller" }
+                  "limber.snapshot", "limber.controller", "limber.ik" }
 
 -- ---------------------------------------------------------------------------
 -- The pool of live objects calls draw from and add to.
@@ -111,6 +111,13 @@ local function build_pool()
     try(buf.set_bytes, buf, 1, ("\0"):rep(12))
   end
   try(core.follow_filter, { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 5, 0, 0, 1 }, "rigid")
+  if skel and pose then -- IK solvers (root -> hip -> knee), solved once
+    local leg = try(limber.ik.two_bone, skel, "root", "hip", "knee", { soften = 0.95 })
+    if leg then try(leg.solve, leg, pose, { 0.2, -0.5, 0.1 }, { 0, 0, 1 }, 0.7, 2) end
+    local aim = try(limber.ik.aim, skel, "hip", { forward = { 0, -1, 0 }, up = { 0, 0, 1 },
+      effector = "knee", limit = 1 })
+    if aim then try(aim.solve, aim, pose, { 1, -1, 0 }, { 0, 0, 1 }) end
+  end
   local anim, scene, gltf, skinning = limber.anim, limber.scene, limber.gltf, limber.skinning
   local times, moves = { 0, 0.5, 1 }, { 0, 0, 0, 0, 1, 0, 0, 0, 0 }
   local clip = try(anim.clip, { name = "Walk", tracks = {

@@ -136,5 +136,6 @@ struct lmb_pool;
 struct lmb_pool *lcore_pool(lua_State *L);
 void lcore_open_scene(lua_State *L);
 void lcore_open_snapshot(lua_State *L);
+void lcore_open_ik(lua_State *L);
 
 #endif

@@ -115,6 +115,7 @@ end
 
 -- the type test of one `options` spec entry
 local function is_type(v, want)
+  if want == "any" then return true end
   if want == "integer" then return M.math_type(v) == "integer" end
   return type(v) == want
 end
