@@ -97,7 +97,9 @@ function I.parse(args)
   if not o.model then usage("no model given") end
   if (o.anim == nil) ~= (o.time == nil) then usage("--anim and --time go together") end
   if o.two_bone and not o.two_bone.target then usage("--two-bone needs --target") end
-  if o.aim and not (o.aim.target and o.aim.forward) then usage("--aim needs --forward and --target") end
+  if o.aim and not (o.aim.target and o.aim.forward) then
+    usage("--aim needs --forward and --target")
+  end
   return o
 end
 

@@ -573,7 +573,6 @@ end
 --- Compares a reference frame's morphNodes (unskinned meshes with morph
 -- targets: mesh-local morphed positions) with a gltf_dump frame's.
 function H.compare_morph_nodes(rf, gf, tol)
-  local assert = require "luassert"
   local rm, gm = rf.morphNodes or {}, gf.morphNodes or {}
   assert.equal(#rm, #gm)
   for k, rn in ipairs(rm) do

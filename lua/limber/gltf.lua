@@ -531,9 +531,8 @@ function Loader:meshes()
       prims[p] = out
     end
     local nt = prims[1].targets and #prims[1].targets or 0
-    local weights = mesh.weights ~= nil
-        and numbers(mesh.weights, type(mesh.weights) == "table" and #mesh.weights or 0, mw, "weights")
-        or nil
+    local nw = type(mesh.weights) == "table" and #mesh.weights or 0
+    local weights = mesh.weights ~= nil and numbers(mesh.weights, nw, mw, "weights") or nil
     if weights and #weights ~= nt then
       fail(mw, "weights has %d numbers for %d morph targets", #weights, nt)
     end
