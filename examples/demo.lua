@@ -4,7 +4,7 @@
 --   lua5.4 examples/demo.lua [--frames 300] [--characters 1000] [--threads N]
 --                            [--out demo-out] [--no-pictures] [--help]
 --
--- Loads Fox (Survey / Walk / Run) and CesiumMan through limber.gltf, places
+-- Loads Fox (Survey / Walk / Run) and CesiumManMorph through limber.gltf, places
 -- the characters on a grid under a few group nodes of a limber.scene, gives
 -- each its own clip, start time and rate, cross-fades Walk and Run on some
 -- foxes (plan:set_weight with a fade between the two sources of the base
@@ -12,7 +12,9 @@
 -- is the plans' slot joint), gives the characters animation LOD tiers by
 -- their distance from a camera at the crowd's left edge, moves some groups
 -- every frame, and runs: the plans (advance, sample, blend, local to model,
--- palettes and slots, in blocks of 8 instances), scene update, CPU skinning.
+-- palettes and slots, in blocks of 8 instances), scene update, CPU skinning
+-- (the CesiumMen breathe through a morph target of CesiumManMorph, applied
+-- by the skinning kernel in the same pass).
 -- Prints per-stage times (the plan's own from plan:timings()) and writes
 -- pictures drawn from the run's own skinned vertices and joints: SVG written
 -- by the small writer below, rendered to PNG with rsvg-convert (Debian:
@@ -63,8 +65,10 @@ local kinds = {
   { name = "Fox", file = assets .. "Fox/Fox.glb", share = 0.6, scale = 0.012,
     color = { 235, 125, 45 }, head = "b_Head_05", hat = { 0, 8, 0 }, sheet_clip = "Walk",
     side = 3 },   -- the fox walks along model z: a side view shows z horizontally
-  { name = "CesiumMan", file = assets .. "CesiumMan/CesiumMan.gltf", share = 0.4, scale = 1.0,
-    color = { 80, 135, 225 }, hat = { 0, 0.12, 0 }, side = 1 },  -- walks along model x
+  -- CesiumManMorph: CesiumMan with three morph targets; the crowd breathes
+  -- through the first ("inflate"), each man at his own pace
+  { name = "CesiumMan", file = assets .. "CesiumMan/CesiumManMorph.gltf", share = 0.4, scale = 1.0,
+    color = { 80, 135, 225 }, hat = { 0, 0.12, 0 }, side = 1, breathe = 1 },  -- walks along x
 }
 kinds[1].count = math.max(1, math.floor(N * kinds[1].share + 0.5))
 kinds[2].count = N - kinds[1].count
@@ -88,6 +92,15 @@ for _, k in ipairs(kinds) do
   k.vertices = prim.vertex_count
   k.out = sk.target({ mesh = k.mesh, instances = k.count, positions = true,
                       normals = prim.normals ~= nil })
+  if k.breathe and prim.targets then
+    -- morph targets, skinned in the same pass; one row of weights per man
+    k.morph = sk.morph(k.mesh, prim.targets)
+    k.weights = core.buffer("f32", #prim.targets, k.count)
+    k.breath_rate, k.breath_phase = {}, {}
+    for i = 1, k.count do
+      k.breath_rate[i], k.breath_phase[i] = 0.2 + 0.15 * math.random(), 2 * math.pi * math.random()
+    end
+  end
   k.clips, k.clip_index = {}, {}
   for a, animation in ipairs(asset.animations) do
     k.clips[a] = animation.clips[1]
@@ -156,9 +169,26 @@ local function mirror(k, first, last)
 end
 
 local batch = sk.batch({
-  { mesh = kinds[1].mesh, palette = kinds[1].palette, target = kinds[1].out },
-  { mesh = kinds[2].mesh, palette = kinds[2].palette, target = kinds[2].out },
+  { mesh = kinds[1].mesh, palette = kinds[1].palette, target = kinds[1].out,
+    morph = kinds[1].morph, weights = kinds[1].weights },
+  { mesh = kinds[2].mesh, palette = kinds[2].palette, target = kinds[2].out,
+    morph = kinds[2].morph, weights = kinds[2].weights },
 })
+
+-- Breathing: the morph weight of target k.breathe follows a slow sine per
+-- man (the batch reads the Buffer when it runs).
+local function breathe(t)
+  for _, k in ipairs(kinds) do
+    if k.morph then
+      local row = {}
+      for c = 1, k.morph:target_count() do row[c] = 0 end
+      for i = 1, k.count do
+        row[k.breathe] = 0.5 + 0.5 * math.sin(2 * math.pi * k.breath_rate[i] * t + k.breath_phase[i])
+        k.weights:set(i, row)
+      end
+    end
+  end
+end
 
 -- ---- scene: groups on a grid, characters, hats ---------------------------
 
@@ -306,8 +336,10 @@ for f = 1, FRAMES do
   local turn = 0.2 * math.sin(a)   -- group 7 turns back and forth by up to 0.4 rad
   sc:set_rotation(groups[7], 0, math.sin(turn / 2), 0, math.cos(turn / 2))
   sc:update()
+  breathe(f * DT) -- this frame's morph weights (Lua, counted with the scene)
   local t3 = clock()
-  -- 4. CPU skinning of every character, all threads
+  -- 4. CPU skinning of every character, all threads (morph targets applied
+  -- in the same pass)
   batch:run()
   local t4 = clock()
   times[1][f], times[7][f] = (t2 - t1) * 1e3, (t1 - t0) * 1e3
