@@ -183,7 +183,8 @@ local function breathe(t)
       local row = {}
       for c = 1, k.morph:target_count() do row[c] = 0 end
       for i = 1, k.count do
-        row[k.breathe] = 0.5 + 0.5 * math.sin(2 * math.pi * k.breath_rate[i] * t + k.breath_phase[i])
+        local phase = 2 * math.pi * k.breath_rate[i] * t + k.breath_phase[i]
+        row[k.breathe] = 0.5 + 0.5 * math.sin(phase)
         k.weights:set(i, row)
       end
     end
