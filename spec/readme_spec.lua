@@ -65,7 +65,7 @@ describe("README tour", function()
     morph_block = morph_block:gsub('"examples/assets/', '"' .. H.assets)
     env.skinning = env.limber.skinning
     assert(H.load(morph_block .. "\nreturn mout", "=README morph", "t", env))()
-    assert.same({ 3, 7579 }, { shown[1], shown[2] })
+    assert.same({ 3, 7653 }, { shown[1], shown[2] })
     -- IK: instance 7's left foot reaches the target; the head turns 80 % of
     -- the way (limited to 1.2 rad)
     local ik_block = text:match("%*%*Inverse kinematics%*%*.-```lua\n(.-)```")

@@ -31,6 +31,22 @@ static int entry_nonzero(const lmb_morph_source *src, uint32_t t, uint32_t f) {
     return 0;
 }
 
+static uint32_t chunk_end(uint32_t c, uint32_t vertices) {
+    uint32_t e = (c + 1) * LMB_SKIN_CHUNK;
+    return e < vertices ? e : vertices;
+}
+
+/* Whether target t stores every vertex of chunk c (zeros included): when it
+ * moves at least 3/4 of them, so the chunk's deltas are one straight loop;
+ * else only the vertices it moves. */
+static int chunk_dense(const lmb_morph_source *src, const struct lmb_skin_mesh *mesh, uint32_t t,
+                       uint32_t c) {
+    uint32_t v0 = c * LMB_SKIN_CHUNK, v1 = chunk_end(c, src->vertex_count), n = 0;
+    for (uint32_t v = v0; v < v1; v++)
+        n += (uint32_t)entry_nonzero(src, t, mesh->perm[v]);
+    return (uint64_t)n * 4 >= (uint64_t)(v1 - v0) * 3;
+}
+
 static int source_has(const lmb_morph_source *src, int s) {
     for (uint32_t t = 0; t < src->target_count; t++)
         if (delta_of(src, s, t)) return 1;
@@ -67,8 +83,15 @@ lmb_status lmb_morph_count(const lmb_morph_source *src, const lmb_skin_mesh *mes
                                          "target {i}: the delta of vertex {j} is {v}", t,
                                          (uint32_t)(i / 3), (double)d[i], 0);
         }
-        for (uint32_t f = 0; f < src->vertex_count; f++)
-            n += (uint64_t)entry_nonzero(src, t, f);
+        for (uint32_t c = 0; c * LMB_SKIN_CHUNK < src->vertex_count; c++) {
+            uint32_t v0 = c * LMB_SKIN_CHUNK, v1 = chunk_end(c, src->vertex_count);
+            if (chunk_dense(src, mesh, t, c)) {
+                n += v1 - v0;
+                continue;
+            }
+            for (uint32_t v = v0; v < v1; v++)
+                n += (uint64_t)entry_nonzero(src, t, mesh->perm[v]);
+        }
     }
     if (n > UINT32_MAX - 1u)
         return lmb_error_set(err, LMB_ERANGE, "targets", "{v} non-zero deltas, at most {l}", 0, 0,
@@ -81,8 +104,8 @@ static uint32_t chunks_of(uint32_t vertices) {
     return (vertices + LMB_SKIN_CHUNK - 1) / LMB_SKIN_CHUNK;
 }
 
-static uint32_t stride_of(const lmb_morph_source *src) {
-    return 4u + (source_has(src, 1) ? 4u : 0u) + (source_has(src, 2) ? 4u : 0u);
+static uint32_t streams_of(const lmb_morph_source *src) {
+    return 1u + (source_has(src, 1) ? 1u : 0u) + (source_has(src, 2) ? 1u : 0u);
 }
 
 /* Byte sizes of the struct and its arrays, in layout order. */
@@ -91,7 +114,7 @@ static void array_sizes(const lmb_morph_source *src, uint32_t entries, size_t sz
     sz[0] = sizeof(lmb_morph);
     sz[1] = (size_t)src->target_count * (chunks + 1) * sizeof(uint32_t);
     sz[2] = (size_t)entries * sizeof(uint32_t);
-    sz[3] = (size_t)entries * stride_of(src) * sizeof(float);
+    sz[3] = (size_t)entries * 4 * streams_of(src) * sizeof(float);
 }
 
 size_t lmb_morph_bytes(const lmb_morph_source *src, uint32_t entries) {
@@ -123,7 +146,7 @@ lmb_morph *lmb_morph_build(void *mem, const lmb_morph_source *src, const lmb_ski
     mo->entry_count = entries;
     mo->has_nrm = (uint32_t)source_has(src, 1);
     mo->has_tan = (uint32_t)source_has(src, 2);
-    mo->stride = stride_of(src);
+    mo->streams = streams_of(src);
     mo->start = (uint32_t *)arr[1];
     mo->vertex = (uint32_t *)arr[2];
     mo->delta = (float *)arr[3];
@@ -132,19 +155,23 @@ lmb_morph *lmb_morph_build(void *mem, const lmb_morph_source *src, const lmb_ski
         uint32_t *st = mo->start + (size_t)t * (mo->chunks + 1);
         /* sorted order: walking sorted vertices keeps each target's entries
          * increasing, so chunk boundaries are where the vertex index crosses */
+        int dense = 0;
         for (uint32_t v = 0; v < src->vertex_count; v++) {
-            if (v % LMB_SKIN_CHUNK == 0) st[v / LMB_SKIN_CHUNK] = e;
+            if (v % LMB_SKIN_CHUNK == 0) {
+                st[v / LMB_SKIN_CHUNK] = e;
+                dense = chunk_dense(src, mesh, t, v / LMB_SKIN_CHUNK);
+            }
             uint32_t f = mesh->perm[v];
-            if (!entry_nonzero(src, t, f)) continue;
+            if (!dense && !entry_nonzero(src, t, f)) continue;
             mo->vertex[e] = v;
-            float *d = mo->delta + (size_t)e * mo->stride;
-            int k = 0;
+            uint32_t k = 0; /* the stream's place among the stored ones */
             for (int s = 0; s < 3; s++) {
                 if ((s == 1 && !mo->has_nrm) || (s == 2 && !mo->has_tan)) continue;
                 const float *a = delta_of(src, s, t);
+                float *d = mo->delta + ((size_t)k++ * entries + e) * 4;
                 for (int c = 0; c < 3; c++)
-                    d[k++] = a ? a[(size_t)f * 3 + (size_t)c] : 0.0f;
-                d[k++] = 0.0f; /* 4 floats per stream: one vector */
+                    d[c] = a ? a[(size_t)f * 3 + (size_t)c] : 0.0f;
+                d[3] = 0.0f; /* 4 floats per delta: one vector */
             }
             e++;
         }
@@ -159,62 +186,64 @@ int lmb_morph_active(const lmb_morph *mo, const float *w) {
     return 0;
 }
 
-/* dst (4 floats per vertex) += w * the 4 floats at offset `at` of each entry
- * of [e0, e1) (xyz and a zero, so w and tangent signs stay), entry vertices
- * relative to begin. A target that moves every vertex of the chunk is a
+/* The deltas of stream k (0: positions, then normals, tangents as stored). */
+static const float *stream_deltas(const lmb_morph *mo, uint32_t k) {
+    return mo->delta + (size_t)k * mo->entry_count * 4;
+}
+
+/* dst (4 floats per vertex) += w * delta (4 floats per entry: xyz and a zero,
+ * so w and tangent signs stay) for the entries [e0, e1) of one stream,
+ * entry vertices relative to begin. A run of consecutive vertices is one
  * straight loop. */
-static void add_deltas(const lmb_morph *mo, uint32_t e0, uint32_t e1, uint32_t begin, float w,
-                       uint32_t at, float *restrict dst) {
-    const size_t stride = mo->stride;
-    const float *restrict delta = mo->delta + (size_t)e0 * stride + at;
+static void add_deltas(const lmb_morph *mo, const float *sd, uint32_t e0, uint32_t e1,
+                       uint32_t begin, float w, float *restrict dst) {
+    const float *restrict delta = sd + (size_t)e0 * 4;
     const uint32_t *restrict vertex = mo->vertex + e0;
     const uint32_t n = e1 - e0;
     if (n > 0 && vertex[n - 1] - vertex[0] == n - 1) { /* consecutive vertices */
         float *restrict o = dst + (size_t)(vertex[0] - begin) * 4;
-        for (uint32_t i = 0; i < n; i++)
-            for (int c = 0; c < 4; c++)
-                o[(size_t)i * 4 + (size_t)c] += w * delta[(size_t)i * stride + (size_t)c];
+        for (size_t k = 0; k < (size_t)n * 4; k++)
+            o[k] += w * delta[k];
         return;
     }
+    /* scattered vertices: one 4-float vector per entry (GCC / Clang vector
+     * extension: SSE on x86-64, the same arithmetic everywhere) */
+    typedef float v4 __attribute__((vector_size(16)));
+    const v4 wv = {w, w, w, w};
     for (uint32_t i = 0; i < n; i++) {
-        const float *d = delta + (size_t)i * stride;
-        float *o = dst + (size_t)(vertex[i] - begin) * 4;
-        for (int c = 0; c < 4; c++)
-            o[c] += w * d[c];
+        v4 d, o;
+        float *op = dst + (size_t)(vertex[i] - begin) * 4;
+        memcpy(&d, delta + (size_t)i * 4, sizeof d);
+        memcpy(&o, op, sizeof o);
+        o += wv * d;
+        memcpy(op, &o, sizeof o);
     }
 }
 
 /* Targets whose deltas one fused pass adds (more go through add_deltas). */
 #define FUSED 8
 
-/* dst[v] = src[v] + sum_k w[k] * d[k][v * stride] over the n vertices of a
- * chunk, 4 floats each: one pass for the targets that move every vertex. */
-static void fused_pass(const float *restrict src, float *restrict dst, uint32_t n,
-                       const float *const *d, const float *w, uint32_t nd, size_t stride) {
+/* dst = src + sum_k w[k] * d[k] over the 4 n floats of a chunk's vertices:
+ * one pass for the targets that move every vertex (src may be dst). */
+static void fused_pass(const float *src, float *dst, uint32_t n, const float *const *d,
+                       const float *w, uint32_t nd) {
+    const size_t m = (size_t)n * 4;
     if (nd == 0) {
-        if (src != dst) memcpy(dst, src, (size_t)n * 4 * sizeof(float));
+        if (src != dst) memcpy(dst, src, m * sizeof(float));
         return;
     }
     if (nd <= 2) { /* the common cases, as straight loops */
-        const float *restrict d0 = d[0], *restrict d1 = nd == 2 ? d[1] : d[0];
+        const float *d0 = d[0], *d1 = nd == 2 ? d[1] : d[0];
         const float w0 = w[0], w1 = nd == 2 ? w[1] : 0.0f;
-        for (uint32_t i = 0; i < n; i++)
-            for (int c = 0; c < 4; c++) {
-                size_t k = (size_t)i * stride + (size_t)c;
-                dst[(size_t)i * 4 + (size_t)c] =
-                    src[(size_t)i * 4 + (size_t)c] + w0 * d0[k] + w1 * d1[k];
-            }
+        for (size_t k = 0; k < m; k++)
+            dst[k] = src[k] + w0 * d0[k] + w1 * d1[k];
         return;
     }
-    for (uint32_t i = 0; i < n; i++) {
-        float acc[4];
-        for (int c = 0; c < 4; c++)
-            acc[c] = src[(size_t)i * 4 + (size_t)c];
-        for (uint32_t k = 0; k < nd; k++)
-            for (int c = 0; c < 4; c++)
-                acc[c] += w[k] * d[k][(size_t)i * stride + (size_t)c];
-        for (int c = 0; c < 4; c++)
-            dst[(size_t)i * 4 + (size_t)c] = acc[c];
+    for (size_t k = 0; k < m; k++) {
+        float acc = src[k];
+        for (uint32_t t = 0; t < nd; t++)
+            acc += w[t] * d[t][k];
+        dst[k] = acc;
     }
 }
 
@@ -224,7 +253,8 @@ static void fused_pass(const float *restrict src, float *restrict dst, uint32_t 
  * summed in fused passes first, sparse ones added after; the sum's order per
  * vertex depends only on the targets, not on the chunking. */
 static void morph_stream(const lmb_morph *mo, const float *w, uint32_t c, uint32_t begin,
-                         uint32_t end, const float *src, float *dst, uint32_t at) {
+                         uint32_t end, const float *src, float *dst, uint32_t stream) {
+    const float *sd = stream_deltas(mo, stream);
     const uint32_t n = end - begin;
     const float *dp[FUSED];
     float dw[FUSED];
@@ -235,21 +265,21 @@ static void morph_stream(const lmb_morph *mo, const float *w, uint32_t c, uint32
         if (wt == 0.0f) continue;
         const uint32_t *st = mo->start + (size_t)t * (mo->chunks + 1);
         if (st[c + 1] - st[c] != n) continue; /* sparse here: below */
-        dp[nd] = mo->delta + (size_t)st[c] * mo->stride + at;
+        dp[nd] = sd + (size_t)st[c] * 4;
         dw[nd++] = wt;
         if (nd == FUSED) {
-            fused_pass(first ? src : dst, dst, n, dp, dw, nd, mo->stride);
+            fused_pass(first ? src : dst, dst, n, dp, dw, nd);
             first = 0;
             nd = 0;
         }
     }
-    if (nd > 0 || first) fused_pass(first ? src : dst, dst, n, dp, dw, nd, mo->stride);
+    if (nd > 0 || first) fused_pass(first ? src : dst, dst, n, dp, dw, nd);
     for (uint32_t t = 0; t < mo->target_count; t++) {
         float wt = w[t];
         if (wt == 0.0f) continue;
         const uint32_t *st = mo->start + (size_t)t * (mo->chunks + 1);
         if (st[c + 1] - st[c] == n) continue;
-        add_deltas(mo, st[c], st[c + 1], begin, wt, at, dst);
+        add_deltas(mo, sd, st[c], st[c + 1], begin, wt, dst);
     }
 }
 
@@ -259,14 +289,14 @@ void lmb_morph_chunk(const lmb_morph *mo, const float *w, uint32_t c, uint32_t b
     morph_stream(mo, w, c, begin, end, m->pos + (size_t)begin * 4, pos, 0);
     if (nrm) {
         if (mo->has_nrm)
-            morph_stream(mo, w, c, begin, end, m->nrm + (size_t)begin * 4, nrm, 4);
+            morph_stream(mo, w, c, begin, end, m->nrm + (size_t)begin * 4, nrm, 1);
         else
             memcpy(nrm, m->nrm + (size_t)begin * 4, (size_t)(end - begin) * 4 * sizeof(float));
     }
     if (tan) {
         if (mo->has_tan)
             morph_stream(mo, w, c, begin, end, m->tan + (size_t)begin * 4, tan,
-                         mo->has_nrm ? 8u : 4u);
+                         mo->has_nrm ? 2u : 1u);
         else
             memcpy(tan, m->tan + (size_t)begin * 4, (size_t)(end - begin) * 4 * sizeof(float));
     }

@@ -6,17 +6,21 @@
  * usual; normals (and tangents' xyz) get their own deltas where the targets
  * have them and are renormalised after skinning.
  *
- * Storage is sparse: a target keeps only the vertices whose deltas are not
- * all zero, in sorted-vertex order (lmb_skin_mesh.perm), and an index of
- * where each chunk of LMB_SKIN_CHUNK sorted vertices starts in that list.
- * So a target at weight 0 costs nothing and a sparse target costs in
- * proportion to the vertices it moves:
+ * Storage is sparse per chunk of LMB_SKIN_CHUNK sorted vertices: where a
+ * target moves at least 3/4 of a chunk's vertices it keeps all of them
+ * (one straight loop), elsewhere only the vertices whose deltas are not all
+ * zero, in sorted-vertex order (lmb_skin_mesh.perm), with an index of where
+ * each chunk starts in that list. So a target at weight 0 costs nothing and
+ * a sparse target costs in proportion to the vertices it moves:
  *     entries of target t in chunk c: [start[t * (chunks + 1) + c],
  *                                      start[t * (chunks + 1) + c + 1])
- *     entry e: sorted vertex vertex[e], deltas delta[e * stride ..]
- *              (position xyz 0, then normal xyz 0 if has_nrm, then tangent
- *              xyz 0 if has_tan: 4 floats per stream, one SIMD vector; a
- *              stream a target lacks holds zeros). */
+ *     entry e: sorted vertex vertex[e]; its position delta at
+ *              delta[e * 4] (x y z 0: one SIMD vector), its normal delta
+ *              (if has_nrm) at delta[(entry_count + e) * 4], its tangent
+ *              delta (if has_tan) in the next block: each stream is one
+ *              contiguous array, so a target that moves every vertex of a
+ *              chunk is a straight loop (a stream a target lacks holds
+ *              zeros). */
 #ifndef LIMBER_MORPH_H
 #define LIMBER_MORPH_H
 
@@ -31,10 +35,10 @@ typedef struct lmb_morph {
     const struct lmb_skin_mesh *mesh; /* the mesh the targets were built for */
     uint32_t vertex_count, target_count, chunks;
     uint32_t entry_count;
-    uint32_t has_nrm, has_tan, stride; /* stride: 4, 8 or 12 floats per entry */
-    uint32_t *start;                   /* target_count * (chunks + 1) */
-    uint32_t *vertex;                  /* entry_count */
-    float *delta;                      /* entry_count * stride */
+    uint32_t has_nrm, has_tan, streams; /* streams stored: 1 + has_nrm + has_tan */
+    uint32_t *start;                    /* target_count * (chunks + 1) */
+    uint32_t *vertex;                   /* entry_count */
+    float *delta;                       /* streams * entry_count * 4 */
 } lmb_morph;
 
 /* Deltas in file order, as the binding decoded them: per target, 3 floats

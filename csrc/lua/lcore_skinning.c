@@ -650,9 +650,9 @@ static int l_morph_gpu(lua_State *L) {
         const uint32_t *st = mo->start + t * (mo->chunks + 1);
         for (uint32_t e = st[0]; e < st[mo->chunks]; e++) {
             size_t v = file ? m->perm[mo->vertex[e]] : mo->vertex[e];
-            const float *d = mo->delta + (size_t)e * mo->stride;
             for (size_t k = 0; k < S; k++)
-                memcpy(out + ((k * T + t) * V + v) * 4, d + 4 * k, 3 * sizeof(float));
+                memcpy(out + ((k * T + t) * V + v) * 4, mo->delta + (k * mo->entry_count + e) * 4,
+                       3 * sizeof(float));
         }
     }
     return 1;
