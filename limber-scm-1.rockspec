@@ -46,6 +46,7 @@ build = {
       ["limber.snapshot"] = "lua/limber/snapshot.lua",
       ["limber.controller"] = "lua/limber/controller.lua",
       ["limber.ik"] = "lua/limber/ik.lua",
+      ["limber.retarget"] = "lua/limber/retarget.lua",
     },
   },
 }

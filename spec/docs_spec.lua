@@ -16,6 +16,7 @@ local MODULES = {
   { name = "limber.snapshot", file = "lua/limber/snapshot.lua" },
   { name = "limber.controller", file = "lua/limber/controller.lua" },
   { name = "limber.ik", file = "lua/limber/ik.lua" },
+  { name = "limber.retarget", file = "lua/limber/retarget.lua" },
 }
 -- functions a module re-exports from another one (documented there)
 local function reexported(v)
@@ -170,6 +171,7 @@ local SURFACE_MODULES = {
   { name = "limber.snapshot", file = "lua/limber/snapshot.lua" },
   { name = "limber.controller", file = "lua/limber/controller.lua" },
   { name = "limber.ik", file = "lua/limber/ik.lua" },
+  { name = "limber.retarget", file = "lua/limber/retarget.lua" },
   { name = "limber.core" },
 }
 

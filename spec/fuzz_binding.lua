@@ -48,7 +48,7 @@ local rnd = math.random
 
 local limber = require "limber"
 local MODULES = { "limber", "limber.core", "limber.gltf", "limber.anim", "limber.scene", "limber.skinning",
-                  "limber.snapshot", "limber.controller", "limber.ik" }
+                  "limber.snapshot", "limber.controller", "limber.ik", "limber.retarget" }
 
 -- ---------------------------------------------------------------------------
 -- The pool of live objects calls draw from and add to.
@@ -126,6 +126,10 @@ local function build_pool()
   local clip2 = try(anim.clip, { name = "Run", tracks = {
     { joint = 2, path = "scale", interpolation = "STEP", times = { 0, 2 }, values = { 1, 1, 1, 2, 2, 2 } } },
     events = { { time = 0.5, name = "step" } } }, skel)
+  if clip and skel then -- retargeted and mirrored clips
+    try(limber.retarget.mirror, clip, skel, { axis = "z" })
+    try(limber.retarget.clip, clip, skel, skel, { map = { knee = "hip" } })
+  end
   if clip then -- a packed clip (and its error report) in the pool
     local packed = try(anim.pack, clip, skel, { tolerance = 1e-3, distance = 0.05 })
     if packed then try(packed.error, packed, clip, skel, 0.1) end

@@ -470,6 +470,40 @@ static int l_clip_sample_joint(lua_State *L) {
     return 1;
 }
 
+/** clip:track_keys(j, path): the keys of joint j's track for `path` of an
+ * exact clip: key times (table), values (flat table: width numbers per key,
+ * in-tangent, value, out-tangent for CUBICSPLINE; rotations normalised) and
+ * the interpolation name; nil when the clip has no such track. A packed clip
+ * keeps no keys per track: an error. */
+static int l_clip_track_keys(lua_State *L) {
+    lmb_clip *c = check_clip(L, 1);
+    lua_Integer j = luaL_checkinteger(L, 2);
+    int path = luaL_checkoption(L, 3, NULL, path_names);
+    if (c->packed.streams)
+        return luaL_error(L, "limber.Clip:track_keys: a packed clip keeps no keys per track "
+                             "(use the exact clip)");
+    for (uint32_t m = 0; m < c->joint_track_count; m++) {
+        const lmb_track *tr = c->tracks + m;
+        if ((lua_Integer)tr->target + 1 != j || tr->path != path) continue;
+        uint32_t per = tr->interp == LMB_CUBIC ? 3u * tr->width : tr->width;
+        lua_createtable(L, (int)tr->key_count, 0);
+        lua_createtable(L, (int)(tr->key_count * per), 0);
+        for (uint32_t k = 0; k < tr->key_count; k++) {
+            const float *rec = c->values + tr->values + (size_t)k * tr->stride;
+            lua_pushnumber(L, (lua_Number)c->times[tr->times + k]);
+            lua_rawseti(L, -3, (lua_Integer)k + 1);
+            for (uint32_t e = 0; e < per; e++) {
+                lua_pushnumber(L, (lua_Number)rec[1 + e]);
+                lua_rawseti(L, -2, (lua_Integer)(k * per + e) + 1);
+            }
+        }
+        lua_pushstring(L, interp_names[tr->interp]);
+        return 3;
+    }
+    lua_pushnil(L);
+    return 1;
+}
+
 /** clip:joint_span(): the largest joint index a track animates (0 if none). */
 static int l_clip_joint_span(lua_State *L) {
     lua_pushinteger(L, check_clip(L, 1)->joint_span);
@@ -1109,6 +1143,7 @@ void lcore_open_clip(lua_State *L) {
                                             {"joint_tracks", l_clip_joint_tracks},
                                             {"sample_node", l_clip_sample_node},
                                             {"sample_joint", l_clip_sample_joint},
+                                            {"track_keys", l_clip_track_keys},
                                             {"joint_span", l_clip_joint_span},
                                             {"key_count", l_clip_key_count},
                                             {"track_count", l_clip_track_count},

@@ -419,7 +419,7 @@ function M.plan(desc)
 end
 
 local submodules = { anim = true, gltf = true, scene = true, skinning = true, snapshot = true,
-  controller = true, ik = true }
+  controller = true, ik = true, retarget = true }
 
 return setmetatable(M, {
   __index = function(t, k)

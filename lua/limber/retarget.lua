@@ -1,0 +1,248 @@
+--- limber.retarget: one clip for many rigs. `clip` carries a clip made for
+-- one skeleton onto another whose joints share names (or through a name
+-- map); `mirror` reflects a clip across a plane, swapping left and right.
+-- Both build once and return a normal exact clip with the same key times
+-- and interpolation as the source (keys are transformed, not resampled).
+--
+-- Rotations are carried relative to each skeleton's rest pose in world-aligned
+-- terms: with W the rest world rotation of a joint and P its parent's, a
+-- source key q becomes P_t^-1 P_s q W_s^-1 W_t, so every joint turns from its
+-- rest by the same world-space rotation on both rigs, whatever the joints'
+-- local frames. Translations keep their offset from the rest translation,
+-- turned the same way and scaled by the bone-length ratio (a root's by the
+-- ratio of the rigs' hip heights); scales keep their ratio to the rest scale.
+-- Joints missing on either side are left at rest.
+--
+-- Mirroring maps joint j to its counterpart m (by name: Left/Right, left/right,
+-- _L/_R, _l/_r, .L/.R, .l/.r, L_/R_; trailing `_<digits>` ignored; or an
+-- explicit map) and reflects the world-aligned rotation from rest and the
+-- translation across the plane: mirroring twice gives the original keys.
+-- @module limber.retarget
+local anim = require "limber.anim"
+local check = require "limber.check"
+
+local M = {}
+
+-- ---- quaternions (x y z w) and vectors --------------------------------------
+
+local function qmul(a, b)
+  return { a[4] * b[1] + a[1] * b[4] + a[2] * b[3] - a[3] * b[2],
+           a[4] * b[2] - a[1] * b[3] + a[2] * b[4] + a[3] * b[1],
+           a[4] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[4],
+           a[4] * b[4] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3] }
+end
+
+local function qconj(a) return { -a[1], -a[2], -a[3], a[4] } end
+
+local function qrot(q, v)
+  local p = qmul(qmul(q, { v[1], v[2], v[3], 0 }), qconj(q))
+  return { p[1], p[2], p[3] }
+end
+
+-- Rest world rotations and positions of every joint (parents first).
+local function rest_world(skel)
+  local n, par = skel:joint_count(), skel:parents()
+  local W, P, X = {}, {}, {}
+  for j = 1, n do
+    local t, r = skel:rest_trs(j)
+    local p = par[j]
+    if p == 0 then
+      P[j], W[j], X[j] = { 0, 0, 0, 1 }, r, t
+    else
+      P[j], W[j] = W[p], qmul(W[p], r)
+      local o = qrot(W[p], t)
+      X[j] = { X[p][1] + o[1], X[p][2] + o[2], X[p][3] + o[3] }
+    end
+  end
+  return W, P, X
+end
+
+local function len3(v) return math.sqrt(v[1] ^ 2 + v[2] ^ 2 + v[3] ^ 2) end
+
+-- The height of a rig at rest: the largest minus the smallest y.
+local function height(X)
+  local lo, hi = math.huge, -math.huge
+  for _, x in ipairs(X) do lo, hi = math.min(lo, x[2]), math.max(hi, x[2]) end
+  return hi - lo
+end
+
+local function check_clip(c, n, fname)
+  if not check.is_a(c, "limber.Clip") then check.arg_error(n, fname, "limber.Clip", c, 3) end
+  if c:packed() then
+    check.arg_fail(n, fname, "a packed clip keeps no keys per track (give the exact clip)", 3)
+  end
+end
+
+local function check_skel(s, n, fname)
+  if not check.is_a(s, "limber.Skeleton") then
+    check.arg_error(n, fname, "limber.Skeleton", s, 3)
+  end
+end
+
+-- Rebuilds the tracks of joint `from` (of clip c) for joint `to`: fn(path,
+-- values, per, interp) returns the new flat values.
+local function carry(c, from, to, fn, out)
+  for _, path in ipairs({ "translation", "rotation", "scale" }) do
+    local times, values, interp = c:track_keys(from, path)
+    if times then
+      out[#out + 1] = { joint = to, path = path, interpolation = interp, times = times,
+                        values = fn(path, values, interp) }
+    end
+  end
+end
+
+-- Maps every key (and CUBICSPLINE tangent) of a flat value list: vector
+-- keys by fv(v, is_tangent), rotation keys by fq(q) (linear in q, so
+-- tangents map the same way).
+local function map_keys(path, values, interp, fv, fq)
+  local w = path == "rotation" and 4 or 3
+  local per = interp == "CUBICSPLINE" and 3 or 1
+  local out = {}
+  for k = 0, #values / w - 1 do
+    local v = {}
+    for c = 1, w do v[c] = values[k * w + c] end
+    local tangent = per == 3 and k % 3 ~= 1
+    local r
+    if path == "rotation" then r = fq(v) else r = fv(v, tangent) end
+    for c = 1, w do out[k * w + c] = r[c] end
+  end
+  return out
+end
+
+--- Carries a clip made for skeleton `from` onto skeleton `to`.
+-- @tparam limber.Clip clip an exact clip of `from`
+-- @tparam limber.Skeleton from
+-- @tparam limber.Skeleton to
+-- @tparam[opt] table opts `map` (target joint name -> source joint name, for
+--   joints whose names differ), `name` (the new clip's name)
+-- @treturn limber.Clip a clip of `to`
+function M.clip(clip, from, to, opts)
+  local fname = "limber.retarget.clip"
+  check_clip(clip, 1, fname)
+  check_skel(from, 2, fname)
+  check_skel(to, 3, fname)
+  local o = check.options(4, fname, opts, { map = "table", name = "string" }, 2)
+  local map = o.map and check.snapshot(o.map) or {}
+  local Wf, Pf, Xf = rest_world(from)
+  local Wt, Pt, Xt = rest_world(to)
+  local hf, ht = height(Xf), height(Xt)
+  local root_ratio = hf > 1e-12 and ht / hf or 1
+  local pf, pt = from:parents(), to:parents()
+  local tracks = {}
+  for jt = 1, to:joint_count() do
+    local name = to:name(jt)
+    local src = name and (map[name] or name)
+    local js = type(src) == "string" and from:find(src) or nil
+    if js then
+      local tf, _, sf = from:rest_trs(js)
+      local tt, _, st = to:rest_trs(jt)
+      local ratio = root_ratio
+      if pf[js] ~= 0 and pt[jt] ~= 0 then
+        local a, b = len3(tf), len3(tt)
+        ratio = a > 1e-12 and b / a or 1
+      end
+      local A = qmul(qconj(Pt[jt]), Pf[js])   -- source parent frame -> target parent frame
+      local B = qmul(qconj(Wf[js]), Wt[jt])
+      carry(clip, js, jt, function(path, values, interp)
+        return map_keys(path, values, interp, function(v, tangent)
+          if path == "scale" then
+            local out = {}
+            for c = 1, 3 do out[c] = sf[c] ~= 0 and v[c] * st[c] / sf[c] or v[c] end
+            return out
+          end
+          local d = tangent and v or { v[1] - tf[1], v[2] - tf[2], v[3] - tf[3] }
+          local r = qrot(A, d)
+          if tangent then return { ratio * r[1], ratio * r[2], ratio * r[3] } end
+          return { tt[1] + ratio * r[1], tt[2] + ratio * r[2], tt[3] + ratio * r[3] }
+        end, function(q) return qmul(qmul(A, q), B) end)
+      end, tracks)
+    end
+  end
+  return anim.clip({ name = o.name or clip:name(), tracks = tracks, duration = clip:duration() },
+    to)
+end
+
+local SIDES = { { "Left", "Right" }, { "left", "right" }, { "_L", "_R" }, { "_l", "_r" },
+                { ".L", ".R" }, { ".l", ".r" }, { "L_", "R_" } }
+
+-- The counterpart of every joint (itself when it has none).
+local function counterparts(skel, map)
+  local n = skel:joint_count()
+  local stripped = {}
+  for j = 1, n do
+    local name = skel:name(j)
+    if name then stripped[(name:gsub("_%d+$", ""))] = j end
+  end
+  local function find(name)
+    return skel:find(name) or stripped[(name:gsub("_%d+$", ""))]
+  end
+  local other = {}
+  for j = 1, n do
+    local name = skel:name(j)
+    local m = name and map[name] and find(map[name])
+    if name and not m then
+      for _, s in ipairs(SIDES) do
+        local a, b = s[1], s[2]
+        local i = name:find(a, 1, true)
+        if i then
+          m = find(name:sub(1, i - 1) .. b .. name:sub(i + #a))
+        else
+          i = name:find(b, 1, true)
+          if i then m = find(name:sub(1, i - 1) .. a .. name:sub(i + #b)) end
+        end
+        if m then break end
+      end
+    end
+    other[j] = m or j
+  end
+  return other
+end
+
+--- Mirrors a clip across a plane through the origin of the skeleton's
+-- model space, swapping left and right joints.
+-- @tparam limber.Clip clip an exact clip of `skeleton`
+-- @tparam limber.Skeleton skeleton
+-- @tparam[opt] table opts `axis` ("x", default, "y" or "z": the plane's
+--   normal), `map` (joint name -> its counterpart's name, both ways, for
+--   names the patterns do not pair), `name`
+-- @treturn limber.Clip
+function M.mirror(clip, skeleton, opts)
+  local fname = "limber.retarget.mirror"
+  check_clip(clip, 1, fname)
+  check_skel(skeleton, 2, fname)
+  local o = check.options(3, fname, opts, { axis = "string", map = "table", name = "string" }, 2)
+  local axis = ({ x = 1, y = 2, z = 3 })[o.axis or "x"]
+  if not axis then check.arg_fail(3, fname, "option 'axis' must be \"x\", \"y\" or \"z\"", 2) end
+  local map = o.map and check.snapshot(o.map) or {}
+  local other = counterparts(skeleton, map)
+  local W, P = rest_world(skeleton)
+  -- reflection across the plane: vectors negate the axis component;
+  -- rotations keep it and negate the other two
+  local function rv(v)
+    local r = { v[1], v[2], v[3] }
+    r[axis] = -r[axis]
+    return r
+  end
+  local function rq(q)
+    local r = { -q[1], -q[2], -q[3], q[4] }
+    r[axis] = q[axis]
+    return r
+  end
+  local tracks = {}
+  for j = 1, skeleton:joint_count() do
+    local m = other[j]
+    carry(clip, m, j, function(path, values, interp)
+      return map_keys(path, values, interp, function(v)
+        if path == "scale" then return v end
+        return qrot(qconj(P[j]), rv(qrot(P[m], v)))
+      end, function(q)
+        local g = qmul(qmul(P[m], q), qconj(W[m]))
+        return qmul(qmul(qconj(P[j]), rq(g)), W[j])
+      end)
+    end, tracks)
+  end
+  return anim.clip({ name = o.name or clip:name(), tracks = tracks, duration = clip:duration() },
+    skeleton)
+end
+
+return M
