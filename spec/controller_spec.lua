@@ -402,14 +402,23 @@ describe("limber.controller", function()
     step(1)
     assert.equal("run", ctl:state(1, 1))
     ctl:set(1, "lap", true)
-    local t = 0
+    -- it fires in the step that takes "fast" across phase 0.5, not before
+    local function fast_phase()
+      for _, e in ipairs(ctl:sources(1)) do
+        if e.clip:name() == "fast" then return (e.time % e.clip:duration()) / e.clip:duration() end
+      end
+    end
+    local t, before = 0, nil
     while ctl:state(1, 1) == "run" and t < 2 do
+      before = fast_phase() -- nil in the first step: its weight is still 0
+      assert.is_true(before == nil or before < 0.5 or before > 0.5 + 2 * dt) -- not crossed yet
       step(1)
       t = t + dt
     end
     assert.equal("lap", ctl:state(1, 1))
-    local fast = ctl:sources(1)
-    assert.truthy(fast)
+    local d = clips[2]:duration() -- "fast"
+    assert.equal("fast", clips[2]:name())
+    assert.is_true(before < 0.5 and before + dt / d >= 0.5 - 1e-6, before)
   end)
 
   it("runs a machine with a synced blend space in anim_dump without a pop", function()

@@ -136,9 +136,9 @@ function M.new(desc)
   if not ok then error(tostring(plan):gsub("^[^\n:]*:%d+: ", ""), 2) end
   local self = setmetatable({
     plan_ = plan, pose = pose, clips = clips, by_name = by_name, index = index, S = S,
-    L = #pl, layer_index = names, layers = pl, masks = masks, modes = {},
+    L = #pl, layer_index = names, masks = masks, modes = {},
     target = {}, held = {}, spaces = {}, machines = {}, params = {},
-    dirty = {}, timed = {},
+    dirty = {}, spare = {}, timed = {},
     last_dt = 0, event_weight = ew,
     N = pose:instance_count(), dropped_ = 0,
   }, Controller)
@@ -768,7 +768,7 @@ end
 
 -- Enters state `st` of the machine running on layer n of instance i.
 local function enter(self, i, n, run, st, fade)
-  run.state, run.since = st.name, 0
+  run.state = st.name
   local key = (i - 1) * self.L + n
   self.dirty[key] = true -- its transitions may hold already
   self.timed[key] = run.machine.by_from[st.name].timed or nil
@@ -904,8 +904,10 @@ end
 -- transition on the clip's time.
 local function step_machines(self, dt)
   local machines, spaces, L = self.machines, self.spaces, self.L
+  -- two sets take turns (no table per update): machines that enter a state
+  -- now mark the other one for the next update
   local todo = self.dirty
-  self.dirty = {}
+  self.dirty, self.spare = self.spare or {}, nil
   for key in pairs(self.timed) do todo[key] = true end
   for key in pairs(todo) do
     local run = machines[key]
@@ -930,6 +932,8 @@ local function step_machines(self, dt)
       end
     end
   end
+  for key in pairs(todo) do todo[key] = nil end
+  self.spare = todo
 end
 
 --- Stops every source of `layer` (fading out over `fade` seconds).
