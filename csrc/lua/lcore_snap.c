@@ -655,38 +655,47 @@ static int l_snapshot_load(lua_State *L) {
     return 2;
 }
 
-/** core.snapshot_write(fname, path, blob): writes the blob to path
- * (created or truncated). Only a regular file is written: the path is
- * opened without blocking (a FIFO without a reader fails at once, ENXIO)
- * and checked on the descriptor, so nothing here can hang. Errors read
- * "<fname>: cannot write '<path>': <why>". */
+/** core.snapshot_write(fname, path, blob): writes the blob to path. Only a
+ * regular file is written: an existing path that is anything else (a FIFO,
+ * a directory, a device) is refused before anything is opened, so nothing
+ * here can hang. The blob goes to a new file next to path (mkstemp), which
+ * then replaces path in one rename: a failure halfway (disk full) leaves the
+ * old file as it was and no partial one. Errors read "<fname>: cannot write
+ * '<path>': <why>". */
 static int l_snapshot_write(lua_State *L) {
     const char *fname = luaL_checkstring(L, 1);
     const char *path = luaL_checkstring(L, 2);
     size_t n;
     const char *blob = luaL_checklstring(L, 3, &n);
 #ifdef LMB_HAVE_POSIX_FILES
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
-    if (fd < 0) return luaL_error(L, "%s: cannot write '%s': %s", fname, path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
         return luaL_error(L, "%s: cannot write '%s': not a regular file", fname, path);
-    }
+    const char *tmp = lua_pushfstring(L, "%s.XXXXXX", path);
+    char *name = (char *)lua_newuserdatauv(L, strlen(tmp) + 1, 0);
+    memcpy(name, tmp, strlen(tmp) + 1);
+    int fd = mkstemp(name);
+    if (fd < 0) return luaL_error(L, "%s: cannot write '%s': %s", fname, path, strerror(errno));
+    const char *why = NULL;
+    int e = 0;
     size_t done = 0;
-    while (done < n) {
+    while (done < n && !why) {
         ssize_t w = write(fd, blob + done, n - done);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
-            int e = errno;
-            close(fd);
-            return luaL_error(L, "%s: cannot write '%s': %s", fname, path,
-                              w < 0 ? strerror(e) : "no progress");
+            e = errno;
+            why = w < 0 ? strerror(e) : "no progress";
+        } else {
+            done += (size_t)w;
         }
-        done += (size_t)w;
     }
-    if (close(fd) != 0)
-        return luaL_error(L, "%s: cannot write '%s': %s", fname, path, strerror(errno));
+    if (!why && fchmod(fd, 0644) != 0) why = strerror(errno);
+    if (close(fd) != 0 && !why) why = strerror(errno);
+    if (!why && rename(name, path) != 0) why = strerror(errno);
+    if (why) {
+        unlink(name);
+        return luaL_error(L, "%s: cannot write '%s': %s", fname, path, why);
+    }
 #else
     FILE *f = fopen(path, "wb");
     if (!f) return luaL_error(L, "%s: cannot write '%s'", fname, path);

@@ -838,18 +838,25 @@ M._snapshot_events = events_of
 
 --- The way back from a loaded snapshot (not part of the API): the stored
 -- events of a clip, checked as events given to `clip`, attached to it.
+-- `seen` (side table -> events) keeps events that clips shared (a packed
+-- clip and its source) shared, so the value saves back to the same bytes.
 -- @local
-function M._restore_events(clip, side)
+function M._restore_events(clip, side, seen)
   if not is_a(clip, "limber.Clip") then arg_error(1, "_restore_events", "limber.Clip", clip) end
   if type(side) ~= "table" or type(rawget(side, "times")) ~= "table"
       or type(rawget(side, "names")) ~= "table" then
     fail("clip: the snapshot's events are damaged", 3)
+  end
+  if seen and seen[side] then
+    events_of[clip] = seen[side]
+    return
   end
   local list, times, names = {}, rawget(side, "times"), rawget(side, "names")
   for k = 1, rawlen(times) do
     list[k] = { time = rawget(times, k), name = rawget(names, k) }
   end
   if #list > 0 then attach_events(clip, list, 2) end
+  if seen then seen[side] = events_of[clip] end
 end
 
 --- A clip's root displacement and yaw at unwrapped time x (laps of a

@@ -48,8 +48,9 @@ local function load(fname, blob)
     value = tostring(value):gsub("^limber%.snapshot%.load: ", "")
     check.rethrow(value, fname, "snapshot_load", 3)
   end
+  local seen = {} -- events two clips shared stay shared
   for _, pair in ipairs(sides) do
-    local ok2, err = pcall(anim._restore_events, pair[1], pair[2])
+    local ok2, err = pcall(anim._restore_events, pair[1], pair[2], seen)
     if not ok2 then
       error(fname .. ": " .. tostring(err):gsub("^[^\n:]*:%d+: ", ""), 3)
     end
@@ -85,7 +86,9 @@ function M.read(path, opts)
 end
 
 --- Writes the snapshot of a value to a file (replacing it). Only a regular
--- file is written: a FIFO, a directory or a device is refused at once.
+-- file is written: a FIFO, a directory or a device is refused at once. The
+-- blob goes to a new file next to `path` that then replaces it in one
+-- rename: a failed write leaves the old file whole and no partial one.
 -- @tparam string path
 -- @param value as for `save`
 function M.write(path, value)
