@@ -267,6 +267,9 @@ function D.clip_sampler(anim, t, asset)
     for _, tr in ipairs(c:joint_tracks()) do
       put(nodes[tr.joint], tr.path, pack(c:sample_joint(tr.joint, tr.path, t, false)))
     end
+    for k, tr in ipairs(c:node_tracks()) do -- a skinned mesh's morph weights
+      put(tr.node, tr.path, pack(c:sample_node(k, t, false)))
+    end
   end
   return out
 end

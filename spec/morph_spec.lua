@@ -290,3 +290,72 @@ describe("limber.skinning.morph", function()
     assert.matches("limber.SkinMorph%(3 targets, 20 vertices", tostring(m2))
   end)
 end)
+
+describe("morph weights through the frame plan", function()
+  it("blends a mesh's weights tracks by source and layer weights, as plain Lua does", function()
+    local gltf = require "limber.gltf"
+    local man = gltf.load(H.assets .. "CesiumMan/CesiumManMorph.gltf", { tolerance = 0 })
+    local node = man.skinned_nodes[1].node
+    local defaults = man.meshes[man.skinned_nodes[1].mesh].weights
+    local c1, c2 = man.animations[1].clips[1], man.animations[2].clips[1]
+    -- the weights channels went with the skeleton's clips, as node tracks
+    local function track_of(c)
+      for k, tr in ipairs(c:node_tracks()) do
+        if tr.node == node and tr.path == "float" then return k end
+      end
+    end
+    assert.truthy(track_of(c1) and track_of(c2))
+    local function value(c, t) return { c:sample_node(track_of(c), t, true) } end
+    local pose = gltf.pose(man, 1, 5)
+    local plan = limber.plan({ pose = pose, clips = { c1, c2 },
+      layers = { { name = "base", sources = 2 }, { name = "over", mode = "override" },
+                 { name = "add", mode = "additive" } } })
+    plan:play(1, "base", 1, 1, 0.5)
+    plan:play(2, "base", 1, 2, 1.2)
+    plan:play(3, "base", 1, 1, 0.3)
+    plan:play(3, "base", 2, 2, 2.1)
+    plan:set_weight(3, "base", 1, 0.3)
+    plan:set_weight(3, "base", 2, 0.7)
+    plan:play(4, "base", 1, 1, 1.1)
+    plan:play(4, "over", 1, 2, 0.4)
+    plan:set_layer_weight(4, "over", 0.25)
+    plan:play(4, "add", 1, 2, 0.9)
+    plan:set_layer_weight(4, "add", 0.5)
+    plan:set_weight(5, "base", 1, 0) -- nothing plays: the defaults
+    plan:run(0)
+    local w = plan:morph_weights(node, defaults)
+    assert.equal(5, #w)
+    local function near_row(want, i) assert.near(want, w[i], 1e-5, "instance " .. i) end
+    near_row(value(c1, 0.5), 1)
+    near_row(value(c2, 1.2), 2)
+    local a, b = value(c1, 0.3), value(c2, 2.1)
+    near_row({ 0.3 * a[1] + 0.7 * b[1], 0.3 * a[2] + 0.7 * b[2], 0.3 * a[3] + 0.7 * b[3] }, 3)
+    local base, over, add = value(c1, 1.1), value(c2, 0.4), value(c2, 0.9)
+    local want = {}
+    for c = 1, 3 do want[c] = base[c] + 0.25 * (over[c] - base[c]) + 0.5 * add[c] end
+    near_row(want, 4)
+    near_row(defaults, 5)
+    -- into a Buffer of the caller's, and straight to the skinning
+    local out = limber.buffer("f32", 3, 5)
+    assert.equal(out, plan:morph_weights(node, defaults, out))
+    assert.same(w:bytes(), out:bytes())
+    local prim = man.meshes[1].primitives[1]
+    local mesh = sk.mesh(prim)
+    local morph = sk.morph(mesh, prim.targets)
+    local pal = gltf.palette(man, pose, { skin = 1 })
+    plan:run(0)
+    pose:local_to_model()
+    pal:update()
+    local tg = sk.target { mesh = mesh, instances = 5, positions = true }
+    sk.run(mesh, pal, tg, morph, out)
+    assert.error_matches(function() plan:morph_weights(node, { 0, 0 }) end,
+      "clip 1's track on node " .. node .. " has 3 values per key, defaults 2", 1, true)
+    assert.error_matches(function() plan:morph_weights(node, {}) end,
+      "defaults must hold 1 to 16 numbers", 1, true)
+    assert.error_matches(function() plan:morph_weights(node, defaults, limber.buffer("f32", 3, 4)) end,
+      "out must be a writable f32 Buffer of width 3 with 5 elements", 1, true)
+    -- a node without tracks: the defaults everywhere
+    local none = plan:morph_weights(node + 100, { 0.5 })
+    for i = 1, 5 do assert.near(0.5, none[i], 0) end
+  end)
+end)

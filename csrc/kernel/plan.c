@@ -291,3 +291,49 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
 void lmb_plan_finish(lmb_plan *p) {
     if (p->active_count) p->pose->generation++;
 }
+
+void lmb_plan_float_track(const lmb_plan *p, const int32_t *track, uint32_t width,
+                          const float *base, float *out) {
+    const uint32_t N = p->pose->instance_count;
+    float val[LMB_FLOAT_WIDTH], v[LMB_FLOAT_WIDTH];
+    for (uint32_t i = 0; i < N; i++) {
+        float *acc = out + (size_t)i * width;
+        for (uint32_t c = 0; c < width; c++)
+            acc[c] = base[c];
+        for (uint32_t l = 0; l < p->layer_count; l++) {
+            float lw = p->layer_weight[(size_t)l * N + i];
+            if (!(lw > 0.0f)) continue;
+            const lmb_stack_layer *ly = p->layers + l;
+            float sum = 0.0f;
+            for (uint32_t c = 0; c < width; c++)
+                val[c] = 0.0f;
+            for (uint32_t s = ly->first_source; s < ly->first_source + ly->source_count; s++) {
+                float w = p->weight[(size_t)s * N + i];
+                const lmb_sampler *sm = p->src + s;
+                int32_t ci = sm->clip[i];
+                if (!(w > 0.0f) || ci < 0) continue;
+                int32_t k = track[ci];
+                if (k >= 0) {
+                    const lmb_clip *clip = sm->clips[ci];
+                    lmb_cursor cur = {0, 0.0f, 0.0f};
+                    lmb_track_sample(clip, clip->tracks + k,
+                                     lmb_clip_time(clip, sm->time[i], sm->loop[i]), &cur, v);
+                } else { /* no such track: the base (nothing, on an additive layer) */
+                    for (uint32_t c = 0; c < width; c++)
+                        v[c] = ly->mode == LMB_LAYER_ADDITIVE ? 0.0f : base[c];
+                }
+                for (uint32_t c = 0; c < width; c++)
+                    val[c] += w * v[c];
+                sum += w;
+            }
+            if (!(sum > 0.0f)) continue;
+            for (uint32_t c = 0; c < width; c++) {
+                float x = val[c] / sum;
+                if (ly->mode == LMB_LAYER_ADDITIVE)
+                    acc[c] += lw * x;
+                else
+                    acc[c] += lw * (x - acc[c]);
+            }
+        }
+    }
+}

@@ -96,6 +96,19 @@ uint32_t lmb_plan_advance(lmb_plan *p, double dt);
  * (worker < p->worker_count). */
 void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker);
 
+/* Blended values of a float track (LMB_PATH_F on node `node`, `width`
+ * values: e.g. a mesh's morph weights) for every instance, through the
+ * layer stack as it stands (after a run): per instance, starting from
+ * `base` (width values, one row for all), each layer bottom-up with weight
+ * lw > 0 takes its sources' values normalised by their weights (sources
+ * whose clip has no such track give `base`, or 0 on an additive layer); an
+ * override layer moves the
+ * result toward that by lw, an additive layer adds lw times it. `track`
+ * maps each clip of the plan's set (p->src[0].clips) to its track index
+ * (in clip->tracks) or -1. out: instance_count * width floats. Cannot fail. */
+void lmb_plan_float_track(const lmb_plan *p, const int32_t *track, uint32_t width,
+                          const float *base, float *out);
+
 /* Ends a run (generation of the pose). */
 void lmb_plan_finish(lmb_plan *p);
 

@@ -912,6 +912,65 @@ static int l_plan_source(lua_State *L) {
     return 6;
 }
 
+/** plan:morph_weights(node, defaults [, out]): every instance's blended
+ * values of the float tracks on node `node` (e.g. a glTF mesh node's morph
+ * weights) through the layer stack as it stands after the last run, from
+ * `defaults` (1 to 16 numbers: the mesh's default weights); an f32 Buffer of
+ * width #defaults and one element per instance (`out`, filled, or new). */
+static int l_plan_morph_weights(lua_State *L) {
+    lplan *lp = check_plan(L, 1);
+    const lmb_plan *p = &lp->plan;
+    lua_Integer node = luaL_checkinteger(L, 2);
+    if (node < 0 || node > (lua_Integer)UINT32_MAX)
+        return luaL_argerror(L, 2, "node must be an integer in [0, 2^32 - 1]");
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_Integer W = lcore_rawlen(L, 3);
+    if (W < 1 || W > LMB_FLOAT_WIDTH)
+        return luaL_argerror(
+            L, 3,
+            lua_pushfstring(L, "defaults must hold 1 to %d numbers (got %I)", LMB_FLOAT_WIDTH, W));
+    float base[LMB_FLOAT_WIDTH];
+    lcore_read_floats(L, 3, "defaults", 1, base, (size_t)W);
+    uint32_t N = p->pose->instance_count;
+    lbuffer *out;
+    if (!lua_isnoneornil(L, 4)) {
+        out = (lbuffer *)luaL_testudata(L, 4, BUFFER_MT);
+        if (!out || out->type != LBUF_F32 || out->width != (uint32_t)W || out->count != N ||
+            out->readonly)
+            return luaL_argerror(L, 4,
+                                 lua_pushfstring(L,
+                                                 "out must be a writable f32 Buffer of width %I "
+                                                 "with %I elements",
+                                                 W, (lua_Integer)N));
+        lua_settop(L, 4);
+    } else {
+        lua_settop(L, 3);
+        out = lbuf_push(L, LBUF_F32, (uint32_t)W, N);
+    }
+    /* the track of each clip of the set on this node */
+    int32_t *track =
+        (int32_t *)lua_newuserdatauv(L, (size_t)lp->clip_count * sizeof(int32_t) + 1, 0);
+    const lmb_clip *const *clips = p->src[0].clips;
+    for (uint32_t k = 0; k < lp->clip_count; k++) {
+        const lmb_clip *c = clips[k];
+        track[k] = -1;
+        for (uint32_t m = c->joint_track_count; m < c->track_count; m++) {
+            const lmb_track *tr = c->tracks + m;
+            if (tr->target != (uint32_t)node || tr->path != LMB_PATH_F) continue;
+            if (tr->width != (uint32_t)W)
+                return luaL_error(L,
+                                  "limber.Plan:morph_weights: clip %d's track on node %I has %d "
+                                  "values per key, defaults %I",
+                                  (int)k + 1, node, (int)tr->width, W);
+            track[k] = (int32_t)m;
+            break;
+        }
+    }
+    lmb_plan_float_track(p, track, (uint32_t)W, base, (float *)out->data);
+    lua_pop(L, 1);
+    return 1;
+}
+
 /* An optional fade time at `arg`: >= 0 seconds (0 or nil: at once). */
 static float check_fade(lua_State *L, int arg) {
     if (lua_isnoneornil(L, arg)) return 0.0f;
@@ -1177,6 +1236,7 @@ void lcore_open_plan(lua_State *L) {
                                             {"set_time", l_plan_set_time},
                                             {"set_rate", l_plan_set_rate},
                                             {"source", l_plan_source},
+                                            {"morph_weights", l_plan_morph_weights},
                                             {"set_weight", l_plan_set_weight},
                                             {"weight", l_plan_weight},
                                             {"set_layer_weight", l_plan_set_layer_weight},

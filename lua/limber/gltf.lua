@@ -1002,6 +1002,10 @@ function Loader:clips()
       self:take(where, (1 + #asset.skeletons) * (#an.channels * M.COSTS.track + keys))
       local owner = {} -- channel -> skeleton whose joint it animates
       for k, ch in ipairs(an.channels) do
+        -- the morph weights of a skinned mesh node go with its skeleton's
+        -- clip (a plan playing it blends them: plan:morph_weights)
+        local skin = ch.path == "weights" and asset.nodes[ch.node].skin
+        if skin then owner[k] = asset.skins[skin].skeleton end
         for s, skel in ipairs(asset.skeletons) do
           if not owner[k] and ch.path ~= "weights" and skel.joint_of[ch.node] then owner[k] = s end
         end
