@@ -586,4 +586,32 @@ function H.compare_morph_nodes(rf, gf, tol)
   end
 end
 
+--- (x, y, z, w) through the column-major 4x4 M: three numbers.
+function H.xform(M, x, y, z, w)
+  return M[1] * x + M[5] * y + M[9] * z + M[13] * w, M[2] * x + M[6] * y + M[10] * z + M[14] * w,
+         M[3] * x + M[7] * y + M[11] * z + M[15] * w
+end
+
+function H.normalize3(x, y, z)
+  local l = math.sqrt(x * x + y * y + z * z)
+  return x / l, y / l, z / l
+end
+
+-- ---- quaternions (x y z w), for specs' own formulas -------------------------
+
+function H.qmul(a, b)
+  return { a[4] * b[1] + a[1] * b[4] + a[2] * b[3] - a[3] * b[2],
+           a[4] * b[2] - a[1] * b[3] + a[2] * b[4] + a[3] * b[1],
+           a[4] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[4],
+           a[4] * b[4] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3] }
+end
+
+function H.qconj(a) return { -a[1], -a[2], -a[3], a[4] } end
+
+--- v rotated by the unit quaternion q.
+function H.qrot(q, v)
+  local p = H.qmul(H.qmul(q, { v[1], v[2], v[3], 0 }), H.qconj(q))
+  return { p[1], p[2], p[3] }
+end
+
 return H

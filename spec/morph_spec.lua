@@ -8,15 +8,7 @@ local sk = require "limber.skinning"
 
 H.seed("morph")
 
-local function xform(M, x, y, z, w)
-  return M[1] * x + M[5] * y + M[9] * z + M[13] * w, M[2] * x + M[6] * y + M[10] * z + M[14] * w,
-         M[3] * x + M[7] * y + M[11] * z + M[15] * w
-end
-
-local function normalize(x, y, z)
-  local l = math.sqrt(x * x + y * y + z * z)
-  return x / l, y / l, z / l
-end
+local xform, normalize = H.xform, H.normalize3
 
 -- Random targets for mesh data m: target 1 dense (positions and normals),
 -- target 2 sparse (positions only, about a tenth of the vertices), target 3

@@ -20,12 +20,7 @@ local function rand_skeleton(n)
   return limber.skeleton(H.rand_joints(n, math.random(1, 2)))
 end
 
-local function qmul(a, b)
-  return { a[4] * b[1] + a[1] * b[4] + a[2] * b[3] - a[3] * b[2],
-           a[4] * b[2] - a[1] * b[3] + a[2] * b[4] + a[3] * b[1],
-           a[4] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[4],
-           a[4] * b[4] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3] }
-end
+local qmul = H.qmul
 
 local function axis_angle(ax, a)
   local n = math.sqrt(ax[1] ^ 2 + ax[2] ^ 2 + ax[3] ^ 2)

@@ -9,17 +9,7 @@ local rt = require "limber.retarget"
 
 H.seed("retarget")
 
-local function qmul(a, b)
-  return { a[4] * b[1] + a[1] * b[4] + a[2] * b[3] - a[3] * b[2],
-           a[4] * b[2] - a[1] * b[3] + a[2] * b[4] + a[3] * b[1],
-           a[4] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[4],
-           a[4] * b[4] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3] }
-end
-local function qconj(a) return { -a[1], -a[2], -a[3], a[4] } end
-local function qrot(q, v)
-  local p = qmul(qmul(q, { v[1], v[2], v[3], 0 }), qconj(q))
-  return { p[1], p[2], p[3] }
-end
+local qmul, qconj, qrot = H.qmul, H.qconj, H.qrot
 local function rquat()
   local v = { H.rand(-1, 1), H.rand(-1, 1), H.rand(-1, 1), H.rand(-1, 1) }
   local l = math.sqrt(v[1] ^ 2 + v[2] ^ 2 + v[3] ^ 2 + v[4] ^ 2)

@@ -10,15 +10,7 @@ H.seed("skinning")
 local random_palette, entry = H.skin_palette, H.palette_entry
 local random_mesh, mesh_desc = H.skin_random_mesh, H.skin_mesh_desc
 
-local function xform(M, x, y, z, w)
-  return M[1] * x + M[5] * y + M[9] * z + M[13] * w, M[2] * x + M[6] * y + M[10] * z + M[14] * w,
-         M[3] * x + M[7] * y + M[11] * z + M[15] * w
-end
-
-local function normalize(x, y, z)
-  local l = math.sqrt(x * x + y * y + z * z)
-  return x / l, y / l, z / l
-end
+local xform, normalize = H.xform, H.normalize3
 
 -- The article's naive version: every vertex as four influences, four
 -- weighted full 4x4 matrices summed. Returns file-order arrays per instance.

@@ -67,6 +67,26 @@ static void same_count(lua_State *L, int arg, const char *what, size_t n, size_t
             lua_pushfstring(L, "%I %s for %I targets", (lua_Integer)n, what, (lua_Integer)want));
 }
 
+/* The per-instance inputs of a job at arguments arg .. arg + 3: targets,
+ * poles, weights and first; t1 / p1 / w1 hold a single instance's. Returns
+ * the instance count. */
+typedef struct job_inputs {
+    float t1[3], p1[3], w1;
+    const float *targets, *poles, *weights;
+    uint32_t first, count;
+} job_inputs;
+
+static void read_inputs(lua_State *L, int arg, const lmb_pose *p, job_inputs *in) {
+    size_t n, np = 0, nw = 0;
+    in->targets = vec_arg(L, arg, "targets", 0, in->t1, &n);
+    in->poles = vec_arg(L, arg + 1, "poles", 1, in->p1, &np);
+    if (in->poles) same_count(L, arg + 1, "poles", np, n);
+    in->weights = weight_arg(L, arg + 2, &in->w1, &nw);
+    if (in->weights) same_count(L, arg + 2, "weights", nw, n);
+    in->first = first_arg(L, arg + 3, p, n);
+    in->count = (uint32_t)n;
+}
+
 /** core.ik_two_bone(pose, root, mid, tip, targets [, poles [, weights [, first
  * [, soften [, keep_tip]]]]]): two-bone IK (ik.h) for the instances from
  * `first` (one per target); joints 1-based. */
@@ -78,15 +98,10 @@ static int l_two_bone(lua_State *L) {
     j.root = joint_arg(L, 2, p, "root joint");
     j.mid = joint_arg(L, 3, p, "mid joint");
     j.tip = joint_arg(L, 4, p, "tip joint");
-    float t1[3], p1[3], w1;
-    size_t n, np = 0, nw = 0;
-    j.targets = vec_arg(L, 5, "targets", 0, t1, &n);
-    j.poles = vec_arg(L, 6, "poles", 1, p1, &np);
-    if (j.poles) same_count(L, 6, "poles", np, n);
-    j.weights = weight_arg(L, 7, &w1, &nw);
-    if (j.weights) same_count(L, 7, "weights", nw, n);
-    j.first = first_arg(L, 8, p, n);
-    j.count = (uint32_t)n;
+    job_inputs in;
+    read_inputs(L, 5, p, &in);
+    j.targets = in.targets, j.poles = in.poles, j.weights = in.weights;
+    j.first = in.first, j.count = in.count;
     j.soften = lua_isnoneornil(L, 9) ? 1.0f : lcore_check_float(L, 9, "soften");
     j.keep_tip = lua_toboolean(L, 10);
     lmb_error err;
@@ -106,21 +121,17 @@ static int l_aim(lua_State *L) {
     j.joint = joint_arg(L, 2, p, "joint");
     j.effector = lua_isnoneornil(L, 3) ? j.joint : joint_arg(L, 3, p, "effector");
     size_t n1;
-    float f[3], u[3] = {0, 0, 0}, t1[3], p1[3], w1;
+    float f[3], u[3] = {0, 0, 0};
     memcpy(j.forward, vec_arg(L, 4, "forward", 0, f, &n1), sizeof f);
     if (n1 != 1) luaL_argerror(L, 4, "forward must be { x, y, z }");
     if (!lua_isnoneornil(L, 5)) {
         memcpy(j.up, vec_arg(L, 5, "up", 0, u, &n1), sizeof u);
         if (n1 != 1) luaL_argerror(L, 5, "up must be { x, y, z }");
     }
-    size_t n, np = 0, nw = 0;
-    j.targets = vec_arg(L, 6, "targets", 0, t1, &n);
-    j.poles = vec_arg(L, 7, "poles", 1, p1, &np);
-    if (j.poles) same_count(L, 7, "poles", np, n);
-    j.weights = weight_arg(L, 8, &w1, &nw);
-    if (j.weights) same_count(L, 8, "weights", nw, n);
-    j.first = first_arg(L, 9, p, n);
-    j.count = (uint32_t)n;
+    job_inputs in;
+    read_inputs(L, 6, p, &in);
+    j.targets = in.targets, j.poles = in.poles, j.weights = in.weights;
+    j.first = in.first, j.count = in.count;
     j.limit = lua_isnoneornil(L, 10) ? 0.0f : lcore_check_float(L, 10, "limit");
     lmb_error err;
     if (lmb_ik_aim_validate(&j, &err) != LMB_OK) return lcore_raise(L, &err, "limber.ik.aim");
