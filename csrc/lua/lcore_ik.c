@@ -68,8 +68,8 @@ static void same_count(lua_State *L, int arg, const char *what, size_t n, size_t
 }
 
 /* The per-instance inputs of a job at arguments arg .. arg + 3: targets,
- * poles, weights and first; t1 / p1 / w1 hold a single instance's. Returns
- * the instance count. */
+ * poles, weights and first (count: the instances); t1 / p1 / w1 hold a
+ * single instance's values. */
 typedef struct job_inputs {
     float t1[3], p1[3], w1;
     const float *targets, *poles, *weights;
