@@ -195,6 +195,30 @@ describe("limber.ik.two_bone", function()
   end)
 end)
 
+describe("limber.ik on hostile poses", function()
+  it("keeps every rotation a finite unit quaternion with zero and huge scales and far targets", function()
+    local skel = limber.skeleton { { name = "a", scale = { 0, 1, 1 } },
+      { name = "b", parent = 1, translation = { 0, 1, 0 }, scale = { 1e30, 1e30, 1e30 } },
+      { name = "c", parent = 2, translation = { 0, 1, 0 }, scale = { 0, 0, 0 } },
+      { name = "d", parent = 3, translation = { 1, 0, 0 } } }
+    local pose = limber.pose(skel, 2)
+    pose:local_to_model()
+    local leg = ik.two_bone(skel, 1, 2, 3, { keep_tip = true })
+    local aim = ik.aim(skel, 2, { forward = { 0, 1, 0 }, up = { 1, 0, 0 }, effector = 4, limit = 3 })
+    for _, t in ipairs({ { 1e30, 0, 0 }, { 0, 0, 0 }, { 1, 2, 3 }, { -3e38, 3e38, 1 } }) do
+      leg:solve(pose, t, { 0, 0, 1 }, 1, 2)
+      aim:solve(pose, t, { 1e38, 0, 0 })
+      for i = 1, 2 do
+        for j = 1, 4 do
+          local _, r = pose:trs(i, j)
+          local n = math.sqrt(r[1] ^ 2 + r[2] ^ 2 + r[3] ^ 2 + r[4] ^ 2)
+          assert.near(1, n, 1e-5)
+        end
+      end
+    end
+  end)
+end)
+
 describe("limber.ik.aim", function()
   it("points the forward axis at the target, within limits, twisted toward the pole", function()
     for _ = 1, 20 do

@@ -188,8 +188,12 @@ static dq local_rotation(const lmb_pose *p, uint32_t i, uint32_t j) {
     return q;
 }
 
+/* Writes a local rotation; a degenerate result (a pose with zero or
+ * enormous scales can give one) leaves the joint as it was. */
 static void set_local_rotation(lmb_pose *p, uint32_t i, uint32_t j, dq q) {
     float trs[LMB_TRS_FLOATS];
+    double l = sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w);
+    if (!(l > 1e-12 && l < 1e300)) return; /* also NaN */
     lmb_pose_get_trs(p, i, j, trs);
     q = qnorm(q);
     trs[3] = (float)q.x, trs[4] = (float)q.y, trs[5] = (float)q.z, trs[6] = (float)q.w;
