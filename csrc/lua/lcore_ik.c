@@ -52,10 +52,13 @@ static uint32_t joint_arg(lua_State *L, int arg, const lmb_pose *p, const char *
  * first (1-based, default 1) at argument arg. */
 static uint32_t first_arg(lua_State *L, int arg, const lmb_pose *p, size_t n) {
     lua_Integer first = luaL_optinteger(L, arg, 1);
-    if (first < 1 || (uint64_t)first - 1 + n > p->instance_count)
+    lua_Integer N = (lua_Integer)p->instance_count;
+    if (first < 1 || first > N)
+        luaL_argerror(L, arg, lua_pushfstring(L, "first %I out of range [1, %I]", first, N));
+    if ((uint64_t)first - 1 + n > (uint64_t)N) /* first <= N: the sum cannot wrap */
         luaL_argerror(L, arg,
                       lua_pushfstring(L, "instances %I .. %I out of range [1, %I]", first,
-                                      first + (lua_Integer)n - 1, (lua_Integer)p->instance_count));
+                                      (lua_Integer)((uint64_t)first - 1 + n), N));
     return (uint32_t)(first - 1);
 }
 
