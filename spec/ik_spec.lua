@@ -256,6 +256,22 @@ describe("limber.ik.aim", function()
     end
   end)
 
+  it("twists a half turn about the aimed axis when up points away from the pole", function()
+    local skel = limber.skeleton { { name = "neck" }, { name = "head", parent = 1, translation = { 0, 1, 0 } } }
+    local pose = limber.pose(skel, 1)
+    pose:local_to_model()
+    -- the target straight ahead (+z), the pole straight below: up (+y) must flip
+    ik.aim(skel, "head", { forward = { 0, 0, 1 }, up = { 0, 1, 0 } }):solve(pose, { 0, 1, 5 }, { 0, -5, 0 })
+    assert.near({ 0, 0, 1 }, axis(pose, 1, 2, { 0, 0, 1 }), 1e-6)
+    assert.near({ 0, -1, 0 }, axis(pose, 1, 2, { 0, 1, 0 }), 1e-6)
+    -- and a forward that must turn a half turn turns about up, keeping it
+    local p2 = limber.pose(skel, 1)
+    p2:local_to_model()
+    ik.aim(skel, "head", { forward = { 0, 0, 1 }, up = { 0, 1, 0 } }):solve(p2, { 0, 1, -5 })
+    assert.near({ 0, 0, -1 }, axis(p2, 1, 2, { 0, 0, 1 }), 1e-6)
+    assert.near({ 0, 1, 0 }, axis(p2, 1, 2, { 0, 1, 0 }), 1e-6)
+  end)
+
   it("shares a turn along a chain: the last joint, at full weight, points the effector", function()
     local skel, pose = random_leg(1)
     local fwd = { 0, 0, 1 }

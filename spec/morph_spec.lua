@@ -179,8 +179,26 @@ describe("limber.skinning.morph", function()
       outs[n] = tg:position_buffer():bytes() .. tg:normal_buffer():bytes()
       assert.equal(outs[n], tb:position_buffer():bytes() .. tb:normal_buffer():bytes())
     end
+    -- the weights' Buffer may be the run's own output: the kernel reads a
+    -- copy taken before it writes, so every thread count agrees with a run
+    -- on a separate copy of the weights
+    local both = {}
+    for _, n in ipairs({ 1, 2 }) do
+      sk.threads(n)
+      local buf = core.buffer("f32", 3, N * V)
+      for i = 1, N do buf:set(i, { 0.3, 0.5, 0.9 }) end
+      local same = sk.target { mesh = mesh, instances = N, positions = buf }
+      sk.run(mesh, pal, same, morph, buf)
+      both[n] = buf:bytes()
+    end
+    local w2 = core.buffer("f32", 3, N)
+    for i = 1, N do w2:set(i, { 0.3, 0.5, 0.9 }) end
+    local sep = sk.target { mesh = mesh, instances = N, positions = true }
+    sk.run(mesh, pal, sep, morph, w2)
     sk.threads(threads)
     assert.equal(outs[1], outs[2])
+    assert.equal(both[1], both[2])
+    assert.equal(sep:position_buffer():bytes(), both[1])
   end)
 
   it("keeps only the vertices a target moves; the GPU buffer holds every delta", function()
@@ -324,7 +342,9 @@ describe("morph weights through the frame plan", function()
     near_row({ 0.3 * a[1] + 0.7 * b[1], 0.3 * a[2] + 0.7 * b[2], 0.3 * a[3] + 0.7 * b[3] }, 3)
     local base, over, add = value(c1, 1.1), value(c2, 0.4), value(c2, 0.9)
     local want = {}
-    for c = 1, 3 do want[c] = base[c] + 0.25 * (over[c] - base[c]) + 0.5 * add[c] end
+    for c = 1, 3 do
+      want[c] = base[c] + 0.25 * (over[c] - base[c]) + 0.5 * (add[c] - defaults[c])
+    end
     near_row(want, 4)
     near_row(defaults, 5)
     -- into a Buffer of the caller's, and straight to the skinning

@@ -101,6 +101,27 @@ static dq qarc(const double a[3], const double b[3]) {
     return qnorm(o);
 }
 
+/* qarc, but a half turn (a = -b) turns about `axis` (unit, perpendicular
+ * to a) instead of an arbitrary perpendicular. */
+static dq qarc_about(const double a[3], const double b[3], const double axis[3]) {
+    if (dot3(a, b) < -1.0 + 1e-12) {
+        dq o = {axis[0], axis[1], axis[2], 0};
+        return o;
+    }
+    return qarc(a, b);
+}
+
+/* The rotation about unit `axis` taking u to p (both perpendicular to it,
+ * unit): opposite vectors turn a half turn about the axis itself. */
+static dq qtwist(const double u[3], const double p[3], const double axis[3]) {
+    double c[3];
+    cross3(u, p, c);
+    double ang = atan2(dot3(c, axis), dot3(u, p));
+    double s = sin(ang / 2);
+    dq o = {axis[0] * s, axis[1] * s, axis[2] * s, cos(ang / 2)};
+    return o;
+}
+
 /* The rotation angle of unit q, in [0, pi]. */
 static double qangle(dq q) {
     double w = fabs(q.w) > 1.0 ? 1.0 : fabs(q.w);
@@ -119,6 +140,11 @@ static dq qscale(dq q, double t) {
     double k = sin(t * th) / s;
     dq o = {q.x * k, q.y * k, q.z * k, cos(t * th)};
     return o;
+}
+
+/* slerp(a, b, t) of unit quaternions along the shorter arc. */
+static dq qslerp(dq a, dq b, double t) {
+    return qmul(qscale(qmul(b, qconj(a)), t), a);
 }
 
 /* Rotation (normalised columns) of a column-major affine matrix. */
@@ -325,7 +351,11 @@ static void two_bone_one(const lmb_ik_two_bone *j, uint32_t k) {
         nb[c] = u[c] * x + v[c] * h, nc[c] = u[c] * d;
     double a_dir[3] = {ab[0] / l1, ab[1] / l1, ab[2] / l1}, b_dir[3] = {nb[0], nb[1], nb[2]};
     normalize3(b_dir);
-    dq r1 = qarc(a_dir, b_dir);
+    double hinge[3]; /* a half turn of the root turns about the bend's normal */
+    cross3(u, v, hinge);
+    reject3(hinge, a_dir, hinge);
+    if (!normalize3(hinge)) perpendicular(a_dir, hinge);
+    dq r1 = qarc_about(a_dir, b_dir, hinge);
     double c1[3], b1[3];
     qrot(r1, ac, c1); /* the tip after r1, relative to A */
     qrot(r1, ab, b1);
@@ -333,17 +363,31 @@ static void two_bone_one(const lmb_ik_two_bone *j, uint32_t k) {
     sub3(c1, b1, from);
     sub3(nc, b1, to);
     dq r2 = {0, 0, 0, 1};
-    if (normalize3(from) && normalize3(to)) r2 = qarc(from, to);
-    if (w < 1.0) r1 = qscale(r1, w), r2 = qscale(r2, w);
-    /* local rotations: q' = conj(new parent model rotation) * new model rotation */
+    if (normalize3(from) && normalize3(to)) {
+        double ax2[3];
+        cross3(from, to, ax2);
+        if (!normalize3(ax2)) perpendicular(from, ax2);
+        r2 = qarc_about(from, to, ax2);
+    }
+    /* local rotations at full weight: q' = conj(new parent model rotation) *
+     * new model rotation; a weight below 1 slerps each joint's local
+     * rotation from before toward it (the knee stays in its hinge plane) */
     dq pa = parent_rotation(p, i, j->root), pb = parent_rotation(p, i, j->mid);
     dq pc = parent_rotation(p, i, j->tip);
     dq qa = local_rotation(p, i, j->root), qb = local_rotation(p, i, j->mid);
     dq qc = local_rotation(p, i, j->tip);
     dq r21 = qmul(r2, r1);
-    set_local_rotation(p, i, j->root, qmul(qconj(pa), qmul(r1, qmul(pa, qa))));
-    set_local_rotation(p, i, j->mid, qmul(qconj(qmul(r1, pb)), qmul(r21, qmul(pb, qb))));
-    if (j->keep_tip) set_local_rotation(p, i, j->tip, qmul(qconj(qmul(r21, pc)), qmul(pc, qc)));
+    dq na = qmul(qconj(pa), qmul(r1, qmul(pa, qa)));
+    dq nm = qmul(qconj(qmul(r1, pb)), qmul(r21, qmul(pb, qb)));
+    dq nt = qmul(qconj(qmul(r21, pc)), qmul(pc, qc));
+    if (w < 1.0) {
+        na = qslerp(qnorm(qa), qnorm(na), w);
+        nm = qslerp(qnorm(qb), qnorm(nm), w);
+        nt = qslerp(qnorm(qc), qnorm(nt), w);
+    }
+    set_local_rotation(p, i, j->root, na);
+    set_local_rotation(p, i, j->mid, nm);
+    if (j->keep_tip) set_local_rotation(p, i, j->tip, nt);
 }
 
 void lmb_ik_two_bone_run(const lmb_ik_two_bone *j) {
@@ -398,7 +442,13 @@ static void aim_one(const lmb_ik_aim *j, uint32_t k) {
     qrot(qe, f, F);
     sub3(T, E, D);
     if (!normalize3(D) || !normalize3(F)) return; /* the target at the effector */
-    dq r = qarc(F, D);
+    double axis[3]; /* a half turn turns about `up` (made perpendicular), else any */
+    double up0[3];
+    load3(j->up, up0);
+    qrot(qe, up0, axis);
+    reject3(axis, F, axis);
+    if (!normalize3(axis)) perpendicular(F, axis);
+    dq r = qarc_about(F, D, axis);
     double angle = qangle(r);
     if (j->limit > 0.0f && angle > (double)j->limit) r = qscale(r, (double)j->limit / angle);
     double up[3];
@@ -413,7 +463,7 @@ static void aim_one(const lmb_ik_aim *j, uint32_t k) {
         vec_minus(j->poles + (size_t)k * 3, E, pv);
         reject3(U, Dn, uu);
         reject3(pv, Dn, pp);
-        if (normalize3(uu) && normalize3(pp)) r = qmul(qarc(uu, pp), r);
+        if (normalize3(uu) && normalize3(pp)) r = qmul(qtwist(uu, pp, Dn), r);
     }
     if (w < 1.0) r = qscale(r, w);
     dq pj = parent_rotation(p, i, j->joint), qj = local_rotation(p, i, j->joint);

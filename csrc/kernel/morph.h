@@ -1,10 +1,12 @@
 /* morph.h: morph targets (glTF 2.0 mesh `targets`) of an influence-sorted
  * skinned mesh, applied by the skinning kernel in the same pass.
  *
- * A morphed vertex is base + sum_t w_t * delta_t (targets in order, so the
- * sum is the same whatever the chunking or thread count), then skinned as
- * usual; normals (and tangents' xyz) get their own deltas where the targets
- * have them and are renormalised after skinning.
+ * A morphed vertex is base + sum_t w_t * delta_t (per chunk: the targets
+ * stored whole for the chunk first, then the sparse ones, each group in
+ * target order; chunks are fixed per mesh, so the result does not depend on
+ * the thread count, but a GPU summing in target order may differ in the
+ * last bits), then skinned as usual; normals (and tangents' xyz) get their own deltas where the
+ * targets have them and are renormalised after skinning.
  *
  * Storage is sparse per chunk of LMB_SKIN_CHUNK sorted vertices: where a
  * target moves at least 3/4 of a chunk's vertices it keeps all of them

@@ -318,9 +318,9 @@ void lmb_plan_float_track(const lmb_plan *p, const int32_t *track, uint32_t widt
                     lmb_cursor cur = {0, 0.0f, 0.0f};
                     lmb_track_sample(clip, clip->tracks + k,
                                      lmb_clip_time(clip, sm->time[i], sm->loop[i]), &cur, v);
-                } else { /* no such track: the base (nothing, on an additive layer) */
+                } else { /* no such track: the base */
                     for (uint32_t c = 0; c < width; c++)
-                        v[c] = ly->mode == LMB_LAYER_ADDITIVE ? 0.0f : base[c];
+                        v[c] = base[c];
                 }
                 for (uint32_t c = 0; c < width; c++)
                     val[c] += w * v[c];
@@ -329,8 +329,8 @@ void lmb_plan_float_track(const lmb_plan *p, const int32_t *track, uint32_t widt
             if (!(sum > 0.0f)) continue;
             for (uint32_t c = 0; c < width; c++) {
                 float x = val[c] / sum;
-                if (ly->mode == LMB_LAYER_ADDITIVE)
-                    acc[c] += lw * x;
+                if (ly->mode == LMB_LAYER_ADDITIVE) /* its difference from the base */
+                    acc[c] += lw * (x - base[c]);
                 else
                     acc[c] += lw * (x - acc[c]);
             }

@@ -101,9 +101,10 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker);
  * layer stack as it stands (after a run): per instance, starting from
  * `base` (width values, one row for all), each layer bottom-up with weight
  * lw > 0 takes its sources' values normalised by their weights (sources
- * whose clip has no such track give `base`, or 0 on an additive layer); an
- * override layer moves the
- * result toward that by lw, an additive layer adds lw times it. `track`
+ * whose clip has no such track give `base`); an override layer moves the
+ * result toward that by lw, an additive layer adds lw times its difference
+ * from `base`. Values are at the sources' current times: an instance LOD
+ * skipped this run gets weights its pose has not caught up with. `track`
  * maps each clip of the plan's set (p->src[0].clips) to its track index
  * (in clip->tracks) or -1. out: instance_count * width floats. Cannot fail. */
 void lmb_plan_float_track(const lmb_plan *p, const int32_t *track, uint32_t width,

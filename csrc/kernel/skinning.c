@@ -321,6 +321,36 @@ void lmb_skin_range_portable(const lmb_skin_range *r) {
 
 /* ---- tasks ----------------------------------------------------------- */
 
+static void run_range(const lmb_skin_range *r) {
+    int level = lmb_simd_level();
+    if (level >= LMB_SIMD_AVX512)
+        lmb_skin_range_avx512(r);
+    else if (level >= LMB_SIMD_AVX2)
+        lmb_skin_range_avx2(r);
+    else
+        lmb_skin_range_portable(r);
+}
+
+/* A morphed chunk: its source vertices morphed into buffers on this frame's
+ * stack (48 KB, in L1/L2; only items that morph pay for the frame), then
+ * skinned from there. */
+static __attribute__((noinline)) void run_morphed(lmb_skin_range *r, const lmb_morph *mo,
+                                                  const float *w, uint32_t c) {
+    const lmb_skin_mesh *m = r->mesh;
+    float mpos[LMB_SKIN_CHUNK * 4] __attribute__((aligned(64)));
+    float mnrm[LMB_SKIN_CHUNK * 4] __attribute__((aligned(64)));
+    float mtan[LMB_SKIN_CHUNK * 4] __attribute__((aligned(64)));
+    float *pn = r->nrm && mo->has_nrm ? mnrm : NULL;
+    float *pt = r->tan && mo->has_tan ? mtan : NULL;
+    lmb_morph_chunk(mo, w, c, r->begin, r->end, mpos, pn, pt);
+    /* every source now starts at vertex begin (unmorphed streams too) */
+    r->src_pos = mpos;
+    r->src_nrm = pn ? pn : m->nrm ? m->nrm + (size_t)r->begin * 4 : NULL;
+    r->src_tan = pt ? pt : m->tan ? m->tan + (size_t)r->begin * 4 : NULL;
+    r->src_base = r->begin;
+    run_range(r);
+}
+
 void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item) {
     const lmb_skin_mesh *m = t->mesh;
     /* instance-major (see lmb_skin_task_items) */
@@ -344,28 +374,11 @@ void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item) {
     r.end = r.begin + LMB_SKIN_CHUNK < m->vertex_count ? r.begin + LMB_SKIN_CHUNK : m->vertex_count;
     r.src_pos = m->pos, r.src_nrm = m->nrm, r.src_tan = m->tan;
     r.src_base = 0;
-    /* morph targets: this chunk's morphed source vertices, in L1/L2 */
-    float mpos[LMB_SKIN_CHUNK * 4] __attribute__((aligned(64)));
-    float mnrm[LMB_SKIN_CHUNK * 4] __attribute__((aligned(64)));
-    float mtan[LMB_SKIN_CHUNK * 4] __attribute__((aligned(64)));
     const float *w = t->morph ? t->morph_w + (size_t)i * t->morph->target_count : NULL;
-    if (w && lmb_morph_active(t->morph, w)) {
-        float *pn = r.nrm && t->morph->has_nrm ? mnrm : NULL;
-        float *pt = r.tan && t->morph->has_tan ? mtan : NULL;
-        lmb_morph_chunk(t->morph, w, c, r.begin, r.end, mpos, pn, pt);
-        /* every source now starts at vertex begin (unmorphed streams too) */
-        r.src_pos = mpos;
-        r.src_nrm = pn ? pn : m->nrm ? m->nrm + (size_t)r.begin * 4 : NULL;
-        r.src_tan = pt ? pt : m->tan ? m->tan + (size_t)r.begin * 4 : NULL;
-        r.src_base = r.begin;
-    }
-    int level = lmb_simd_level();
-    if (level >= LMB_SIMD_AVX512)
-        lmb_skin_range_avx512(&r);
-    else if (level >= LMB_SIMD_AVX2)
-        lmb_skin_range_avx2(&r);
+    if (w && lmb_morph_active(t->morph, w))
+        run_morphed(&r, t->morph, w, c);
     else
-        lmb_skin_range_portable(&r);
+        run_range(&r);
 }
 
 /* ---- targets and jobs -------------------------------------------------- */
@@ -580,14 +593,15 @@ void lmb_skin_target_init(lmb_skin_target *t, const lmb_skin_target_desc *d) {
 }
 
 lmb_status lmb_skin_weights_check(const lmb_morph *mo, const float *w, uint32_t rows,
-                                  lmb_error *err) {
+                                  uint32_t first, lmb_error *err) {
     const uint32_t T = mo->target_count;
     for (uint32_t i = 0; i < rows; i++)
         for (uint32_t t = 0; t < T; t++) {
             float x = w[(size_t)i * T + t];
             if (!isfinite(x))
                 return lmb_error_set(err, LMB_ENAN, "weights",
-                                     "morph weight {j} of instance {i} is {v}", i, t, (double)x, 0);
+                                     "morph weight {j} of instance {i} is {v}", first + i, t,
+                                     (double)x, 0);
         }
     return LMB_OK;
 }
@@ -634,8 +648,9 @@ lmb_status lmb_skin_job_validate(const lmb_skin_job *j, lmb_error *err) {
                                  "no morph weights for palette instances {i} .. {v}: {l} rows",
                                  j->first, 0, (double)j->first + (double)j->count,
                                  (double)j->weight_rows);
-        lmb_status st = lmb_skin_weights_check(
-            j->morph, j->morph_w + (size_t)j->first * j->morph->target_count, j->count, err);
+        lmb_status st =
+            lmb_skin_weights_check(j->morph, j->morph_w + (size_t)j->first * j->morph->target_count,
+                                   j->count, j->first, err);
         if (st != LMB_OK) return st;
     }
     uint64_t chunks = (m->vertex_count + LMB_SKIN_CHUNK - 1) / LMB_SKIN_CHUNK;

@@ -231,9 +231,9 @@ lmb_status lmb_skin_job_validate(const lmb_skin_job *j, lmb_error *err);
 
 /* Checks `rows` rows of morph weights (target_count floats each): every
  * weight finite ("weights", LMB_ENAN, index = the row, index2 = the
- * target). */
+ * target; first: the index of row 0, for the message). */
 lmb_status lmb_skin_weights_check(const lmb_morph *mo, const float *w, uint32_t rows,
-                                  lmb_error *err);
+                                  uint32_t first, lmb_error *err);
 
 /* The task of a validated job. Cannot fail. */
 void lmb_skin_job_task(const lmb_skin_job *j, lmb_skin_task *t);

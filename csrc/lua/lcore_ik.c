@@ -125,11 +125,13 @@ static int l_aim(lua_State *L) {
     j.effector = lua_isnoneornil(L, 3) ? j.joint : joint_arg(L, 3, p, "effector");
     size_t n1;
     float f[3], u[3] = {0, 0, 0};
-    memcpy(j.forward, vec_arg(L, 4, "forward", 0, f, &n1), sizeof f);
-    if (n1 != 1) luaL_argerror(L, 4, "forward must be { x, y, z }");
+    const float *fv = vec_arg(L, 4, "forward", 0, f, &n1);
+    if (n1 != 1) luaL_argerror(L, 4, "forward must be { x, y, z }"); /* before reading it */
+    memcpy(j.forward, fv, sizeof f);
     if (!lua_isnoneornil(L, 5)) {
-        memcpy(j.up, vec_arg(L, 5, "up", 0, u, &n1), sizeof u);
+        const float *uv = vec_arg(L, 5, "up", 0, u, &n1);
         if (n1 != 1) luaL_argerror(L, 5, "up must be { x, y, z }");
+        memcpy(j.up, uv, sizeof u);
     }
     job_inputs in;
     read_inputs(L, 6, p, &in);

@@ -781,6 +781,12 @@ static int l_skin(lua_State *L) {
                           (lua_Integer)pal->instances, (lua_Integer)tg->instances);
     lmb_skin_task task;
     make_task(L, 1, 2, 3, 4, 5, 1, 0, pal->instances, 0, "limber.skinning.skin", &task);
+    if (task.morph) { /* the kernel reads a private copy: the weights' Buffer may be an output */
+        size_t nw = (size_t)task.instances * task.morph->target_count;
+        float *copy = (float *)scratch(L, nw * sizeof(float));
+        memcpy(copy, task.morph_w, nw * sizeof(float));
+        task.morph_w = copy;
+    }
     uint32_t end = (uint32_t)lmb_skin_task_items(&task); /* < 2^32: validated */
     run_tasks(L, &task, &end, 1);
     return 0;
@@ -792,6 +798,8 @@ typedef struct lbatch {
     uint32_t count;
     lmb_skin_task *tasks;
     uint32_t *item_end;
+    const float **wsrc; /* per task: its morph weights in their Buffer (NULL: none) */
+    float *wcopy;       /* the copies the kernel reads, refreshed and checked by run */
 } lbatch;
 
 static lbatch *check_batch(lua_State *L, int arg) {
@@ -837,10 +845,12 @@ static int l_batch_new(lua_State *L) {
             L, 1,
             lua_pushfstring(L, "job count %I out of range [1, %I]", n, (lua_Integer)(1 << 20)));
     size_t bytes = lmb_align_up(sizeof(lbatch), 64) + (size_t)n * sizeof(lmb_skin_task) +
-                   (size_t)n * sizeof(uint32_t);
-    lbatch *b = (lbatch *)lcore_newobject(L, bytes, 1, SKINBATCH_MT); /* 2 */
+                   (size_t)n * sizeof(const float *) + (size_t)n * sizeof(uint32_t);
+    lbatch *b = (lbatch *)lcore_newobject(L, bytes, 2, SKINBATCH_MT); /* 2 */
     b->tasks = (lmb_skin_task *)(void *)((char *)b + lmb_align_up(sizeof(lbatch), 64));
-    b->item_end = (uint32_t *)(void *)(b->tasks + n);
+    b->wsrc = (const float **)(void *)(b->tasks + n);
+    b->item_end = (uint32_t *)(void *)(b->wsrc + n);
+    b->wcopy = NULL;
     lua_createtable(L, (int)n * 5, 0); /* 3: anchors */
     slot_range *ranges = (slot_range *)lua_newuserdatauv(L, (size_t)n * sizeof(slot_range), 0);
     lua_insert(L, 1); /* scratch below the arguments: 1 scratch, 2 jobs, 3 batch, 4 anchors */
@@ -906,6 +916,24 @@ static int l_batch_new(lua_State *L) {
     if (lmb_skin_batch_validate(b->tasks, (uint32_t)n, fp, &err) != LMB_OK)
         return lcore_raise(L, &err, "limber.skinning.batch");
     lua_pop(L, 1);
+    /* morph weights: the kernel reads copies, refreshed from the Buffers and
+     * checked by every run (a Buffer may be another job's output) */
+    size_t nw = 0;
+    for (lua_Integer k = 0; k < n; k++) {
+        lmb_skin_task *t = &b->tasks[k];
+        b->wsrc[k] = t->morph ? t->morph_w : NULL;
+        if (t->morph) nw += (size_t)t->instances * t->morph->target_count;
+    }
+    float *wc = (float *)lua_newuserdatauv(L, nw * sizeof(float) + 1, 0);
+    size_t off = 0;
+    for (lua_Integer k = 0; k < n; k++) {
+        lmb_skin_task *t = &b->tasks[k];
+        if (!t->morph) continue;
+        t->morph_w = wc + off;
+        off += (size_t)t->instances * t->morph->target_count;
+    }
+    b->wcopy = wc;
+    lua_setiuservalue(L, 3, 2);
     b->count = (uint32_t)n;
     lua_setiuservalue(L, 3, 1); /* the batch reads meshes, palettes and targets */
     return 1;
@@ -914,8 +942,18 @@ static int l_batch_new(lua_State *L) {
 /** batch:run(): skins every job (in parallel on the worker pool). */
 static int l_batch_run(lua_State *L) {
     lbatch *b = check_batch(L, 1);
-    /* morph weights are read from their Buffers now; an f32 Buffer holds
-     * only finite floats (its writers refuse the others) */
+    for (uint32_t k = 0; k < b->count; k++) { /* this run's morph weights, checked */
+        lmb_skin_task *t = &b->tasks[k];
+        if (!t->morph) continue;
+        memcpy((float *)t->morph_w, b->wsrc[k],
+               (size_t)t->instances * t->morph->target_count * sizeof(float));
+        lmb_error err;
+        if (lmb_skin_weights_check(t->morph, t->morph_w, t->instances, 0, &err) != LMB_OK) {
+            char who[64];
+            snprintf(who, sizeof who, "limber.SkinBatch:run: job %u", (unsigned)k + 1);
+            return lcore_raise(L, &err, who);
+        }
+    }
     run_tasks(L, b->tasks, b->item_end, b->count);
     return 0;
 }

@@ -658,9 +658,11 @@ static int l_snapshot_load(lua_State *L) {
 /** core.snapshot_write(fname, path, blob): writes the blob to path. Only a
  * regular file is written: an existing path that is anything else (a FIFO,
  * a directory, a device) is refused before anything is opened, so nothing
- * here can hang. The blob goes to a new file next to path (mkstemp), which
- * then replaces path in one rename: a failure halfway (disk full) leaves the
- * old file as it was and no partial one. Errors read "<fname>: cannot write
+ * here can hang. The blob goes to a new file next to path (mkstemp, synced
+ * to disk, with the old file's mode or 0666 less the umask), which then
+ * replaces path in one rename: a failure halfway (disk full) leaves the old
+ * file as it was and no partial one. A symbolic link at path is replaced by
+ * the file, not written through. Errors read "<fname>: cannot write
  * '<path>': <why>". */
 static int l_snapshot_write(lua_State *L) {
     const char *fname = luaL_checkstring(L, 1);
@@ -669,13 +671,23 @@ static int l_snapshot_write(lua_State *L) {
     const char *blob = luaL_checklstring(L, 3, &n);
 #ifdef LMB_HAVE_POSIX_FILES
     struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    int exists = stat(path, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode))
         return luaL_error(L, "%s: cannot write '%s': not a regular file", fname, path);
+    /* the new file keeps an existing file's mode; a new one gets 0666 less
+     * the umask, as open() would give it */
+    mode_t mode = exists ? (st.st_mode & 07777) : 0;
+    if (!exists) {
+        mode_t mask = umask(0);
+        umask(mask);
+        mode = 0666 & ~mask;
+    }
     const char *tmp = lua_pushfstring(L, "%s.XXXXXX", path);
     char *name = (char *)lua_newuserdatauv(L, strlen(tmp) + 1, 0);
     memcpy(name, tmp, strlen(tmp) + 1);
     int fd = mkstemp(name);
     if (fd < 0) return luaL_error(L, "%s: cannot write '%s': %s", fname, path, strerror(errno));
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
     const char *why = NULL;
     int e = 0;
     size_t done = 0;
@@ -689,7 +701,8 @@ static int l_snapshot_write(lua_State *L) {
             done += (size_t)w;
         }
     }
-    if (!why && fchmod(fd, 0644) != 0) why = strerror(errno);
+    if (!why && fchmod(fd, mode) != 0) why = strerror(errno);
+    if (!why && fsync(fd) != 0) why = strerror(errno); /* on disk before the rename */
     if (close(fd) != 0 && !why) why = strerror(errno);
     if (!why && rename(name, path) != 0) why = strerror(errno);
     if (why) {
