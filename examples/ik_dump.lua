@@ -37,12 +37,16 @@ local function usage(msg)
 end
 
 local function vec(s, what)
-  local v = {}
-  for x in (s or ""):gmatch("[^,]+") do v[#v + 1] = tonumber(x) end
-  if #v ~= 3 then usage(what .. " needs X,Y,Z") end
-  for k = 1, 3 do
-    if v[k] ~= v[k] or math.abs(v[k]) == math.huge then usage(what .. " needs finite numbers") end
+  local v, n = {}, 0
+  for x in ((s or "") .. ","):gmatch("([^,]*),") do
+    n = n + 1
+    local num = tonumber(x)
+    if not num or num ~= num or math.abs(num) == math.huge then
+      usage(what .. " needs X,Y,Z: three finite numbers")
+    end
+    v[n] = num
   end
+  if n ~= 3 then usage(what .. " needs X,Y,Z: three finite numbers") end
   return v
 end
 
@@ -51,16 +55,24 @@ function I.parse(args)
   local o = { anim = nil, time = nil }
   local current -- the constraint that --target, --pole, --weight, --forward belong to
   local k = 1
+  local seen = {}
   local function value()
     k = k + 1
-    if args[k] == nil then usage(args[k - 1] .. " needs a value") end
+    if args[k] == nil or args[k]:sub(1, 2) == "--" then usage(args[k - 1] .. " needs a value") end
     return args[k]
   end
   while k <= #args do
     local a = args[k]
+    -- an option given twice (for its constraint) is an error, not a silent replacement
+    local key = a
+    if a == "--target" or a == "--weight" then key = (current == o.aim and "aim" or "two") .. a end
+    if a:sub(1, 2) == "--" and seen[key] then usage(a .. " given twice") end
+    seen[key] = true
     if a == "--anim" then
       o.anim = tonumber(value())
-      if not o.anim or o.anim < 0 or o.anim % 1 ~= 0 then usage("--anim needs an index >= 0") end
+      if not o.anim or o.anim < 0 or o.anim % 1 ~= 0 or o.anim > 2 ^ 31 then
+        usage("--anim needs an index >= 0")
+      end
     elseif a == "--time" then
       o.time = tonumber(value())
       if not o.time or o.time ~= o.time or math.abs(o.time) == math.huge then
@@ -107,8 +119,8 @@ end
 -- skin's skeleton.
 local function joint(asset, skel, s)
   local node
-  for i, n in ipairs(asset.nodes) do
-    if n.name == s then node = i break end
+  for _, n in ipairs(skel.nodes) do -- the skeleton's joints first
+    if asset.nodes[n].name == s then node = n break end
   end
   if not node and s:match("^%d+$") then node = tonumber(s) + 1 end
   local j = node and skel.joint_of[node]

@@ -847,8 +847,9 @@ function M._restore_events(clip, side, seen)
       or type(rawget(side, "names")) ~= "table" then
     fail("clip: the snapshot's events are damaged", 3)
   end
-  if seen and seen[side] then
-    events_of[clip] = seen[side]
+  local shared = seen and seen[side]
+  if shared and shared.duration == clip:duration() then -- checked for this very duration
+    events_of[clip] = shared.events
     return
   end
   local list, times, names = {}, rawget(side, "times"), rawget(side, "names")
@@ -856,7 +857,9 @@ function M._restore_events(clip, side, seen)
     list[k] = { time = rawget(times, k), name = rawget(names, k) }
   end
   if #list > 0 then attach_events(clip, list, 2) end
-  if seen then seen[side] = events_of[clip] end
+  if seen and not shared then
+    seen[side] = { events = events_of[clip], duration = clip:duration() }
+  end
 end
 
 --- A clip's root displacement and yaw at unwrapped time x (laps of a

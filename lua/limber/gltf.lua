@@ -382,7 +382,8 @@ function Loader:nodes()
       node.skin = ref(n.skin, list(self.doc.skins, "skins", "skins"), where, "skin")
     end
     if n.weights ~= nil then -- morph weights overriding the mesh's (checked by meshes())
-      node.weights = numbers(n.weights, type(n.weights) == "table" and #n.weights or 0, where,
+      if type(n.weights) ~= "table" then fail(where, "weights must be an array of numbers") end
+      node.weights = numbers(n.weights, #n.weights, where,
         "weights")
     end
     if n.matrix ~= nil then
@@ -531,6 +532,9 @@ function Loader:meshes()
       prims[p] = out
     end
     local nt = prims[1].targets and #prims[1].targets or 0
+    if mesh.weights ~= nil and type(mesh.weights) ~= "table" then
+      fail(mw, "weights must be an array of numbers")
+    end
     local nw = type(mesh.weights) == "table" and #mesh.weights or 0
     local weights = mesh.weights ~= nil and numbers(mesh.weights, nw, mw, "weights") or nil
     if weights and #weights ~= nt then
@@ -896,6 +900,11 @@ function Loader:animations()
       local vtype = path == "rotation" and "VEC4" or path == "weights" and "SCALAR" or "VEC3"
       local values = self:decode(oi, "f32", where, "output", { vtype },
         path ~= "rotation" and path ~= "weights")
+      local od = self.acc[oi].desc
+      if od.component_type ~= 5126 and not od.normalized then -- glTF: float or normalized
+        fail(where, "output: accessor %d must have float or normalized integer components",
+          oi - 1)
+      end
       local need = #times * (interp == "CUBICSPLINE" and 3 or 1) * (width or 1)
       if #values ~= need then
         fail(where, "input has %d keys but output has %d values (%s%s needs %d)", #times, #values,
@@ -1015,7 +1024,7 @@ function Loader:clips()
         local t = {}
         for k, ch in ipairs(an.channels) do
           if owner[k] == s then
-            local j = s and asset.skeletons[s].joint_of[ch.node]
+            local j = s and ch.path ~= "weights" and asset.skeletons[s].joint_of[ch.node] or nil
             -- morph weights: a float track of one value per target, on the node
             t[#t + 1] = { joint = j, node = not j and ch.node or nil,
                           path = ch.path == "weights" and "float" or ch.path, width = ch.width,

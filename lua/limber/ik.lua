@@ -143,10 +143,18 @@ function M.aim(skeleton, joint, opts)
     limit = o.limit or 0,
   }
   if not a.forward then check.arg_fail(3, fname, "option 'forward' is required", 2) end
+  if a.forward[1] == 0 and a.forward[2] == 0 and a.forward[3] == 0 then
+    check.arg_fail(3, fname, "option 'forward' must not be zero", 2)
+  end
   if not (a.limit >= 0 and a.limit <= math.pi) then
     check.arg_fail(3, fname, "option 'limit' must be in [0, pi]", 2)
   end
   a.effector = o.effector and joint_of(skeleton, o.effector, 3, fname) or a.joint
+  local par, e = skeleton:parents(), a.effector
+  while e ~= 0 and e ~= a.joint do e = par[e] end
+  if e ~= a.joint then
+    check.arg_fail(3, fname, "option 'effector' must be the joint or a joint below it", 2)
+  end
   return setmetatable(a, Aim)
 end
 
@@ -158,6 +166,9 @@ function Aim:solve(pose, targets, poles, weights, first)
   end
   if not check.is_a(pose, "limber.Pose") or pose:skeleton() ~= self.skeleton then
     check.arg_fail(2, "limber.ik.Aim:solve", "limber.Pose of the solver's skeleton expected", 2)
+  end
+  if poles ~= nil and not self.up then
+    check.arg_fail(3, "limber.ik.Aim:solve", "poles need the solver's 'up' axis", 2)
   end
   local ok, err = pcall(core.ik_aim, pose, self.joint, self.effector, self.forward, self.up,
     targets, poles, weights, first, self.limit)

@@ -11,7 +11,8 @@
 -- local frames. Translations keep their offset from the rest translation,
 -- turned the same way and scaled by the bone-length ratio (a root's by the
 -- ratio of the rigs' hip heights); scales keep their ratio to the rest scale.
--- Joints missing on either side are left at rest.
+-- Joints missing on either side are left at rest. Only joint tracks are
+-- carried: node tracks (a mesh's morph weights) are not.
 --
 -- Mirroring maps joint j to its counterpart m (by name: Left/Right, left/right,
 -- _L/_R, _l/_r, .L/.R, .l/.r, L_/R_; trailing `_<digits>` ignored; or an
@@ -39,19 +40,23 @@ local function qrot(q, v)
   return { p[1], p[2], p[3] }
 end
 
--- Rest world rotations and positions of every joint (parents first).
+-- Rest world rotations and positions of every joint (parents first), with
+-- the parents' rest scales applied to positions (scale taken per axis of
+-- the parent's frame, as local-to-model does).
 local function rest_world(skel)
   local n, par = skel:joint_count(), skel:parents()
-  local W, P, X = {}, {}, {}
+  local W, P, X, S = {}, {}, {}, {}
   for j = 1, n do
-    local t, r = skel:rest_trs(j)
+    local t, r, s = skel:rest_trs(j)
     local p = par[j]
     if p == 0 then
-      P[j], W[j], X[j] = { 0, 0, 0, 1 }, r, t
+      P[j], W[j], X[j], S[j] = { 0, 0, 0, 1 }, r, t, s
     else
       P[j], W[j] = W[p], qmul(W[p], r)
-      local o = qrot(W[p], t)
+      local sp = S[p]
+      local o = qrot(W[p], { t[1] * sp[1], t[2] * sp[2], t[3] * sp[3] })
       X[j] = { X[p][1] + o[1], X[p][2] + o[2], X[p][3] + o[3] }
+      S[j] = { sp[1] * s[1], sp[2] * s[2], sp[3] * s[3] }
     end
   end
   return W, P, X
@@ -59,11 +64,33 @@ end
 
 local function len3(v) return math.sqrt(v[1] ^ 2 + v[2] ^ 2 + v[3] ^ 2) end
 
--- The height of a rig at rest: the largest minus the smallest y.
-local function height(X)
-  local lo, hi = math.huge, -math.huge
-  for _, x in ipairs(X) do lo, hi = math.min(lo, x[2]), math.max(hi, x[2]) end
-  return hi - lo
+-- The size of a rig at rest: the largest extent of its joints along an
+-- axis (its height for a standing rig, whichever axis is up).
+local function size(X)
+  local best = 0
+  for c = 1, 3 do
+    local lo, hi = math.huge, -math.huge
+    for _, x in ipairs(X) do lo, hi = math.min(lo, x[c]), math.max(hi, x[c]) end
+    if hi > lo then best = math.max(best, hi - lo) end
+  end
+  return best
+end
+
+-- A copy of an option `map` (name -> name), checked (argument n of fname).
+local function name_map(map, n, fname, both)
+  local out = {}
+  for k, v in next, map or {} do
+    if type(k) ~= "string" or type(v) ~= "string" then
+      check.arg_fail(n, fname, "option 'map' must map joint names to joint names", 3)
+    end
+    if both and out[v] ~= nil and out[v] ~= k then
+      check.arg_fail(n, fname, ("option 'map' pairs '%s' with both '%s' and '%s'")
+        :format(v, out[v], k), 3)
+    end
+    out[k] = v
+    if both then out[v] = k end
+  end
+  return out
 end
 
 local function check_clip(c, n, fname)
@@ -122,10 +149,14 @@ function M.clip(clip, from, to, opts)
   check_skel(from, 2, fname)
   check_skel(to, 3, fname)
   local o = check.options(4, fname, opts, { map = "table", name = "string" }, 2)
-  local map = o.map and check.snapshot(o.map) or {}
+  local map = name_map(o.map, 4, fname)
+  if clip:joint_span() > from:joint_count() then
+    check.arg_fail(1, fname, ("the clip animates joint %d, the skeleton has %d")
+      :format(clip:joint_span(), from:joint_count()), 2)
+  end
   local Wf, Pf, Xf = rest_world(from)
   local Wt, Pt, Xt = rest_world(to)
-  local hf, ht = height(Xf), height(Xt)
+  local hf, ht = size(Xf), size(Xt)
   local root_ratio = hf > 1e-12 and ht / hf or 1
   local pf, pt = from:parents(), to:parents()
   local tracks = {}
@@ -137,9 +168,9 @@ function M.clip(clip, from, to, opts)
       local tf, _, sf = from:rest_trs(js)
       local tt, _, st = to:rest_trs(jt)
       local ratio = root_ratio
-      if pf[js] ~= 0 and pt[jt] ~= 0 then
+      if pf[js] ~= 0 and pt[jt] ~= 0 then -- a bone: its length ratio (a tiny one: the rig's)
         local a, b = len3(tf), len3(tt)
-        ratio = a > 1e-12 and b / a or 1
+        if a > 1e-3 * hf and b > 1e-3 * ht then ratio = b / a end
       end
       local A = qmul(qconj(Pt[jt]), Pf[js])   -- source parent frame -> target parent frame
       local B = qmul(qconj(Wf[js]), Wt[jt])
@@ -180,6 +211,9 @@ local function counterparts(skel, map)
   for j = 1, n do
     local name = skel:name(j)
     local m = name and map[name] and find(map[name])
+    if name and map[name] and not m then
+      error(("option 'map' names '%s', not a joint of the skeleton"):format(map[name]), 0)
+    end
     if name and not m then
       for _, s in ipairs(SIDES) do
         local a, b = s[1], s[2]
@@ -194,6 +228,14 @@ local function counterparts(skel, map)
       end
     end
     other[j] = m or j
+  end
+  -- a pairing: each joint's counterpart has it as its own
+  for j = 1, n do
+    if other[other[j]] ~= j then
+      error(("joints '%s' and '%s' both pair with '%s' (give the pairs in option 'map')")
+        :format(skel:name(j) or j, skel:name(other[other[j]]) or other[other[j]],
+          skel:name(other[j]) or other[j]), 0)
+    end
   end
   return other
 end
@@ -213,8 +255,13 @@ function M.mirror(clip, skeleton, opts)
   local o = check.options(3, fname, opts, { axis = "string", map = "table", name = "string" }, 2)
   local axis = ({ x = 1, y = 2, z = 3 })[o.axis or "x"]
   if not axis then check.arg_fail(3, fname, "option 'axis' must be \"x\", \"y\" or \"z\"", 2) end
-  local map = o.map and check.snapshot(o.map) or {}
-  local other = counterparts(skeleton, map)
+  local map = name_map(o.map, 3, fname, true)
+  if clip:joint_span() > skeleton:joint_count() then
+    check.arg_fail(1, fname, ("the clip animates joint %d, the skeleton has %d")
+      :format(clip:joint_span(), skeleton:joint_count()), 2)
+  end
+  local okp, other = pcall(counterparts, skeleton, map)
+  if not okp then check.arg_fail(3, fname, tostring(other), 2) end
   local W, P = rest_world(skeleton)
   -- reflection across the plane: vectors negate the axis component;
   -- rotations keep it and negate the other two
