@@ -13,8 +13,9 @@
 -- their distance from a camera at the crowd's left edge, moves some groups
 -- every frame, and runs: the plans (advance, sample, blend, local to model,
 -- palettes and slots, in blocks of 8 instances), scene update, CPU skinning
--- (the CesiumMen breathe through a morph target of CesiumManMorph, applied
--- by the skinning kernel in the same pass).
+-- (the CesiumMen's clips animate CesiumManMorph's morph targets: the plan
+-- blends their weights in one call, the skinning kernel applies them in the
+-- same pass).
 -- Prints per-stage times (the plan's own from plan:timings()) and writes
 -- pictures drawn from the run's own skinned vertices and joints: SVG written
 -- by the small writer below, rendered to PNG with rsvg-convert (Debian:
@@ -65,10 +66,9 @@ local kinds = {
   { name = "Fox", file = assets .. "Fox/Fox.glb", share = 0.6, scale = 0.012,
     color = { 235, 125, 45 }, head = "b_Head_05", hat = { 0, 8, 0 }, sheet_clip = "Walk",
     side = 3 },   -- the fox walks along model z: a side view shows z horizontally
-  -- CesiumManMorph: CesiumMan with three morph targets; the crowd breathes
-  -- through the first ("inflate"), each man at his own pace
+  -- CesiumManMorph: CesiumMan with three morph targets its clips animate
   { name = "CesiumMan", file = assets .. "CesiumMan/CesiumManMorph.gltf", share = 0.4, scale = 1.0,
-    color = { 80, 135, 225 }, hat = { 0, 0.12, 0 }, side = 1, breathe = 1 },  -- walks along x
+    color = { 80, 135, 225 }, hat = { 0, 0.12, 0 }, side = 1 },  -- walks along model x
 }
 kinds[1].count = math.max(1, math.floor(N * kinds[1].share + 0.5))
 kinds[2].count = N - kinds[1].count
@@ -92,14 +92,13 @@ for _, k in ipairs(kinds) do
   k.vertices = prim.vertex_count
   k.out = sk.target({ mesh = k.mesh, instances = k.count, positions = true,
                       normals = prim.normals ~= nil })
-  if k.breathe and prim.targets then
-    -- morph targets, skinned in the same pass; one row of weights per man
+  if prim.targets then
+    -- morph targets, skinned in the same pass; one row of weights per
+    -- character, blended from its clips by the plan (morph_weights)
     k.morph = sk.morph(k.mesh, prim.targets)
     k.weights = core.buffer("f32", #prim.targets, k.count)
-    k.breath_rate, k.breath_phase = {}, {}
-    for i = 1, k.count do
-      k.breath_rate[i], k.breath_phase[i] = 0.2 + 0.15 * math.random(), 2 * math.pi * math.random()
-    end
+    k.morph_node = asset.skinned_nodes[1].node
+    k.morph_defaults = asset.meshes[asset.skinned_nodes[1].mesh].weights
   end
   k.clips, k.clip_index = {}, {}
   for a, animation in ipairs(asset.animations) do
@@ -175,19 +174,11 @@ local batch = sk.batch({
     morph = kinds[2].morph, weights = kinds[2].weights },
 })
 
--- Breathing: the morph weight of target k.breathe follows a slow sine per
--- man (the batch reads the Buffer when it runs).
-local function breathe(t)
+-- This frame's morph weights: one C call per model blends its clips'
+-- weights tracks by the plan's layer stack into the Buffer the batch reads.
+local function morph_weights()
   for _, k in ipairs(kinds) do
-    if k.morph then
-      local row = {}
-      for c = 1, k.morph:target_count() do row[c] = 0 end
-      for i = 1, k.count do
-        local phase = 2 * math.pi * k.breath_rate[i] * t + k.breath_phase[i]
-        row[k.breathe] = 0.5 + 0.5 * math.sin(phase)
-        k.weights:set(i, row)
-      end
-    end
+    if k.morph then k.plan:morph_weights(k.morph_node, k.morph_defaults, k.weights) end
   end
 end
 
@@ -337,7 +328,7 @@ for f = 1, FRAMES do
   local turn = 0.2 * math.sin(a)   -- group 7 turns back and forth by up to 0.4 rad
   sc:set_rotation(groups[7], 0, math.sin(turn / 2), 0, math.cos(turn / 2))
   sc:update()
-  breathe(f * DT) -- this frame's morph weights (Lua, counted with the scene)
+  morph_weights() -- counted with the scene
   local t3 = clock()
   -- 4. CPU skinning of every character, all threads (morph targets applied
   -- in the same pass)

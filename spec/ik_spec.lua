@@ -166,6 +166,9 @@ describe("limber.ik.two_bone", function()
     fails("weight 2 outside [0, 1]", function() leg:solve(pose, { 0, 0, 0 }, nil, 2) end)
     fails("instances 2 .. 3 out of range [1, 2]",
       function() leg:solve(pose, limber.buffer("f32", 3, { 0, 0, 0, 1, 1, 1 }), nil, nil, 2) end)
+    fails("weights must be an f32 Buffer of width 1",
+      function() leg:solve(pose, { 0, 0, 0 }, nil, limber.buffer("f32", 3, 1)) end)
+    fails("first 3 out of range [1, 2]", function() leg:solve(pose, { 0, 0, 0 }, nil, nil, 3) end)
     fails("1 poles for 2 targets",
       function() leg:solve(pose, limber.buffer("f32", 3, { 0, 0, 0, 1, 1, 1 }), { 0, 0, 1 }) end)
     -- nothing changed by the refused calls

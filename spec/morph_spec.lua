@@ -358,14 +358,30 @@ describe("morph weights through the frame plan", function()
     plan:run(0)
     pose:local_to_model()
     pal:update()
-    local tg = sk.target { mesh = mesh, instances = 5, positions = true }
+    local tg = sk.target { mesh = mesh, instances = 5, positions = true, order = "file" }
     sk.run(mesh, pal, tg, morph, out)
+    -- instance 5 plays nothing: its mesh-space positions are base + the defaults' deltas
+    local flat = tg:position_buffer()
+    local bare = sk.target { mesh = mesh, instances = 5, positions = true, order = "file" }
+    sk.run(mesh, pal, bare, morph, limber.buffer("f32", 3, 5))
+    bare = bare:position_buffer()
+    local moved = 0
+    for v = 1, mesh:vertex_count() do
+      local fa, fb = flat[4 * mesh:vertex_count() + v], bare[4 * mesh:vertex_count() + v]
+      local d = math.abs(fa[1] - fb[1]) + math.abs(fa[2] - fb[2]) + math.abs(fa[3] - fb[3])
+      if d > 1e-6 then moved = moved + 1 end
+    end
+    assert.is_true(moved > 0) -- the default weights (0.2 inflate) moved the mesh
     assert.error_matches(function() plan:morph_weights(node, { 0, 0 }) end,
       "clip 1's track on node " .. node .. " has 3 values per key, defaults 2", 1, true)
     assert.error_matches(function() plan:morph_weights(node, {}) end,
       "defaults must hold 1 to 16 numbers", 1, true)
     assert.error_matches(function() plan:morph_weights(node, defaults, limber.buffer("f32", 3, 4)) end,
       "out must be a writable f32 Buffer of width 3 with 5 elements", 1, true)
+    assert.error_matches(function() plan:morph_weights(-1, defaults) end,
+      "bad argument #1 to 'limber.Plan:morph_weights' (node must be an integer", 1, true)
+    assert.error_matches(function() plan:morph_weights(node, { 0, 0 / 0, 0 }) end,
+      "defaults[2] is not a finite float", 1, true)
     -- a node without tracks: the defaults everywhere
     local none = plan:morph_weights(node + 100, { 0.5 })
     for i = 1, 5 do assert.near(0.5, none[i], 0) end

@@ -103,6 +103,24 @@ describe("limber.retarget.clip", function()
       function() rt.clip(fox.animations[1].clips[1], skel) end)
     fails("unknown option 'scale'", function() rt.clip(fox.animations[1].clips[1], skel, skel, { scale = 2 }) end)
     fails("option 'axis' must be", function() rt.mirror(fox.animations[1].clips[1], skel, { axis = "w" }) end)
+    local walk = fox.animations[2].clips[1]
+    fails("bad argument #4 to 'limber.retarget.clip' (option 'map' must map joint names to joint names)",
+      function() rt.clip(walk, skel, skel, { map = { a = 5 } }) end)
+    fails("option 'map' names 'nope', not a joint of the skeleton",
+      function() rt.mirror(walk, skel, { map = { b_Head_05 = "nope" } }) end)
+    fails("option 'map' pairs", function()
+      rt.mirror(walk, skel, { map = { b_Head_05 = "b_Neck_04", b_Neck_04 = "b_Hip_01" } })
+    end)
+    fails("option 'map' pairs 'b_RightHand_08' with both", function()
+      rt.mirror(walk, skel, { map = { b_LeftHand_011 = "b_RightHand_08", b_LeftFoot01_017 = "b_RightHand_08" } })
+    end)
+    -- a map that leaves the names' own pairing one-sided: the left foot's
+    -- counterpart by name (the right foot) is the left hand's now
+    fails("both pair with", function()
+      rt.mirror(walk, skel, { map = { b_LeftHand_011 = "b_RightFoot01_021" } })
+    end)
+    local small = limber.skeleton({ { name = "a" } })
+    fails("the clip animates joint", function() rt.clip(walk, small, skel) end)
   end)
 end)
 

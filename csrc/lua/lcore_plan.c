@@ -947,9 +947,13 @@ static int l_plan_morph_weights(lua_State *L) {
         lua_settop(L, 3);
         out = lbuf_push(L, LBUF_F32, (uint32_t)W, N);
     }
-    /* the track of each clip of the set on this node */
+    /* the track of each clip of the set on this node (on the C stack for
+     * the usual few clips: no allocation per frame) */
+    int32_t few[64];
     int32_t *track =
-        (int32_t *)lua_newuserdatauv(L, (size_t)lp->clip_count * sizeof(int32_t) + 1, 0);
+        lp->clip_count <= 64
+            ? few
+            : (int32_t *)lua_newuserdatauv(L, (size_t)lp->clip_count * sizeof(int32_t), 0);
     const lmb_clip *const *clips = p->src[0].clips;
     for (uint32_t k = 0; k < lp->clip_count; k++) {
         const lmb_clip *c = clips[k];
@@ -967,7 +971,7 @@ static int l_plan_morph_weights(lua_State *L) {
         }
     }
     lmb_plan_float_track(p, track, (uint32_t)W, base, (float *)out->data);
-    lua_pop(L, 1);
+    if (track != few) lua_pop(L, 1);
     return 1;
 }
 

@@ -593,7 +593,7 @@ static int l_morph_new(lua_State *L) {
     if (lmb_morph_count(&src, mesh, &entries, &err) != LMB_OK) return lcore_raise(L, &err, who);
     size_t bytes = lmb_morph_bytes(&src, entries);
     if (bytes == 0) return luaL_error(L, "%s: the targets are too large", who);
-    void *mem = lcore_newobject(L, bytes, 1, SKINMORPH_MT);
+    void *mem = lcore_newobject(L, bytes, 2, SKINMORPH_MT); /* 2: run's weights copy */
     lmb_morph_build(mem, &src, mesh, entries);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1); /* the targets read the mesh's arrays */
@@ -783,7 +783,15 @@ static int l_skin(lua_State *L) {
     make_task(L, 1, 2, 3, 4, 5, 1, 0, pal->instances, 0, "limber.skinning.skin", &task);
     if (task.morph) { /* the kernel reads a private copy: the weights' Buffer may be an output */
         size_t nw = (size_t)task.instances * task.morph->target_count;
-        float *copy = (float *)scratch(L, nw * sizeof(float));
+        /* kept by the morph (user value 2) and reused: no allocation per frame */
+        size_t have = lua_getiuservalue(L, 4, 2) == LUA_TUSERDATA ? lua_rawlen(L, -1) : 0;
+        if (have < nw * sizeof(float)) {
+            lua_pop(L, 1);
+            lua_newuserdatauv(L, nw * sizeof(float), 0);
+            lua_pushvalue(L, -1);
+            lua_setiuservalue(L, 4, 2);
+        }
+        float *copy = (float *)lua_touserdata(L, -1);
         memcpy(copy, task.morph_w, nw * sizeof(float));
         task.morph_w = copy;
     }

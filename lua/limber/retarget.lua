@@ -83,9 +83,10 @@ local function name_map(map, n, fname, both)
     if type(k) ~= "string" or type(v) ~= "string" then
       check.arg_fail(n, fname, "option 'map' must map joint names to joint names", 3)
     end
-    if both and out[v] ~= nil and out[v] ~= k then
+    if both and ((out[v] ~= nil and out[v] ~= k) or (out[k] ~= nil and out[k] ~= v)) then
+      local x = out[v] ~= nil and out[v] ~= k and v or k
       check.arg_fail(n, fname, ("option 'map' pairs '%s' with both '%s' and '%s'")
-        :format(v, out[v], k), 3)
+        :format(x, out[x], x == v and k or v), 3)
     end
     out[k] = v
     if both then out[v] = k end
