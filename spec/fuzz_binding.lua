@@ -119,6 +119,7 @@ local function build_pool()
     if aim then try(aim.solve, aim, pose, { 1, -1, 0 }, { 0, 0, 1 }) end
   end
   local anim, scene, gltf, skinning = limber.anim, limber.scene, limber.gltf, limber.skinning
+  local ikplan -- a plan with IK constraints, made below once the clips exist
   local times, moves = { 0, 0.5, 1 }, { 0, 0, 0, 0, 1, 0, 0, 0, 0 }
   local clip = try(anim.clip, { name = "Walk", tracks = {
     { joint = "hip", path = "translation", times = times, values = moves },
@@ -186,6 +187,17 @@ local function build_pool()
       try(plan.set_lod, plan, 2, 2)
       try(plan.run, plan, 1 / 60)
     end
+    -- a plan with IK constraints (one target from the scene below)
+    local leg2 = p2 and try(limber.ik.two_bone, skel, "root", "hip", "knee", { keep_tip = true })
+    local aim2 = p2 and try(limber.ik.aim, skel, "hip", { forward = { 0, -1, 0 }, up = { 0, 0, 1 } })
+    ikplan = leg2 and aim2 and try(limber.plan, { pose = p2, clips = { clip }, models = "all",
+      ik = { leg2, aim2 } })
+    if ikplan then
+      try(ikplan.play, ikplan, 1, 1, 1, 1, 0.3)
+      try(ikplan.set_ik, ikplan, 1, 2, { 0.2, -0.5, 0.1 }, { 0, 0, 1 }, 0.5)
+      try(ikplan.set_ik, ikplan, 2, 1, core.buffer("f32", 3, { 1, -1, 0, 0, 1, 1 }))
+      try(ikplan.run, ikplan, 1 / 60)
+    end
     try(pose.set_local, pose, 2, 3, { 1, 2, 3 }, { 0, 0, 0, 1 }, { 1, 1, 1 })
     try(pose.set_root, pose, 1, { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 5, 0, 0, 1 })
     try(pose.local_to_model, pose)
@@ -218,6 +230,10 @@ local function build_pool()
     if ch then try(sc.create, sc, { parent = ch, slot = "knee", follow = "rigid" }) end
     local c = try(sc.create, sc, { parent = b, scale = { 2, 2, 2 } })
     try(sc.update, sc)
+    if ikplan and c then
+      try(ikplan.follow_ik, ikplan, 1, 3, sc, c, { frame = a, pole = b, weight = 0.75 })
+      try(ikplan.run, ikplan, 0)
+    end
     try(sc.world, sc, c)
     try(sc.set_parent, sc, c, a)
   end

@@ -332,7 +332,7 @@ static void two_bone_one(const lmb_ik_two_bone *j, uint32_t k) {
     /* the bend direction: the pole, else the current bend, else any */
     double v[3] = {0, 0, 0};
     int ok = 0;
-    if (j->poles) {
+    if (j->poles && (!j->pole_on || j->pole_on[k])) {
         double pv[3];
         vec_minus(j->poles + (size_t)k * 3, A, pv);
         double pl = len3(pv);
@@ -453,7 +453,7 @@ static void aim_one(const lmb_ik_aim *j, uint32_t k) {
     if (j->limit > 0.0f && angle > (double)j->limit) r = qscale(r, (double)j->limit / angle);
     double up[3];
     load3(j->up, up);
-    if (j->poles && normalize3(up)) {
+    if (j->poles && (!j->pole_on || j->pole_on[k]) && normalize3(up)) {
         double Dn[3], U[3], uu[3], pp[3];
         qrot(r, F, Dn);
         normalize3(Dn);

@@ -45,6 +45,7 @@ typedef struct lmb_ik_two_bone {
     uint32_t first, count;   /* instances [first, first + count) */
     const float *targets;    /* count * 3, model space */
     const float *poles;      /* count * 3 or NULL */
+    const uint8_t *pole_on;  /* count or NULL: with poles, instance k has one iff pole_on[k] */
     const float *weights;    /* count or NULL (1) */
     float soften;            /* (0, 1]; 1: none */
     int keep_tip;            /* the tip keeps its model rotation */
@@ -66,12 +67,13 @@ typedef struct lmb_ik_aim {
     lmb_pose *pose;
     uint32_t joint, effector; /* the effector is the joint or below it */
     uint32_t first, count;
-    float forward[3];     /* effector-local, non-zero */
-    float up[3];          /* effector-local; zero: no twist */
-    const float *targets; /* count * 3 */
-    const float *poles;   /* count * 3 or NULL (no twist) */
-    const float *weights; /* count or NULL (1) */
-    float limit;          /* largest turn in radians, in (0, pi]; 0: none */
+    float forward[3];       /* effector-local, non-zero */
+    float up[3];            /* effector-local; zero: no twist */
+    const float *targets;   /* count * 3 */
+    const float *poles;     /* count * 3 or NULL (no twist) */
+    const uint8_t *pole_on; /* count or NULL, as in lmb_ik_two_bone */
+    const float *weights;   /* count or NULL (1) */
+    float limit;            /* largest turn in radians, in (0, pi]; 0: none */
 } lmb_ik_aim;
 
 /* Rules as lmb_ik_two_bone_validate, plus "forward" (zero or not finite),

@@ -30,7 +30,7 @@ void lmb_plan_worker_place(lmb_plan_worker *w, void *mem, const lmb_skeleton *s,
     /* every source block at the rest pose: lanes never sampled stay finite */
     for (uint32_t k = 0; k < sources; k++)
         memcpy(w->src + (size_t)k * J * JS, w->pose->local, (size_t)J * JS * sizeof(float));
-    w->sample = w->blend = w->model = w->output = 0.0;
+    w->sample = w->blend = w->model = w->ik = w->output = 0.0;
 }
 
 lmb_status lmb_plan_validate(const lmb_plan *p, lmb_error *err) {
@@ -62,6 +62,25 @@ lmb_status lmb_plan_validate(const lmb_plan *p, lmb_error *err) {
         if (p->slots[m] >= pose->joint_count)
             return lmb_error_set(err, LMB_ERANGE, "slots", "slot joint {v} out of range [1, {l}]",
                                  m, 0, (double)p->slots[m] + 1.0, (double)pose->joint_count);
+    for (uint32_t c = 0; c < p->ik_count; c++) {
+        lmb_plan_ik ik = p->ik[c]; /* a copy: the job over no instances */
+        ik.two_bone.pose = ik.aim.pose = p->pose;
+        ik.two_bone.first = ik.two_bone.count = ik.aim.first = ik.aim.count = 0;
+        if (ik.kind == LMB_PLAN_IK_TWO_BONE)
+            st = lmb_ik_two_bone_validate(&ik.two_bone, err);
+        else if (ik.kind == LMB_PLAN_IK_AIM)
+            st = lmb_ik_aim_validate(&ik.aim, err);
+        else
+            st = lmb_error_set(err, LMB_EINVAL, "ik", "constraint {i}: unknown kind {v}", c, 0,
+                               (double)ik.kind, 0);
+        if (st != LMB_OK) {
+            err->index = c;
+            return st;
+        }
+        if (!ik.target || !ik.pole || !ik.has_pole || !ik.weight)
+            return lmb_error_set(err, LMB_EINVAL, "ik", "constraint {i} has no per-instance data",
+                                 c, 0, 0, 0);
+    }
     if (p->worker_count < 1 || !p->workers)
         return lmb_error_set(err, LMB_EINVAL, "workers", "the plan has no worker scratch", 0, 0, 0,
                              0);
@@ -122,6 +141,44 @@ uint32_t lmb_plan_advance(lmb_plan *p, double dt) {
     p->active_count = count;
     p->advance = now() - t0;
     return (count + LMB_LANES - 1) / LMB_LANES;
+}
+
+/* The IK stage of a block: every constraint, in order, on the lanes where
+ * it is on (the others get weight 0: untouched), on the worker pose whose
+ * model matrices and scratch local-to-model just filled. */
+static void ik_block(const lmb_plan *p, lmb_pose *wp, const uint32_t inst[LMB_LANES],
+                     unsigned valid) {
+    float target[LMB_LANES * 3], pole[LMB_LANES * 3], weight[LMB_LANES];
+    uint8_t pole_on[LMB_LANES];
+    for (uint32_t l = 0; l < LMB_LANES; l++)
+        wp->first_dirty[l] = wp->joint_count; /* every matrix is current */
+    for (uint32_t c = 0; c < p->ik_count; c++) {
+        const lmb_plan_ik *ik = p->ik + c;
+        int any = 0;
+        for (uint32_t l = 0; l < LMB_LANES; l++) {
+            uint32_t i = inst[l];
+            float w = (valid >> l & 1u) ? ik->weight[i] : 0.0f;
+            weight[l] = w;
+            any |= w > 0.0f;
+            for (uint32_t k = 0; k < 3; k++) {
+                target[l * 3 + k] = w > 0.0f ? ik->target[(size_t)i * 3 + k] : 0.0f;
+                pole[l * 3 + k] = w > 0.0f ? ik->pole[(size_t)i * 3 + k] : 0.0f;
+            }
+            pole_on[l] = w > 0.0f && ik->has_pole[i];
+        }
+        if (!any) continue;
+        if (ik->kind == LMB_PLAN_IK_TWO_BONE) {
+            lmb_ik_two_bone j = ik->two_bone;
+            j.pose = wp, j.first = 0, j.count = LMB_LANES;
+            j.targets = target, j.poles = pole, j.pole_on = pole_on, j.weights = weight;
+            lmb_ik_two_bone_run(&j);
+        } else {
+            lmb_ik_aim j = ik->aim;
+            j.pose = wp, j.first = 0, j.count = LMB_LANES;
+            j.targets = target, j.poles = pole, j.pole_on = pole_on, j.weights = weight;
+            lmb_ik_aim_run(&j);
+        }
+    }
 }
 
 void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
@@ -232,7 +289,23 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
     /* 2. the layer stack, into the worker pose's locals */
     lmb_stack_block(pose->skel, p->layers, p->layer_count, src, src_w, layer_w,
                     covered ? wk->top : NULL, wp->local);
-    if (p->write_locals) /* the folded locals, for pose:trs() and custom stages */
+    double t2 = now();
+    /* 3. local-to-model with each lane's root (invalid lanes: identity) */
+    unsigned ik_lanes = 0; /* lanes with some constraint on */
+    for (uint32_t c = 0; c < p->ik_count; c++)
+        for (uint32_t l = 0; l < LMB_LANES; l++)
+            if ((valid >> l & 1u) && p->ik[c].weight[inst[l]] > 0.0f) ik_lanes |= 1u << l;
+    wp->has_root = pose->has_root;
+    wp->skip_model = !p->all_models && !ik_lanes; /* IK reads the model matrices */
+    for (uint32_t l = 0; l < LMB_LANES; l++)
+        if (valid >> l & 1u) memcpy(wp->root + l * 16, pose->root + (size_t)inst[l] * 16, 64);
+    if (lmb_simd_active())
+        lmb_l2m_block_avx2(wp, 0, 0);
+    else
+        lmb_l2m_block_portable(wp, 0, 0);
+    double t3 = now();
+    if (ik_lanes) ik_block(p, wp, inst, valid);
+    if (p->write_locals) /* the final locals, for pose:trs() and custom stages */
         for (uint32_t l = 0; l < LMB_LANES; l++) {
             if (!(valid >> l & 1u)) continue;
             for (uint32_t j = 0; j < J; j++) {
@@ -242,18 +315,7 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
                     d[(size_t)c * LMB_LANES] = f[(size_t)c * LMB_LANES];
             }
         }
-    double t2 = now();
-    /* 3. local-to-model with each lane's root (invalid lanes: identity) */
-    wp->has_root = pose->has_root;
-    wp->skip_model = !p->all_models;
-    for (uint32_t l = 0; l < LMB_LANES; l++)
-        if (valid >> l & 1u) memcpy(wp->root + l * 16, pose->root + (size_t)inst[l] * 16, 64);
-    if (lmb_simd_active())
-        lmb_l2m_block_avx2(wp, 0, 0);
-    else
-        lmb_l2m_block_portable(wp, 0, 0);
-    /* (a per-block stage after local-to-model, e.g. IK, goes here) */
-    double t3 = now();
+    double t3b = now();
     /* 4. what someone reads: palettes and slot (or every) model matrices,
      * from the block's 3x4 model matrices (SoA, in the worker's cache) */
     for (uint32_t m = 0; m < p->palette_count; m++) {
@@ -285,7 +347,8 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
         pose->inst_generation[inst[l]]++; /* the scene's followers of this instance */
     }
     double t4 = now();
-    wk->sample += t1 - t0, wk->blend += t2 - t1, wk->model += t3 - t2, wk->output += t4 - t3;
+    wk->sample += t1 - t0, wk->blend += t2 - t1, wk->model += t3 - t2, wk->ik += t3b - t3;
+    wk->output += t4 - t3b;
 }
 
 void lmb_plan_finish(lmb_plan *p) {

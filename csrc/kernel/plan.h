@@ -20,15 +20,36 @@
  * for any thread count and any LOD setting; lmb_plan_finish bumps the
  * pose's generation when anything was evaluated (scene attachments).
  *
- * Where a per-block stage after local-to-model goes (IK, aim constraints):
- * in lmb_plan_block between l2m and the palettes, on the worker pose's
- * model matrices (and SoA scratch) of the block; see ARCHITECTURE.md. */
+ * IK (lmb_plan_ik) runs per block between local-to-model and the outputs,
+ * on the worker pose: in a block where some lane has a constraint on,
+ * local-to-model also fills the worker pose's model matrices, each
+ * constraint solves the lanes whose weight is above 0 (ik.h) and brings the
+ * matrices below its joints up to date; palettes, slots and locals are then
+ * written from the solved pose. */
 #ifndef LIMBER_PLAN_H
 #define LIMBER_PLAN_H
 
 #include "clip.h"
+#include "ik.h"
 #include "palette.h"
 #include "stack.h"
+
+enum { LMB_PLAN_IK_TWO_BONE = 0, LMB_PLAN_IK_AIM = 1 };
+
+/* An IK constraint run per block after local-to-model, in the plan's
+ * order (a chain of aims: root first). The job holds the joints and
+ * settings (pose, first, count and the per-instance arrays are set per
+ * block); per instance: a target and pole in the pose's model space, a
+ * pole flag and a weight in [0, 1] (0: off, the default). */
+typedef struct lmb_plan_ik {
+    int kind;
+    lmb_ik_two_bone two_bone; /* kind LMB_PLAN_IK_TWO_BONE */
+    lmb_ik_aim aim;           /* kind LMB_PLAN_IK_AIM */
+    float *target;            /* instance_count * 3 */
+    float *pole;              /* instance_count * 3 */
+    uint8_t *has_pole;        /* instance_count */
+    float *weight;            /* instance_count */
+} lmb_plan_ik;
 
 typedef struct lmb_plan_palette {
     const lmb_skin *skin; /* of the pose's skeleton */
@@ -42,7 +63,7 @@ typedef struct lmb_plan_worker {
     float *src;     /* source_count blocks of joints x LMB_TRS_FLOATS x LMB_LANES floats */
     int16_t *top;   /* joints: the highest layer covering the joint in the block, or -1 */
     uint8_t *need;  /* layers x chunks of 8 joints: the chunks a layer's sources must sample */
-    double sample, blend, model, output; /* seconds spent in the current run */
+    double sample, blend, model, ik, output; /* seconds spent in the current run */
 } lmb_plan_worker;
 
 /* Bytes of one worker's scratch (any alignment). */
@@ -74,16 +95,20 @@ typedef struct lmb_plan {
     const uint16_t *slots;
     uint32_t all_models;
     uint32_t write_locals; /* 1: the folded local transforms go to pose->local too */
+    uint32_t ik_count;
+    lmb_plan_ik *ik; /* ik_count constraints */
     uint32_t worker_count;
     lmb_plan_worker *workers;
     double advance; /* seconds of the last lmb_plan_advance */
 } lmb_plan;
 
-/* Checks a plan before its first run (err->index = the source, palette or
- * slot): a pose; the layers (lmb_stack_validate); every source's sampler
- * (lmb_sampler_validate over every instance) and the same clip set in all;
- * palettes of the pose's skeleton with a known layout ("palettes"); slot
- * joints inside the skeleton ("slots"); at least one worker ("workers").
+/* Checks a plan before its first run (err->index = the source, palette,
+ * slot or constraint): a pose; the layers (lmb_stack_validate); every
+ * source's sampler (lmb_sampler_validate over every instance) and the same
+ * clip set in all; palettes of the pose's skeleton with a known layout
+ * ("palettes"); slot joints inside the skeleton ("slots"); IK constraints
+ * of a known kind whose job (with no instances) validates ("ik"); at least
+ * one worker ("workers").
  * Per-instance values are kept valid by the setters. No side effects. */
 lmb_status lmb_plan_validate(const lmb_plan *p, lmb_error *err);
 

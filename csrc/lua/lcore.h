@@ -80,6 +80,15 @@ void lcore_read_floats(lua_State *L, int arg, const char *what, lua_Integer firs
 /* Pushes n floats as a table: the table at out_arg when that argument is
  * given (filled and returned, rule 4 of CHANGES.md), else a new one. */
 void lcore_push_floats(lua_State *L, const float *v, int n, int out_arg);
+/* IK inputs (lcore_ik.c). Vectors of 3 for `count` instances at argument
+ * arg: an f32 Buffer of width 3 (count = its element count) or a table of 3
+ * numbers (one instance, read into one[]); nil: NULL when optional.
+ * Weights: nil (NULL), a number (one instance) or an f32 Buffer of width 1. */
+const float *lcore_vec3_arg(lua_State *L, int arg, const char *what, int optional, float one[3],
+                            size_t *count);
+const float *lcore_weight_arg(lua_State *L, int arg, float *one, size_t *count);
+/* The storage pointer of the limber.Scene at idx, or NULL (lcore_scene.c). */
+struct lmb_hier **lcore_test_scene(lua_State *L, int idx);
 /* Raises a kernel error record as "<where>: <lmb_error_format text>". */
 int lcore_raise(lua_State *L, const lmb_error *e, const char *where);
 /* The same, as "bad argument #arg to '<function>' (<text>)": for a rule

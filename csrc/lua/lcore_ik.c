@@ -4,10 +4,7 @@
 #include "ik.h"
 #include "lcore.h"
 
-/* Vectors of 3 for `count` instances at argument arg: an f32 Buffer of width
- * 3 (count = its element count) or a table of 3 numbers (one instance, read
- * into one[]). nil: NULL when optional. */
-static const float *vec_arg(lua_State *L, int arg, const char *what, int optional, float one[3],
+const float *lcore_vec3_arg(lua_State *L, int arg, const char *what, int optional, float one[3],
                             size_t *count) {
     if (optional && lua_isnoneornil(L, arg)) return NULL;
     lbuffer *b = (lbuffer *)luaL_testudata(L, arg, BUFFER_MT);
@@ -29,8 +26,7 @@ static const float *vec_arg(lua_State *L, int arg, const char *what, int optiona
     return one;
 }
 
-/* Weights: nil (all 1), a number (one instance) or an f32 Buffer of width 1. */
-static const float *weight_arg(lua_State *L, int arg, float *one, size_t *count) {
+const float *lcore_weight_arg(lua_State *L, int arg, float *one, size_t *count) {
     if (lua_isnoneornil(L, arg)) return NULL;
     lbuffer *b = (lbuffer *)luaL_testudata(L, arg, BUFFER_MT);
     if (b) {
@@ -81,10 +77,10 @@ typedef struct job_inputs {
 
 static void read_inputs(lua_State *L, int arg, const lmb_pose *p, job_inputs *in) {
     size_t n, np = 0, nw = 0;
-    in->targets = vec_arg(L, arg, "targets", 0, in->t1, &n);
-    in->poles = vec_arg(L, arg + 1, "poles", 1, in->p1, &np);
+    in->targets = lcore_vec3_arg(L, arg, "targets", 0, in->t1, &n);
+    in->poles = lcore_vec3_arg(L, arg + 1, "poles", 1, in->p1, &np);
     if (in->poles) same_count(L, arg + 1, "poles", np, n);
-    in->weights = weight_arg(L, arg + 2, &in->w1, &nw);
+    in->weights = lcore_weight_arg(L, arg + 2, &in->w1, &nw);
     if (in->weights) same_count(L, arg + 2, "weights", nw, n);
     in->first = first_arg(L, arg + 3, p, n);
     in->count = (uint32_t)n;
@@ -125,11 +121,11 @@ static int l_aim(lua_State *L) {
     j.effector = lua_isnoneornil(L, 3) ? j.joint : joint_arg(L, 3, p, "effector");
     size_t n1;
     float f[3], u[3] = {0, 0, 0};
-    const float *fv = vec_arg(L, 4, "forward", 0, f, &n1);
+    const float *fv = lcore_vec3_arg(L, 4, "forward", 0, f, &n1);
     if (n1 != 1) luaL_argerror(L, 4, "forward must be { x, y, z }"); /* before reading it */
     memcpy(j.forward, fv, sizeof f);
     if (!lua_isnoneornil(L, 5)) {
-        const float *uv = vec_arg(L, 5, "up", 0, u, &n1);
+        const float *uv = lcore_vec3_arg(L, 5, "up", 0, u, &n1);
         if (n1 != 1) luaL_argerror(L, 5, "up must be { x, y, z }");
         memcpy(j.up, uv, sizeof u);
     }

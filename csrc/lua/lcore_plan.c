@@ -3,6 +3,7 @@
  * per frame evaluates a crowd in cache-sized blocks over the worker pool. */
 #include "lcore.h"
 
+#include "../kernel/hierarchy.h"
 #include "../kernel/plan.h"
 #include "../kernel/threadpool.h"
 
@@ -521,11 +522,19 @@ static int l_stack_tostring(lua_State *L) {
 
 /* ---- Plan -------------------------------------------------------------- */
 
+/* IK constraints of one plan, at most. */
+#define PLAN_MAX_IK 32
+
 typedef struct lplan {
     lmb_plan plan;
     uint32_t clip_count;
     float *masks, *refs;
     double total; /* seconds of the last run */
+    /* targets that follow scene nodes: per constraint and instance, the
+     * target, pole and frame node ids (0: none) in follow[(c * N + i) * 3] */
+    uint32_t *follow;
+    uint32_t follow_count; /* (constraint, instance) pairs with a target node */
+    lmb_hier **scene;      /* the Scene the nodes belong to (anchored as "scene") */
 } lplan;
 
 static lplan *check_plan(lua_State *L, int arg) {
@@ -547,6 +556,99 @@ static void plan_workers(lua_State *L, int obj, lplan *lp, uint32_t count, const
     lua_setiuservalue(L, obj, 2);
     p->workers = w;
     p->worker_count = count;
+}
+
+/* Reads a joint field (1-based integer in [1, J]) of the ik entry at idx. */
+static uint32_t ik_joint(lua_State *L, int idx, const char *key, lua_Integer k, uint32_t J,
+                         const char *fn) {
+    lcore_rawfield(L, idx, key);
+    lua_Integer j = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+    if (j < 1 || j > (lua_Integer)J)
+        luaL_error(L, "%s: desc.ik[%I].%s must be a joint index in [1, %I]", fn, k, key,
+                   (lua_Integer)J);
+    lua_pop(L, 1);
+    return (uint32_t)(j - 1);
+}
+
+/* A number field of the ik entry at idx (nil: def). */
+static float ik_number(lua_State *L, int idx, const char *key, lua_Integer k, float def,
+                       const char *fn) {
+    int t = lcore_rawfield(L, idx, key);
+    float v = def;
+    if (t != LUA_TNIL) {
+        if (t != LUA_TNUMBER || !lcore_float_ok(lua_tonumber(L, -1)))
+            luaL_error(L, "%s: desc.ik[%I].%s must be a finite number", fn, k, key);
+        v = (float)lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* A { x, y, z } field of the ik entry at idx into out; 0 when nil. */
+static int ik_vec(lua_State *L, int idx, const char *key, lua_Integer k, float out[3],
+                  const char *fn) {
+    int t = lcore_rawfield(L, idx, key);
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (t != LUA_TTABLE || lcore_rawlen(L, -1) != 3)
+        luaL_error(L, "%s: desc.ik[%I].%s must be { x, y, z }", fn, k, key);
+    char what[64];
+    snprintf(what, sizeof what, "%s: desc.ik[%d].%s", fn, (int)k, key);
+    lcore_read_floats(L, -1, what, 1, out, 3);
+    lua_pop(L, 1);
+    return 1;
+}
+
+/* Reads desc.ik (raw, once) into ik[] (joints, settings; no per-instance
+ * data yet); returns the count. */
+static uint32_t read_ik(lua_State *L, uint32_t J, lmb_plan_ik ik[PLAN_MAX_IK], const char *fn) {
+    int t = lcore_rawfield(L, 1, "ik");
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (t != LUA_TTABLE) luaL_error(L, "%s: desc.ik must be an array of IK constraints", fn);
+    int list = lua_gettop(L);
+    lua_Integer K = lcore_rawlen(L, list);
+    if (K > PLAN_MAX_IK)
+        luaL_error(L, "%s: desc.ik: %I constraints, at most %d", fn, K, PLAN_MAX_IK);
+    for (lua_Integer k = 1; k <= K; k++) {
+        lmb_plan_ik *c = ik + (k - 1);
+        memset(c, 0, sizeof *c);
+        if (lua_rawgeti(L, list, k) != LUA_TTABLE)
+            luaL_error(L, "%s: desc.ik[%I] must be a table", fn, k);
+        int e = lua_gettop(L);
+        lcore_rawfield(L, e, "kind");
+        const char *kind = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+        if (strcmp(kind, "two_bone") == 0) {
+            c->kind = LMB_PLAN_IK_TWO_BONE;
+            c->two_bone.root = ik_joint(L, e, "root", k, J, fn);
+            c->two_bone.mid = ik_joint(L, e, "mid", k, J, fn);
+            c->two_bone.tip = ik_joint(L, e, "tip", k, J, fn);
+            c->two_bone.soften = ik_number(L, e, "soften", k, 1.0f, fn);
+            lcore_rawfield(L, e, "keep_tip");
+            c->two_bone.keep_tip = lua_toboolean(L, -1);
+            lua_pop(L, 1);
+        } else if (strcmp(kind, "aim") == 0) {
+            c->kind = LMB_PLAN_IK_AIM;
+            c->aim.joint = ik_joint(L, e, "joint", k, J, fn);
+            c->aim.effector = c->aim.joint;
+            if (lcore_rawfield(L, e, "effector") != LUA_TNIL)
+                c->aim.effector = ik_joint(L, e, "effector", k, J, fn);
+            lua_pop(L, 1);
+            if (!ik_vec(L, e, "forward", k, c->aim.forward, fn))
+                luaL_error(L, "%s: desc.ik[%I].forward is required", fn, k);
+            ik_vec(L, e, "up", k, c->aim.up, fn);
+            c->aim.limit = ik_number(L, e, "limit", k, 0.0f, fn);
+        } else {
+            luaL_error(L, "%s: desc.ik[%I].kind must be \"two_bone\" or \"aim\"", fn, k);
+        }
+        lua_settop(L, list);
+    }
+    lua_pop(L, 1);
+    return (uint32_t)K;
 }
 
 /** core.plan(desc): the frame plan (see the module docs: pose, clips,
@@ -611,6 +713,8 @@ static int l_plan_new(lua_State *L) {
     if (SL > (lua_Integer)J)
         return luaL_error(L, "%s: desc.slots has %I joints, more than the skeleton's %I", fn, SL,
                           (lua_Integer)J);
+    lmb_plan_ik iks[PLAN_MAX_IK];
+    uint32_t K = read_ik(L, J, iks, fn);
     /* the clips, their cursor stride and untracked lists */
     uint32_t stride = 0;
     size_t untracked = 0;
@@ -654,6 +758,10 @@ static int l_plan_new(lua_State *L) {
     size_t o_slot = take(&off, (size_t)SL * 2 + 2);
     size_t o_m = take(&off, (size_t)n * J * 4);
     size_t o_r = take(&off, (size_t)n * J * LMB_TRS_FLOATS * 4);
+    size_t o_ik = take(&off, (size_t)K * sizeof(lmb_plan_ik));
+    size_t o_ikf = take(&off, (size_t)K * N * 7 * 4);
+    size_t o_ikb = take(&off, (size_t)K * N + 4);
+    size_t o_fol = take(&off, (size_t)K * N * 3 * 4 + 4);
     unsigned char *mem = (unsigned char *)lcore_newobject(L, off, 2, PLAN_MT); /* 7 */
     lplan *lp = (lplan *)(void *)mem;
     lmb_plan *p = &lp->plan;
@@ -681,6 +789,21 @@ static int l_plan_new(lua_State *L) {
     lp->clip_count = (uint32_t)C;
     lp->masks = (float *)(void *)(mem + o_m);
     lp->refs = (float *)(void *)(mem + o_r);
+    p->ik_count = K;
+    p->ik = (lmb_plan_ik *)(void *)(mem + o_ik);
+    for (uint32_t c = 0; c < K; c++) {
+        lmb_plan_ik *ik = p->ik + c;
+        *ik = iks[c];
+        float *f = (float *)(void *)(mem + o_ikf) + (size_t)c * N * 7;
+        ik->target = f, ik->pole = f + (size_t)N * 3, ik->weight = f + (size_t)N * 6;
+        ik->has_pole = mem + o_ikb + (size_t)c * N;
+        memset(f, 0, (size_t)N * 7 * sizeof(float)); /* off: weight 0 */
+        memset(ik->has_pole, 0, N);
+    }
+    lp->follow = (uint32_t *)(void *)(mem + o_fol);
+    memset(lp->follow, 0, (size_t)K * N * 3 * 4);
+    lp->follow_count = 0;
+    lp->scene = NULL;
     /* anchors (user value 1): pose, clips, palettes; clip -> index; names */
     lua_createtable(L, 0, 4); /* 8 */
     lua_pushvalue(L, 2);
@@ -1111,6 +1234,224 @@ static int l_plan_invalidate(lua_State *L) {
     return 0;
 }
 
+/* ---- IK constraints ------------------------------------------------------ */
+
+/* Stops constraint c's target of instance i following a node. */
+static void unfollow(lplan *lp, uint32_t c, uint32_t i) {
+    uint32_t *f = lp->follow + ((size_t)c * lp->plan.pose->instance_count + i) * 3;
+    if (f[0]) lp->follow_count--;
+    f[0] = f[1] = f[2] = 0;
+}
+
+/* Writes constraint c's inputs of instance i; marks it changed when they
+ * differ from what it had. pole NULL: none. */
+static void put_ik(lmb_plan *p, uint32_t c, uint32_t i, const float *t, const float *pole,
+                   float w) {
+    lmb_plan_ik *ik = p->ik + c;
+    float *ot = ik->target + (size_t)i * 3, *op = ik->pole + (size_t)i * 3;
+    uint8_t hp = pole != NULL;
+    int same = ik->weight[i] == w && ik->has_pole[i] == hp;
+    for (int k = 0; k < 3 && w > 0.0f; k++) {
+        float pk = pole ? pole[k] : 0.0f;
+        same &= ot[k] == t[k] && op[k] == pk;
+        ot[k] = t[k], op[k] = pk;
+    }
+    ik->weight[i] = w, ik->has_pole[i] = hp;
+    if (!same) lmb_plan_touch(p, i);
+}
+
+/** plan:set_ik(c, i, targets [, poles [, weights]]): constraint c (1-based,
+ * in desc.ik's order) of instance i: targets `{ x, y, z }` (one instance)
+ * or an f32 Buffer of width 3 (instances i, i + 1, ...), poles the same
+ * shape or nil (none), weights a number in [0, 1] or an f32 Buffer of width
+ * 1 (default 1; 0: off); in the pose's model space. targets nil: the
+ * constraint is off for instance i. Stops a target following a node. */
+static int l_plan_set_ik(lua_State *L) {
+    lplan *lp = check_plan(L, 1);
+    lmb_plan *p = &lp->plan;
+    const uint32_t N = p->pose->instance_count;
+    uint32_t c = lcore_check_index(L, 2, p->ik_count, "constraint");
+    uint32_t i = lcore_check_index(L, 3, N, "instance");
+    if (lua_isnoneornil(L, 4)) {
+        if (!lua_isnoneornil(L, 5) || !lua_isnoneornil(L, 6))
+            return luaL_argerror(L, 4, "poles and weights need targets");
+        unfollow(lp, c, i);
+        put_ik(p, c, i, NULL, NULL, 0.0f);
+        return 0;
+    }
+    float t1[3], p1[3], w1 = 1.0f;
+    size_t n, np = 0, nw = 0;
+    const float *tg = lcore_vec3_arg(L, 4, "targets", 0, t1, &n);
+    const float *po = lcore_vec3_arg(L, 5, "poles", 1, p1, &np);
+    if (po && np != n)
+        return luaL_argerror(
+            L, 5, lua_pushfstring(L, "%I poles for %I targets", (lua_Integer)np, (lua_Integer)n));
+    const float *w = lcore_weight_arg(L, 6, &w1, &nw);
+    if (w && nw != n)
+        return luaL_argerror(
+            L, 6, lua_pushfstring(L, "%I weights for %I targets", (lua_Integer)nw, (lua_Integer)n));
+    if ((uint64_t)i + n > N)
+        return luaL_argerror(L, 3,
+                             lua_pushfstring(L, "instances %I .. %I out of range [1, %I]",
+                                             (lua_Integer)i + 1, (lua_Integer)(i + n),
+                                             (lua_Integer)N));
+    for (size_t k = 0; w && k < n; k++)
+        if (!(w[k] >= 0.0f && w[k] <= 1.0f))
+            return luaL_argerror(L, 6,
+                                 lua_pushfstring(L, "weight %f of instance %I outside [0, 1]",
+                                                 (lua_Number)w[k], (lua_Integer)(i + k + 1)));
+    for (size_t k = 0; k < n; k++) {
+        uint32_t at = i + (uint32_t)k;
+        unfollow(lp, c, at);
+        put_ik(p, c, at, tg + k * 3, po ? po + k * 3 : NULL, w ? w[k] : 1.0f);
+    }
+    return 0;
+}
+
+/* An optional node id field of follow_ik's options (0: none). */
+static uint32_t follow_node(lua_State *L, int opts, const char *key, const lmb_hier *h) {
+    if (opts == 0 || lcore_rawfield(L, opts, key) == LUA_TNIL) {
+        if (opts) lua_pop(L, 1);
+        return 0;
+    }
+    lua_Integer id = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+    if (id < 1 || id > (lua_Integer)h->capacity || !lmb_hier_alive(h, (uint32_t)id))
+        luaL_argerror(L, 6,
+                      lua_pushfstring(L, "option '%s' must be a live node of the scene", key));
+    lua_pop(L, 1);
+    return (uint32_t)id;
+}
+
+/** plan:follow_ik(c, i, scene, node [, opts]): constraint c's target of
+ * instance i follows scene node `node` (a limber.Scene's id): at every
+ * run, its world position (as of the scene's last update), taken into the
+ * model space of opts.frame (a node whose world matrix is the pose's model
+ * space, such as the character's own node; default the world). opts.pole:
+ * a node whose position is the pole; opts.weight: in [0, 1] (default 1).
+ * node nil: stops following and turns the constraint off. A destroyed node
+ * turns it off at the next run. Every plan follows nodes of one Scene. */
+static int l_plan_follow_ik(lua_State *L) {
+    lplan *lp = check_plan(L, 1);
+    lmb_plan *p = &lp->plan;
+    const uint32_t N = p->pose->instance_count;
+    uint32_t c = lcore_check_index(L, 2, p->ik_count, "constraint");
+    uint32_t i = lcore_check_index(L, 3, N, "instance");
+    lmb_hier **sc = lcore_test_scene(L, 4);
+    if (!sc) return luaL_argerror(L, 4, "limber.Scene expected");
+    if (lp->scene && lp->scene != sc)
+        return luaL_argerror(L, 4, "the plan already follows nodes of another Scene");
+    const lmb_hier *h = *sc;
+    if (lua_isnoneornil(L, 5)) {
+        unfollow(lp, c, i);
+        put_ik(p, c, i, NULL, NULL, 0.0f);
+        return 0;
+    }
+    lua_Integer id = lua_isinteger(L, 5) ? lua_tointeger(L, 5) : 0;
+    if (id < 1 || id > (lua_Integer)h->capacity || !lmb_hier_alive(h, (uint32_t)id))
+        return luaL_argerror(L, 5, "node must be a live node of the scene");
+    int opts = 0;
+    if (!lua_isnoneornil(L, 6)) {
+        luaL_checktype(L, 6, LUA_TTABLE);
+        opts = 6;
+    }
+    uint32_t pole = follow_node(L, opts, "pole", h), frame = follow_node(L, opts, "frame", h);
+    float w = 1.0f;
+    if (opts && lcore_rawfield(L, opts, "weight") != LUA_TNIL) {
+        lua_Number v = lua_tonumber(L, -1);
+        if (lua_type(L, -1) != LUA_TNUMBER || !(v >= 0 && v <= 1))
+            return luaL_argerror(L, 6, "option 'weight' must be a number in [0, 1]");
+        w = (float)v;
+    }
+    if (!lp->scene) { /* anchor the scene: its storage is read at every run */
+        lua_getiuservalue(L, 1, 1);
+        lua_pushvalue(L, 4);
+        lua_setfield(L, -2, "scene");
+        lua_pop(L, 1);
+        lp->scene = sc;
+    }
+    uint32_t *f = lp->follow + ((size_t)c * N + i) * 3;
+    if (!f[0]) lp->follow_count++;
+    f[0] = (uint32_t)id, f[1] = pole, f[2] = frame;
+    p->ik[c].weight[i] = w; /* the position comes at the next run */
+    lmb_plan_touch(p, i);
+    return 0;
+}
+
+/* v (3 floats) into the space of the affine column-major matrix m: m^-1 v.
+ * Returns 0 when m is singular. */
+static int to_frame(const float *m, const float *v, float out[3]) {
+    double a = (double)m[0], b = (double)m[4], c = (double)m[8], d = (double)m[1], e = (double)m[5],
+           f = (double)m[9], g = (double)m[2], h = (double)m[6], k = (double)m[10];
+    double A = e * k - f * h, B = -(d * k - f * g), C = d * h - e * g;
+    double det = a * A + b * B + c * C;
+    if (!(fabs(det) > 1e-30)) return 0;
+    double x = (double)v[0] - (double)m[12], y = (double)v[1] - (double)m[13],
+           z = (double)v[2] - (double)m[14];
+    double r0 = (A * x + -(b * k - c * h) * y + (b * f - c * e) * z) / det;
+    double r1 = (B * x + (a * k - c * g) * y + -(a * f - c * d) * z) / det;
+    double r2 = (C * x + -(a * h - b * g) * y + (a * e - b * d) * z) / det;
+    out[0] = (float)r0, out[1] = (float)r1, out[2] = (float)r2;
+    return isfinite(out[0]) && isfinite(out[1]) && isfinite(out[2]);
+}
+
+/* Targets that follow nodes: read the nodes' world positions (as
+ * scene:world reads them: nodes on pose joints synced, leaves refreshed). */
+static void follow_nodes(lplan *lp) {
+    lmb_plan *p = &lp->plan;
+    const uint32_t N = p->pose->instance_count;
+    lmb_hier *h = *lp->scene;
+    lmb_hier_sync(h);
+    for (uint32_t c = 0; c < p->ik_count; c++)
+        for (uint32_t i = 0; i < N; i++) {
+            uint32_t *f = lp->follow + ((size_t)c * N + i) * 3;
+            if (!f[0]) continue;
+            int alive = lmb_hier_alive(h, f[0]) && (!f[1] || lmb_hier_alive(h, f[1])) &&
+                        (!f[2] || lmb_hier_alive(h, f[2]));
+            for (int k = 0; k < 3 && alive; k++)
+                if (f[k]) lmb_hier_refresh(h, f[k]);
+            float t[3], pl[3];
+            const float *tw = lmb_hier_world(h, f[0]) + 12;
+            const float *pw = f[1] ? lmb_hier_world(h, f[1]) + 12 : NULL;
+            if (alive && f[2]) {
+                const float *m = lmb_hier_world(h, f[2]);
+                alive = to_frame(m, tw, t) && (!pw || to_frame(m, pw, pl));
+            } else if (alive) {
+                memcpy(t, tw, sizeof t);
+                if (pw) memcpy(pl, pw, sizeof pl);
+            }
+            if (!alive) { /* a node is gone (or the frame is singular): off */
+                unfollow(lp, c, i);
+                put_ik(p, c, i, NULL, NULL, 0.0f);
+                continue;
+            }
+            float w = p->ik[c].weight[i];
+            if (w > 0.0f) put_ik(p, c, i, t, pw ? pl : NULL, w);
+        }
+}
+
+/** plan:ik(c, i): constraint c of instance i as it stands: target { x, y,
+ * z }, weight, pole { x, y, z } or nil (targets of followed nodes: as of
+ * the last run). */
+static int l_plan_ik(lua_State *L) {
+    lplan *lp = check_plan(L, 1);
+    lmb_plan *p = &lp->plan;
+    uint32_t c = lcore_check_index(L, 2, p->ik_count, "constraint");
+    uint32_t i = lcore_check_index(L, 3, p->pose->instance_count, "instance");
+    const lmb_plan_ik *ik = p->ik + c;
+    lcore_push_floats(L, ik->target + (size_t)i * 3, 3, 0);
+    lua_pushnumber(L, (lua_Number)ik->weight[i]);
+    if (ik->has_pole[i])
+        lcore_push_floats(L, ik->pole + (size_t)i * 3, 3, 0);
+    else
+        lua_pushnil(L);
+    return 3;
+}
+
+static int l_plan_ik_count(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)check_plan(L, 1)->plan.ik_count);
+    return 1;
+}
+
 typedef struct plan_job {
     lmb_plan *plan;
     int simd_cap;
@@ -1144,10 +1485,11 @@ static int l_plan_run(lua_State *L) {
     uint32_t threads = lmb_pool_threads(pool);
     if (threads > p->worker_count) plan_workers(L, 1, lp, threads, "limber.Plan:run");
     double t0 = wall();
+    if (lp->follow_count) follow_nodes(lp);
     uint32_t blocks = lmb_plan_advance(p, dt);
     for (uint32_t w = 0; w < p->worker_count; w++)
-        p->workers[w].sample = p->workers[w].blend = p->workers[w].model = p->workers[w].output =
-            0.0;
+        p->workers[w].sample = p->workers[w].blend = p->workers[w].model = p->workers[w].ik =
+            p->workers[w].output = 0.0;
     if (blocks) {
         plan_job job = {p, lcore_simd_cap(L)};
         lmb_pool_run(pool, blocks, plan_item, &job);
@@ -1158,19 +1500,19 @@ static int l_plan_run(lua_State *L) {
     return 1;
 }
 
-/** plan:timings(): { advance, sample, blend, model, output, total } in ms of
- * the last run (stages summed over the threads; total is wall time). */
+/** plan:timings(): { advance, sample, blend, model, ik, output, total } in
+ * ms of the last run (stages summed over the threads; total is wall time). */
 static int l_plan_timings(lua_State *L) {
     lplan *lp = check_plan(L, 1);
     lmb_plan *p = &lp->plan;
-    double s = 0, b = 0, m = 0, o = 0;
+    double s = 0, b = 0, m = 0, k2 = 0, o = 0;
     for (uint32_t w = 0; w < p->worker_count; w++)
         s += p->workers[w].sample, b += p->workers[w].blend, m += p->workers[w].model,
-            o += p->workers[w].output;
-    lua_createtable(L, 0, 6);
-    const char *keys[6] = {"advance", "sample", "blend", "model", "output", "total"};
-    double v[6] = {p->advance, s, b, m, o, lp->total};
-    for (int k = 0; k < 6; k++) {
+            k2 += p->workers[w].ik, o += p->workers[w].output;
+    lua_createtable(L, 0, 7);
+    const char *keys[7] = {"advance", "sample", "blend", "model", "ik", "output", "total"};
+    double v[7] = {p->advance, s, b, m, k2, o, lp->total};
+    for (int k = 0; k < 7; k++) {
         lua_pushnumber(L, (lua_Number)(v[k] * 1e3));
         lua_setfield(L, -2, keys[k]);
     }
@@ -1251,6 +1593,10 @@ void lcore_open_plan(lua_State *L) {
                                             {"lod", l_plan_lod},
                                             {"invalidate", l_plan_invalidate},
                                             {"run", l_plan_run},
+                                            {"set_ik", l_plan_set_ik},
+                                            {"follow_ik", l_plan_follow_ik},
+                                            {"ik", l_plan_ik},
+                                            {"ik_count", l_plan_ik_count},
                                             {"timings", l_plan_timings},
                                             {"pose", l_plan_pose},
                                             {"instance_count", l_plan_instances},

@@ -97,6 +97,10 @@ static lmb_hier **test_scene(lua_State *L, int idx) {
     return same ? (lmb_hier **)u : NULL;
 }
 
+lmb_hier **lcore_test_scene(lua_State *L, int idx) {
+    return test_scene(L, idx);
+}
+
 /* The storage of the Scene at argument 1 (method `m`). */
 static lmb_hier *self_scene(lua_State *L, const char *m) {
     lmb_hier **u = test_scene(L, 1);

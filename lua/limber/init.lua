@@ -374,7 +374,34 @@ function M.stack(out, layers)
 end
 
 local PLAN_FIELDS = { pose = true, clips = true, layers = true, palettes = true, slots = true,
-  models = true, locals = true, root_motion = true }
+  models = true, locals = true, root_motion = true, ik = true }
+
+-- desc.ik of limber.plan: the solvers (limber.ik.two_bone / aim of the
+-- pose's skeleton) as the core's plain constraint tables.
+local function resolve_ik(skel, list)
+  if type(list) ~= "table" then return list end
+  local out = {}
+  for k = 1, rawlen(list) do
+    local s = rawget(list, k)
+    local mt = getmetatable(s)
+    local name = type(mt) == "table" and rawget(mt, "__name")
+    if name ~= "limber.ik.TwoBone" and name ~= "limber.ik.Aim" then
+      fail("limber.plan", ("ik[%d] must be a solver made by limber.ik.two_bone or limber.ik.aim"
+        .. " (got %s)"):format(k, check.typename(s)), 3)
+    end
+    if rawget(s, "skeleton") ~= skel then
+      fail("limber.plan", ("ik[%d] is a solver of another skeleton than the pose's"):format(k), 3)
+    end
+    if name == "limber.ik.TwoBone" then
+      out[k] = { kind = "two_bone", root = s.root, mid = s.mid, tip = s.tip, soften = s.soften,
+                 keep_tip = s.keep_tip }
+    else
+      out[k] = { kind = "aim", joint = s.joint, effector = s.effector, forward = s.forward,
+                 up = s.up, limit = s.limit }
+    end
+  end
+  return out
+end
 
 --- The frame plan: evaluates a whole crowd with one call per frame
 -- (`plan:run(dt)`): sample every source -> fold the layer stack ->
@@ -385,7 +412,10 @@ local PLAN_FIELDS = { pose = true, clips = true, layers = true, palettes = true,
 -- `palettes` = { Palette, ... }, `slots` = { joint (index or name), ... },
 -- `models` = "slots" | "all", `locals` = true (the evaluated local
 -- transforms are written to `pose` too, for `pose:trs()`), `root_motion` =
--- { joint =, xz =, yaw = } }.
+-- { joint =, xz =, yaw = }, `ik` = { solver, ... } (`limber.ik.two_bone` /
+-- `limber.ik.aim` solvers of the pose's skeleton, run in this order per
+-- block after local-to-model; per instance they are off until
+-- `plan:set_ik` or `plan:follow_ik` gives a target) }.
 -- @tparam table desc
 -- @treturn limber.Plan
 function M.plan(desc)
@@ -394,7 +424,7 @@ function M.plan(desc)
   for k in next, d do
     if not PLAN_FIELDS[k] then
       fail("limber.plan", ("unknown field '%s' (pose, clips, layers, palettes, slots, models, "
-        .. "locals, root_motion)"):format(tostring(k)), 2)
+        .. "locals, root_motion, ik)"):format(tostring(k)), 2)
     end
   end
   if is_a(d.pose, "limber.Pose") then
@@ -407,6 +437,7 @@ function M.plan(desc)
       end
       d.slots = slots
     end
+    d.ik = resolve_ik(skel, d.ik)
     if type(d.root_motion) == "table" then
       local rm = snapshot(d.root_motion)
       rm.joint = joint_index(skel, rm.joint, "limber.plan", "root_motion.joint")
