@@ -11,8 +11,11 @@
 -- layer), hangs a hat on the head joint of every tenth character (the head
 -- is the plans' slot joint), gives the characters animation LOD tiers by
 -- their distance from a camera at the crowd's left edge, moves some groups
--- every frame, and runs: the plans (advance, sample, blend, local to model,
--- palettes and slots, in blocks of 8 instances), scene update, CPU skinning
+-- and a ball every frame (every third character looks at the ball: look-at
+-- IK on the neck and head, a stage of the plans whose targets follow the
+-- ball's scene node), and runs: the plans (advance, sample, blend, local to
+-- model, IK, palettes and slots, in blocks of 8 instances), scene update,
+-- CPU skinning
 -- (the CesiumMen's clips animate CesiumManMorph's morph targets: the plan
 -- blends their weights in one call, the skinning kernel applies them in the
 -- same pass).
@@ -65,10 +68,10 @@ local assets = C.root .. "/examples/assets/"
 local kinds = {
   { name = "Fox", file = assets .. "Fox/Fox.glb", share = 0.6, scale = 0.012,
     color = { 235, 125, 45 }, head = "b_Head_05", hat = { 0, 8, 0 }, sheet_clip = "Walk",
-    side = 3 },   -- the fox walks along model z: a side view shows z horizontally
+    side = 3, facing = 1 },   -- the fox walks along model +z: a side view shows z horizontally
   -- CesiumManMorph: CesiumMan with three morph targets its clips animate
   { name = "CesiumMan", file = assets .. "CesiumMan/CesiumManMorph.gltf", share = 0.4, scale = 1.0,
-    color = { 80, 135, 225 }, hat = { 0, 0.12, 0 }, side = 1 },  -- walks along model x
+    color = { 80, 135, 225 }, hat = { 0, 0.12, 0 }, side = 1, facing = 1 },  -- along model +x
 }
 kinds[1].count = math.max(1, math.floor(N * kinds[1].share + 0.5))
 kinds[2].count = N - kinds[1].count
@@ -117,12 +120,33 @@ for _, k in ipairs(kinds) do
     end
     k.head = best
   end
+  -- Look-at IK: the neck (half the turn) and then the head aim the head's
+  -- forward axis at a target. The axes are the model's forward (the way it
+  -- walks) and up, taken into the head's frame at rest.
+  do
+    local m = k.pose:model(1, k.head)
+    local function to_head(v) -- R^T v, normalised
+      local x = m[1] * v[1] + m[2] * v[2] + m[3] * v[3]
+      local y = m[5] * v[1] + m[6] * v[2] + m[7] * v[3]
+      local z = m[9] * v[1] + m[10] * v[2] + m[11] * v[3]
+      local l = math.sqrt(x * x + y * y + z * z)
+      return { x / l, y / l, z / l }
+    end
+    local fwd = { 0, 0, 0 }
+    fwd[k.side] = k.facing
+    local axes = { forward = to_head(fwd), up = to_head({ 0, 1, 0 }), effector = k.head,
+                   limit = 1.4 }
+    k.look = { limber.ik.aim(k.skel, k.skel:parent(k.head), axes),
+               limber.ik.aim(k.skel, k.head, axes) }
+    k.gaze = axes.forward
+  end
   -- One plan per model: a base layer of two sources (source 1 plays the
   -- instance's clip; the Walk <-> Run switches fade to the other source);
-  -- it writes the palettes and the head's model matrices (the hats' slot).
+  -- it writes the palettes and the head's model matrices (the hats' slot),
+  -- after the look-at IK of the characters that look (set below).
   k.plan = limber.plan({ pose = k.pose, clips = k.clips,
                          layers = { { name = "base", sources = 2 } },
-                         palettes = { k.palette }, slots = { k.head } })
+                         palettes = { k.palette }, slots = { k.head }, ik = k.look })
   k.active = {}    -- the source that plays the instance's current clip
   for i = 1, k.count do
     local c = math.random(1, #k.clips)
@@ -142,7 +166,8 @@ for _, k in ipairs(kinds) do
   -- matrices are from the ones the timed plan wrote.
   k.view_pose = gltf.pose(asset, 1, k.count)
   k.view = limber.plan({ pose = k.view_pose, clips = k.clips,
-                         layers = { { name = "base", sources = 2 } }, models = "all" })
+                         layers = { { name = "base", sources = 2 } }, models = "all",
+                         ik = k.look })
   joints_total = joints_total + k.count * k.skel:joint_count()
   verts_total = verts_total + k.count * k.vertices
 end
@@ -156,6 +181,10 @@ local function mirror(k, first, last)
       local clip, time, rate, loop, w = k.plan:source(i, "base", s)
       k.view:play(i, "base", s, clip, time, rate, loop)
       k.view:set_weight(i, "base", s, w)
+    end
+    for c = 1, #k.look do -- the look-at targets as the last run had them
+      local target, w = k.plan:ik(c, i)
+      if w > 0 then k.view:set_ik(c, i, target, nil, w) else k.view:set_ik(c, i, nil) end
     end
   end
   k.view:run(0)
@@ -217,6 +246,23 @@ for _, k in ipairs(kinds) do
     end
   end
 end
+-- A ball circles over the crowd; every third character looks at it (the
+-- plans' look-at IK follows the ball's scene node, in the space of the
+-- character's own node).
+local BALL_RADIUS, BALL_HEIGHT = math.max(3, half * 0.6), 2.5
+local function ball_at(t)
+  return half + BALL_RADIUS * math.cos(t * 0.7), BALL_HEIGHT,
+    (math.ceil(N / side) * SPACING) / 2 + BALL_RADIUS * math.sin(t * 0.7)
+end
+local ball = sc:create({ parent = world_root, translation = { ball_at(0) } })
+local lookers = 0
+for _, k in ipairs(kinds) do
+  for i = 3, k.count, 3 do
+    k.plan:follow_ik(1, i, sc, ball, { frame = k.nodes[i], weight = 0.5 })
+    k.plan:follow_ik(2, i, sc, ball, { frame = k.nodes[i] })
+    lookers = lookers + 1
+  end
+end
 sc:update()
 
 -- ---- animation LOD by distance ---------------------------------------------
@@ -267,10 +313,10 @@ end
 
 -- rows of the stage table: wall-clock stages of the frame, and (indented)
 -- the plans' own stages from plan:timings(), summed over both plans
-local STAGES = { "plan:run (wall)", "  advance", "  sample", "  blend", "  model", "  output",
-                 "fades (Lua)", "scene update", "skinning" }
-local PLAN_KEYS = { "advance", "sample", "blend", "model", "output" }
-local WALL = { [1] = true, [7] = true, [8] = true, [9] = true }
+local STAGES = { "plan:run (wall)", "  advance", "  sample", "  blend", "  model", "  ik",
+                 "  output", "fades (Lua)", "scene update", "skinning" }
+local PLAN_KEYS = { "advance", "sample", "blend", "model", "ik", "output" }
+local WALL = { [1] = true, [8] = true, [9] = true, [10] = true }
 local times = {}
 for s = 1, #STAGES do times[s] = {} end
 local evaluated = 0           -- instances the plans evaluated, over all frames
@@ -327,6 +373,7 @@ for f = 1, FRAMES do
   sc:set_translation(groups[5], half, math.abs(math.sin(a * 3)) * 1.5, 4.5 * group_depth)
   local turn = 0.2 * math.sin(a)   -- group 7 turns back and forth by up to 0.4 rad
   sc:set_rotation(groups[7], 0, math.sin(turn / 2), 0, math.cos(turn / 2))
+  sc:set_translation(ball, ball_at(a)) -- the lookers follow it from the next frame's plans
   sc:update()
   morph_weights() -- counted with the scene
   local t3 = clock()
@@ -334,8 +381,8 @@ for f = 1, FRAMES do
   -- in the same pass)
   batch:run()
   local t4 = clock()
-  times[1][f], times[7][f] = (t2 - t1) * 1e3, (t1 - t0) * 1e3
-  times[8][f], times[9][f] = (t3 - t2) * 1e3, (t4 - t3) * 1e3
+  times[1][f], times[8][f] = (t2 - t1) * 1e3, (t1 - t0) * 1e3
+  times[9][f], times[10][f] = (t3 - t2) * 1e3, (t4 - t3) * 1e3
   local fox_t, man_t = kinds[1].plan:timings(), kinds[2].plan:timings()
   for s, key in ipairs(PLAN_KEYS) do times[s + 1][f] = fox_t[key] + man_t[key] end
 
@@ -376,7 +423,7 @@ end
 print(("%-18s %12.3f %12.3f"):format("frame (sum)", total_med, total_min))
 print(("(the indented plan stages are CPU time summed over the %d thread(s); frame (sum) adds the"
   .. " others)"):format(used_threads))
-local skin_med = C.stats(times[9])
+local skin_med = C.stats(times[10])
 print(("skinning: %.1f M vertices/s; whole pipeline: %.1f frames/s (%.2f s wall%s)")
   :format(verts_total / skin_med / 1e3, 1e3 / total_med, wall,
     opt.no_pictures and "" or ", incl. pictures"))
@@ -426,9 +473,9 @@ local function svg_writer(width, height, background)
       stroke and (' stroke="%s" stroke-width="0.8"'):format(stroke) or "",
       class and (' class="%s"'):format(class) or ""))
   end
-  function w.line(x1, y1, x2, y2, stroke, width_px)
-    add(('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%.1f"/>')
-      :format(x1, y1, x2, y2, stroke, width_px))
+  function w.line(x1, y1, x2, y2, stroke, width_px, class)
+    add(('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%.1f"%s/>')
+      :format(x1, y1, x2, y2, stroke, width_px, class and (' class="%s"'):format(class) or ""))
   end
   function w.rect(x, y, width_px, height_px, fill, opacity)
     add(('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="%.2f"/>')
@@ -533,6 +580,7 @@ local m = {}
 local function world_xz(x, y, z)  -- a model-space point of the node whose world is m
   return m[1] * x + m[5] * y + m[9] * z + m[13], m[3] * x + m[7] * y + m[11] * z + m[15]
 end
+local GAZE_PX = 16 -- the gaze lines' length in the picture
 local function outline(p, count)
   local xs, zs, cx, cz = {}, {}, 0, 0
   for v = 1, count do
@@ -559,7 +607,7 @@ local function outline(p, count)
 end
 -- world x, z of every figure first, then one scale for all
 local TIER_SHADE = { [1] = 1, [2] = 0.65, [4] = 0.38 }
-local shapes, bones, tips = {}, {}, {}
+local shapes, bones, tips, gazes = {}, {}, {}, {}
 for _, k in ipairs(kinds) do
   local positions = k.out:position_buffer()
   for i = 1, k.count do
@@ -579,8 +627,19 @@ for _, k in ipairs(kinds) do
         bones[#bones + 1] = { stroke, ax, az, bx, bz }
       end
     end
+    local _, looks = k.plan:ik(2, i)
+    if looks > 0 then
+      -- a looker: where its head's forward axis points, seen from above
+      local h, f = k.view_pose:model(i, k.head), k.gaze
+      local hx, hz = world_xz(h[13], h[14], h[15])
+      local fx, fz = world_xz(h[13] + h[1] * f[1] + h[5] * f[2] + h[9] * f[3],
+        h[14] + h[2] * f[1] + h[6] * f[2] + h[10] * f[3],
+        h[15] + h[3] * f[1] + h[7] * f[2] + h[11] * f[3])
+      gazes[#gazes + 1] = { hx, hz, fx - hx, fz - hz }
+    end
   end
 end
+local ball_w = sc:world(ball)
 for h, id in ipairs(hats) do
   sc:world(id, m)
   tips[h] = { m[13], m[15] }
@@ -616,10 +675,21 @@ for _, bone in ipairs(bones) do
   top.line(tx(bone[2]), tz(bone[3]), tx(bone[4]), tz(bone[5]), bone[1], 0.8)
 end
 for _, tip in ipairs(tips) do top.circle(tx(tip[1]), tz(tip[2]), 3, "#f0e63c", "#3c3a10") end
+-- the ball the lookers' heads aim at (look-at IK), and their gaze lines
+top.circle(tx(ball_w[13]), tz(ball_w[15]), 7, "#e8413c", "#ffffff")
+for _, g in ipairs(gazes) do
+  local l = math.sqrt(g[3] * g[3] + g[4] * g[4])
+  if l > 0 then
+    local x0, z0 = tx(g[1]), tz(g[2])
+    local x1 = math.min(1023, math.max(1, x0 + GAZE_PX * g[3] / l))
+    local z1 = math.min(1023, math.max(1, z0 + GAZE_PX * g[4] / l))
+    top.line(x0, z0, x1, z1, "#ffffff", 1.2, "gaze")
+  end
+end
 local crowd_svg = opt.out .. "/crowd-top.svg"
 top.save(crowd_svg)
-print(("pictures: %s (%d + %d frames), %s (%d characters, %d bones, %d hats)"):format(sheet_svg,
-  #sheet[1], #sheet[2], crowd_svg, N, #bones, #hats))
+print(("pictures: %s (%d + %d frames), %s (%d characters, %d bones, %d hats, %d looking at"
+  .. " the ball)"):format(sheet_svg, #sheet[1], #sheet[2], crowd_svg, N, #bones, #hats, #gazes))
 print(("bones from the view plans (models = \"all\"): their head matrices differ from the timed "
   .. "plans' by %.3g at most"):format(view_diff))
 

@@ -152,7 +152,8 @@ describe("examples/demo.lua", function()
     assert.truthy(text:find("\ninterpreter: " .. interpreter .. ", limber.core from ", 1, true), text)
     -- the stage table: the frame's stages and, indented, the plans' own
     for _, stage in ipairs({ "plan:run (wall)", "  advance", "  sample", "  blend", "  model",
-                             "  output", "fades (Lua)", "scene update", "skinning", "frame (sum)" }) do
+                             "  ik", "  output", "fades (Lua)", "scene update", "skinning",
+                             "frame (sum)" }) do
       assert.truthy(text:match("\n" .. stage:gsub("%p", "%%%0") .. "%s+[%d.]+%s+[%d.]+\n"), stage)
     end
 
@@ -264,8 +265,26 @@ describe("examples/demo.lua", function()
     assert.equal("1024", root.width)
     assert.equal("1024", root.height)
     assert.equal(24 + 1, n.polygon)
-    assert.equal(14 * fox_bones + 10 * man_bones, n.line)
-    assert.equal(3, n.circle)
+    -- a line per bone, and a gaze line per character looking at the ball
+    -- (every third: Fox 3, 6, 9, 12, CesiumMan 3, 6, 9)
+    local gazes = {}
+    for x1, y1, x2, y2 in crowd:gmatch('<line x1="([-%d.]+)" y1="([-%d.]+)" x2="([-%d.]+)" '
+      .. 'y2="([-%d.]+)"[^>]* class="gaze"') do
+      gazes[#gazes + 1] = { tonumber(x1), tonumber(y1), tonumber(x2), tonumber(y2) }
+    end
+    assert.equal(7, #gazes)
+    assert.equal(14 * fox_bones + 10 * man_bones + #gazes, n.line)
+    assert.equal(3 + 1, n.circle) -- the hats and the ball
+    -- the look-at IK turns heads to the ball (those it can turn that far:
+    -- the neck and head turn by 1.4 rad at most)
+    local bx, bz = crowd:match('<circle cx="([-%d.]+)" cy="([-%d.]+)" r="7.0"')
+    bx, bz = tonumber(bx), tonumber(bz)
+    local on_ball, atan2 = 0, math.atan2 or math.atan -- luacheck: ignore 143
+    for _, g in ipairs(gazes) do
+      local a = atan2(g[4] - g[2], g[3] - g[1]) - atan2(bz - g[2], bx - g[1])
+      if math.abs((a + math.pi) % (2 * math.pi) - math.pi) < 0.03 then on_ball = on_ball + 1 end
+    end
+    assert.truthy(on_ball >= 3, on_ball)
     assert.equal(1, n.text)
     assert.equal(2, n.rect)   -- the background and the legend's
     local classes, fills = {}, {}
@@ -286,7 +305,8 @@ describe("examples/demo.lua", function()
         end
       end
     end
-    assert.truthy(text:find(("(24 characters, %d bones, 3 hats)"):format(n.line), 1, true), text)
+    assert.truthy(text:find(("(24 characters, %d bones, 3 hats, 7 looking at the ball)")
+      :format(n.line - #gazes), 1, true), text)
     xs, ys = coordinates(crowd)
     -- fitted: the outlines span the picture less its 10-pixel margins along
     -- one axis, and every figure (a hat or a bone may stick out of its outline
