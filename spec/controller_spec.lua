@@ -210,6 +210,111 @@ describe("limber.controller", function()
     assert.is_true(total > 0)
   end)
 
+  it("calls handlers after each update: events by name and clip, loops, finished clips",
+    function()
+      local skel, clips = walker_setup()
+      clips[3] = anim.clip({ name = "once", events = { { time = 0.9, name = "last" } }, tracks = {
+        { joint = 1, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, 1, 0, 0 } } } },
+        skel)
+      local N = 6
+      local pose = limber.pose(skel, N)
+      local ctl = controller.new({ pose = pose, clips = clips })
+      local calls = {}
+      local function rec(kind)
+        return function(i, r) calls[#calls + 1] = { kind = kind, i = i, r = r } end
+      end
+      ctl:on({ event = true }, rec("all"))
+      ctl:on({ event = "kick" }, rec("kick"))
+      ctl:on({ clip = "slow" }, rec("slow"))
+      ctl:on({ loop = true }, rec("loop"))
+      local fast_loops = ctl:on({ loop = "fast" }, rec("loop fast"))
+      ctl:on({ finished = true }, rec("finished"))
+      -- 1, 2: random cross-fades between slow and fast; 3: fast at 1.3x from
+      -- 0; 4: once at 1.1x; 5: once backward from its end; 6: fast at -0.7x
+      ctl:play(3, 1, "fast", { rate = 1.3 })
+      ctl:play(4, 1, "once", { rate = 1.1, loop = false })
+      ctl:play(5, 1, "once", { rate = -1.1, time = 1, loop = false })
+      ctl:play(6, 1, "fast", { rate = -0.7, time = 0.5 })
+      ctl:update(0)
+      local dt, F = 1 / 50, 200
+      local laps, finished, replay = { 0, 0, 0, 0, 0, 0 }, {}, nil
+      for f = 1, F do
+        for i = 1, 2 do
+          if math.random() < 0.08 then
+            ctl:play(i, 1, math.random() < 0.5 and "slow" or "fast",
+              { fade = H.rand(0, 0.3), rate = H.rand(0.5, 2), time = H.rand(0, 1) })
+          end
+        end
+        calls = {}
+        ctl:update(dt)
+        -- the handlers ran for this update, over the crowd in instance order:
+        -- the event handlers exactly what ctl:events gives, filtered
+        local want = { all = {}, kick = {}, slow = {} }
+        for i = 1, N do
+          for _, e in ipairs(ctl:events(i)) do
+            local key = ("%d %s %s %.9g %.6g"):format(i, e.clip, e.name, e.time, e.weight)
+            want.all[#want.all + 1] = key
+            if e.name == "kick" then want.kick[#want.kick + 1] = key end
+            if e.clip == "slow" then want.slow[#want.slow + 1] = key end
+          end
+        end
+        local got = { all = {}, kick = {}, slow = {} }
+        local last_i = 0
+        for _, c in ipairs(calls) do
+          if got[c.kind] then
+            local r = c.r
+            got[c.kind][#got[c.kind] + 1] = ("%d %s %s %.9g %.6g"):format(c.i, r.clip, r.name,
+              r.time, r.weight)
+          elseif c.kind == "loop" then
+            laps[c.i] = laps[c.i] + c.r.laps
+          elseif c.kind == "finished" then
+            finished[#finished + 1] = { i = c.i, f = f, clip = c.r.clip, weight = c.r.weight }
+          end
+          if c.kind == "all" then
+            assert.is_true(c.i >= last_i) -- instance order
+            last_i = c.i
+          end
+        end
+        assert.same(want, got, "frame " .. f)
+        if f == 100 then
+          ctl:off(fast_loops)
+          replay = #calls
+        end
+      end
+      assert.truthy(replay)
+      -- laps: the plain count of how often each constant-rate clip passed
+      -- its end (or its start, backward)
+      assert.equal(math.floor(1.3 * F * dt), laps[3])
+      assert.equal(math.floor(-0.7 * F * dt + 0.5), laps[6]) -- from 0.5 backward: -2.8 + 0.5
+      -- once: finished exactly once, at the frame its time reached the end
+      -- (or 0 backward), at weight 1
+      assert.equal(2, #finished)
+      assert.same({ i = 4, f = math.ceil(1 / (1.1 * dt)), clip = "once", weight = 1 }, finished[1])
+      assert.same({ i = 5, f = math.ceil(1 / (1.1 * dt)), clip = "once", weight = 1 }, finished[2])
+      -- a handler that plays changes the next update, not this one's calls
+      local seen = {}
+      local h = ctl:on({ event = "kick" }, function(i)
+        seen[#seen + 1] = i
+        ctl:play(3, 1, "slow")
+      end)
+      for _ = 1, 60 do ctl:update(dt) end
+      assert.is_true(#seen > 0)
+      ctl:off(h)
+      -- refusals
+      local function err(what, fn) return select(2, pcall(ctl.on, ctl, what, fn)) end
+      local f0 = function() end
+      assert.matches("bad argument #1 to 'limber.Controller:on' %(give event = name",
+        err({}, f0))
+      assert.matches("no clip named 'nope'", err({ clip = "nope" }, f0))
+      assert.matches("give one of", err({ loop = true, finished = true }, f0))
+      assert.matches("give one of", err({ loop = true, event = "kick" }, f0))
+      assert.matches("unknown key 'evnt'", err({ evnt = "kick" }, f0))
+      assert.matches("bad argument #2 to 'limber.Controller:on' %(function expected",
+        err({ event = "kick" }, 5))
+      assert.matches("not a handler of this controller",
+        select(2, pcall(ctl.off, ctl, {})))
+    end)
+
   it("keeps every source fading from its current weight, in at most `sources` slots",
     function()
       for _, S in ipairs({ 6, 3 }) do

@@ -17,8 +17,12 @@
 -- on request, per instance, for the last `update` (`events(i)`,
 -- `root_motion(i)`), so a frame costs one C call for the whole crowd.
 --
--- Not yet here (issue 18): state machines, blend spaces, sync groups,
--- per-clip callbacks, players for events and root motion in C.
+-- `on(what, fn)` registers callbacks for events by name or clip, loops and
+-- finished clips; they run after each `update`, once the whole crowd was
+-- evaluated, in instance order.
+--
+-- Not yet here (issue 18): sync by markers, event payloads, players for
+-- events and root motion in C.
 -- @module limber.controller
 local limber = require "limber"
 local anim = require "limber.anim"
@@ -139,7 +143,7 @@ function M.new(desc)
     L = #pl, layer_index = names, masks = masks, modes = {},
     target = {}, held = {}, spaces = {}, machines = {}, params = {},
     dirty = {}, spare = {}, timed = {},
-    last_dt = 0, event_weight = ew,
+    last_dt = 0, event_weight = ew, handlers = {},
     N = pose:instance_count(), dropped_ = 0,
   }, Controller)
   for n, ly in ipairs(pl) do self.modes[n] = ly.mode or "override" end
@@ -971,6 +975,8 @@ function Controller:set_weight(i, layer, w, fade)
   if not ok then check.rethrow(err, fname, "set_layer_weight", 2) end
 end
 
+local dispatch -- after Controller:events (below)
+
 --- Advances every instance by dt seconds and evaluates the crowd (one C
 -- call: `plan:run(dt)`), then moves the state machines (a transition
 -- starts its fade there: the pose shows it from the next update).
@@ -982,6 +988,7 @@ function Controller:update(dt)
   if not ok then check.rethrow(err, "limber.Controller:update", "run", 2) end
   self.last_dt = dt
   if next(self.dirty) or next(self.timed) then step_machines(self, dt) end
+  if self.handlers[1] then dispatch(self) end
 end
 
 --- How many times `play` found every slot of a layer busy and dropped the
@@ -1065,6 +1072,120 @@ function Controller:events(i)
     end
   end
   return out
+end
+
+local ON_KEYS = { event = true, clip = true, loop = true, finished = true }
+
+--- Calls `fn` after every `update` for what `what` selects, once the whole
+-- crowd was evaluated and the machines moved (never in the middle of the
+-- batch), in instance order, then source order (bottom layer first), then
+-- time; handlers in the order they were registered. Sources count as for
+-- `events` (effective weight above `event_weight`).
+-- `what`: `{ event = name or true, clip = name }` (either or both): the
+-- events crossed, `fn(i, { clip =, name =, time =, weight =, layer = })`;
+-- `{ loop = true or clip name }`: a looping source passed its end (or its
+-- start, played backward), `fn(i, { clip =, layer =, weight =, laps = })`
+-- (laps: how many times, signed); `{ finished = true or clip name }`: a
+-- source that does not loop reached its end (its start, backward),
+-- `fn(i, { clip =, layer =, weight = })`.
+-- With no handler, an update costs nothing more; with some, a Lua pass over
+-- the crowd's sources.
+-- @tparam table what
+-- @tparam function fn
+-- @return a handle for `off`
+function Controller:on(what, fn)
+  check_self(self, "on")
+  local fname = "limber.Controller:on"
+  if type(what) ~= "table" then check.arg_error(1, fname, "table", what, 2) end
+  if type(fn) ~= "function" then check.arg_error(2, fname, "function", fn, 2) end
+  what = raw(what)
+  for k in pairs(what) do
+    if not ON_KEYS[k] then
+      check.arg_fail(1, fname, ("unknown key '%s' (event, clip, loop, finished)")
+        :format(tostring(k)), 2)
+    end
+  end
+  local kind = what.loop ~= nil and "loop" or what.finished ~= nil and "finished" or "event"
+  local clip = what.clip
+  if kind ~= "event" then
+    if what.event ~= nil or clip ~= nil or (what.loop ~= nil and what.finished ~= nil) then
+      check.arg_fail(1, fname, "give one of { event =, clip = }, { loop = } or { finished = }", 2)
+    end
+    clip = what[kind]
+    if clip == true then clip = nil end
+  elseif what.event == nil and clip == nil then
+    check.arg_fail(1, fname, "give event = name (or true), clip = name, loop = or finished =", 2)
+  end
+  if clip ~= nil and (type(clip) ~= "string" or not self.by_name[clip]) then
+    check.arg_fail(1, fname, ("no clip named '%s'"):format(tostring(clip)), 2)
+  end
+  local event = what.event
+  if event ~= nil and event ~= true and type(event) ~= "string" then
+    check.arg_fail(1, fname, "event must be a name or true", 2)
+  end
+  local h = { kind = kind, clip = clip, event = event ~= true and event or nil, fn = fn }
+  self.handlers[#self.handlers + 1] = h
+  return h
+end
+
+--- Removes a handler `on` returned.
+-- @param handle
+function Controller:off(handle)
+  check_self(self, "off")
+  for k, h in ipairs(self.handlers) do
+    if h == handle then
+      table.remove(self.handlers, k)
+      return
+    end
+  end
+  check.arg_fail(1, "limber.Controller:off", "not a handler of this controller", 2)
+end
+
+-- Runs the handlers for the last update: first every call is collected
+-- over the crowd, then made (a handler that plays or sets something
+-- changes the next update, not the calls of this one).
+dispatch = function(self)
+  local dt = self.last_dt
+  if dt == 0 then return end
+  local hs, calls = self.handlers, {}
+  local want = {}
+  for _, h in ipairs(hs) do want[h.kind] = true end
+  local function add(kind, clip, name, i, rec)
+    for _, h in ipairs(hs) do
+      if h.kind == kind and (h.clip == nil or h.clip == clip)
+          and (h.event == nil or h.event == name) then
+        calls[#calls + 1] = { h.fn, i, rec }
+      end
+    end
+  end
+  local ew = self.event_weight
+  for i = 1, self.N do
+    for _, e in ipairs(self:sources(i)) do
+      if e.effective > ew or (ew == 0 and e.effective > 0) then
+        local name, d = e.clip:name(), e.clip:duration()
+        local t0, delta = step_of(e, dt)
+        if want.event then
+          anim.step(e.clip, t0, delta, e.loop, function(_, ev, time)
+            add("event", name, ev, i, { clip = name, name = ev, time = time, weight = e.effective,
+                                        layer = e.layer })
+          end)
+        end
+        if e.loop and want.loop and d > 0 then
+          local laps = floor((t0 + delta) / d) - floor(t0 / d)
+          if laps ~= 0 then
+            add("loop", name, nil, i, { clip = name, layer = e.layer, weight = e.effective,
+                                        laps = laps })
+          end
+        elseif not e.loop and want.finished then
+          if (delta > 0 and e.time >= d and e.prev < d)
+              or (delta < 0 and e.time <= 0 and e.prev > 0) then
+            add("finished", name, nil, i, { clip = name, layer = e.layer, weight = e.effective })
+          end
+        end
+      end
+    end
+  end
+  for _, c in ipairs(calls) do c[1](c[2], c[3]) end
 end
 
 local function wrap_angle(a)
