@@ -388,6 +388,36 @@ describe("crowd", function()
     assert.same({ "1:step@0.25" }, log)
   end)
 
+  it("passes each event's payload to anim.step, players and anim.events", function()
+    local left, right = { foot = "left" }, { foot = "right" }
+    local clip = anim.clip({ tracks = { { joint = 1, path = "translation", times = { 0, 1 },
+      values = { 0, 0, 0, 1, 0, 0 } } }, events = { { time = 0.75, name = "step", data = right },
+      { time = 0.25, name = "step", data = left }, { time = 1, name = "lap", data = 7 },
+      { time = 0.5, name = "mid" } } }, skel)
+    local ev = anim.events(clip)
+    assert.same({ left, "mid", right, 7 }, { ev[1].data, ev[2].name, ev[3].data, ev[4].data })
+    assert.is_nil(ev[2].data)
+    local got = {}
+    local function log(_, name, t, data)
+      got[#got + 1] = ("%s@%g:%s"):format(name, t, type(data) == "table" and data.foot
+        or tostring(data))
+    end
+    anim.step(clip, 0.1, 1.2, true, log)       -- 0.1 -> 1.3: a lap, 'lap' at 0 after it
+    assert.same({ "step@0.25:left", "mid@0.5:nil", "step@0.75:right", "lap@0:7",
+                  "step@0.25:left" }, got)
+    got = {}
+    anim.step(clip, 0.9, -0.8, false, log)     -- backward, clamped
+    assert.same({ "step@0.75:right", "mid@0.5:nil", "step@0.25:left" }, got)
+    got = {}
+    local pose = limber.pose(skel, 1)
+    local crowd = anim.crowd(pose, { clip }, { on_event = function(player, name, t, data)
+      log(player, name, t, data)
+    end })
+    crowd:player(1):play(clip, { time = 0.6 })
+    crowd:advance(0.3)
+    assert.same({ "step@0.75:right" }, got)
+  end)
+
   it("extracts root motion across wraps and removes it from the pose", function()
     local pose = limber.pose(skel, 1)
     local crowd = anim.crowd(pose, { walk }, { root_motion = { joint = 1 } })

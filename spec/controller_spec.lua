@@ -213,7 +213,9 @@ describe("limber.controller", function()
   it("calls handlers after each update: events by name and clip, loops, finished clips",
     function()
       local skel, clips = walker_setup()
-      clips[3] = anim.clip({ name = "once", events = { { time = 0.9, name = "last" } }, tracks = {
+      local payload = { sound = "thud", volume = 0.5 }
+      clips[3] = anim.clip({ name = "once", events = { { time = 0.9, name = "last",
+        data = payload } }, tracks = {
         { joint = 1, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, 1, 0, 0 } } } },
         skel)
       local N = 6
@@ -229,6 +231,8 @@ describe("limber.controller", function()
       ctl:on({ loop = true }, rec("loop"))
       local fast_loops = ctl:on({ loop = "fast" }, rec("loop fast"))
       ctl:on({ finished = true }, rec("finished"))
+      local lasts = {}
+      ctl:on({ event = "last" }, function(i, r) lasts[#lasts + 1] = { i, r.data } end)
       -- 1, 2: random cross-fades between slow and fast; 3: fast at 1.3x from
       -- 0; 4: once at 1.1x; 5: once backward from its end; 6: fast at -0.7x
       ctl:play(3, 1, "fast", { rate = 1.3 })
@@ -282,6 +286,9 @@ describe("limber.controller", function()
         end
       end
       assert.truthy(replay)
+      -- the payload comes with the event (instance 5 backward from the end
+      -- crosses 0.9 first, instance 4 forward later)
+      assert.same({ { 5, payload }, { 4, payload } }, lasts)
       -- laps: the plain count of how often each constant-rate clip passed
       -- its end (or its start, backward)
       assert.equal(math.floor(1.3 * F * dt), laps[3])

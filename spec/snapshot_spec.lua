@@ -319,7 +319,8 @@ describe("limber.snapshot", function()
       end
     end)
 
-  it("round-trips clips built in Lua: exact, packed, node tracks, events, every interpolation",
+  it("round-trips clips built in Lua: exact, packed, node tracks, events and their payloads, "
+    .. "every interpolation",
     function()
       local skel = limber.skeleton(H.rand_joints(12, 2))
       local clips = {}
@@ -346,9 +347,13 @@ describe("limber.snapshot", function()
         end
         tracks[#tracks + 1] = { node = 7, path = "translation", times = { 0, 1 },
                                 values = { 0, 0, 0, 1, 2, 3 } }
+        -- payloads: a table on some clips' events, a string on one, none on the rest
+        local data = k % 2 == 0 and { foot = "left", strength = k, tags = { "a", "b" } }
+          or (k == 3 and "whoosh" or nil)
         local clip = anim.clip({ name = "clip" .. k, tracks = tracks, events = {
-          { time = 0, name = "start" }, { time = 0.05 * k, name = "mid", }, { time = 1, name = "end" } } },
-          skel)
+          { time = 0, name = "start" }, { time = 0.05 * k, name = "mid", data = data },
+          { time = 1, name = "end" } } }, skel)
+        if data ~= nil then assert.same(data, anim.events(clip)[2].data) end
         clips[#clips + 1] = clip
         if k > 4 then clips[#clips + 1] = anim.pack(clip, skel, { tolerance = 1e-3 }) end
       end

@@ -74,29 +74,40 @@ local function wrap(t, d)
   return r
 end
 
--- Sorts and checks a clip's events ({ time =, name = } each; errors are
--- raised `level` levels above the caller) and attaches them to the clip.
+-- Sorts and checks a clip's events ({ time =, name = [, data = ] } each;
+-- errors are raised `level` levels above the caller) and attaches them to
+-- the clip. `data` (any value, the event's payload) is kept as given; the
+-- payloads go in `data` / `loop_data` only when some event has one.
 local function attach_events(clip, events, level)
   local d = clip:duration()
-  local list = {}
+  local list, any_data = {}, false
   for k, e in ipairs(events) do
     if type(e) ~= "table" or type(e.name) ~= "string" or type(e.time) ~= "number" then
-      fail(("clip: events[%d] must be { time = number, name = string }"):format(k), level + 1)
+      fail(("clip: events[%d] must be { time = number, name = string } (data = payload optional)")
+        :format(k), level + 1)
     end
     if e.time ~= e.time or e.time < 0 or e.time > d then
       fail(("clip: events[%d] ('%s') time %s is outside the clip [0, %s]")
         :format(k, e.name, tostring(e.time), tostring(d)), level + 1)
     end
-    list[k] = { time = e.time, name = e.name, k = k }
+    list[k] = { time = e.time, name = e.name, k = k, data = e.data }
+    any_data = any_data or e.data ~= nil
   end
   local function by_time(a, b) return a.time < b.time or (a.time == b.time and a.k < b.k) end
   table.sort(list, by_time)
   local ev = { times = {}, names = {}, loop_times = {}, loop_names = {} }
-  for k, e in ipairs(list) do ev.times[k], ev.names[k] = e.time, e.name end
+  if any_data then ev.data, ev.loop_data = {}, {} end
+  for k, e in ipairs(list) do
+    ev.times[k], ev.names[k] = e.time, e.name
+    if any_data then ev.data[k] = e.data end
+  end
   -- in loop mode an event at the duration happens at 0, before the events at 0
   for _, e in ipairs(list) do if e.time >= d then e.time, e.k = 0, e.k - #list end end
   table.sort(list, by_time)
-  for k, e in ipairs(list) do ev.loop_times[k], ev.loop_names[k] = e.time, e.name end
+  for k, e in ipairs(list) do
+    ev.loop_times[k], ev.loop_names[k] = e.time, e.name
+    if any_data then ev.loop_data[k] = e.data end
+  end
   events_of[clip] = ev
 end
 
@@ -109,7 +120,8 @@ end
 -- `times` = table or f32 Buffer (seconds, strictly increasing),
 -- `values` = flat table or f32 Buffer (3 or 4 floats per key; CUBICSPLINE
 -- in-tangent, value, out-tangent per key) }. `desc.name` (optional),
--- `desc.events` = { { time =, name = }, ... } (optional),
+-- `desc.events` = { { time =, name =, data = payload (optional, any value
+-- a snapshot can hold) }, ... } (optional),
 -- `desc.ignore_missing` drops tracks naming joints the skeleton lacks
 -- instead of raising. Rotation keys are normalised; key times must be
 -- strictly increasing (equal times are rejected, as glTF requires).
@@ -306,13 +318,17 @@ function M.fits(clip, skeleton)
   return true
 end
 
---- The events of a clip, sorted by time: array of { time =, name = }.
+--- The events of a clip, sorted by time: array of { time =, name =, data = }
+-- (data: the payload given with the event, or nil).
 -- @tparam limber.Clip clip
 function M.events(clip)
   if not is_a(clip, "limber.Clip") then arg_error(1, "events", "limber.Clip", clip) end
   local ev, out = events_of[clip], {}
   if ev then
-    for k = 1, #ev.times do out[k] = { time = ev.times[k], name = ev.names[k] } end
+    local data = ev.data
+    for k = 1, #ev.times do
+      out[k] = { time = ev.times[k], name = ev.names[k], data = data and data[k] }
+    end
   end
   return out
 end
@@ -324,7 +340,8 @@ local step_core
 -- t1 <= e < t0 (so an event is reported once per crossing, also at loop
 -- wraps: each lap reports it again). With `loop` the result is wrapped
 -- into [0, d) (t - d floor(t / d)), otherwise clamped into [0, d].
--- `fn(arg, name, time)` is called in playback order.
+-- `fn(arg, name, time, data)` is called in playback order (data: the
+-- event's payload, or nil).
 -- @tparam limber.Clip clip
 -- @tparam number t0 current clip time
 -- @tparam number delta signed time step (rate * dt)
@@ -354,16 +371,16 @@ step_core = function(clip, t0, delta, loop, fn, arg)
     local b = a + delta
     b = b < 0 and 0 or (b > d and d or b)
     if ev then
-      local times, names = ev.times, ev.names
+      local times, names, data = ev.times, ev.names, ev.data
       if b > a then
         for k = 1, #times do
           local e = times[k]
-          if e > a and e <= b then fn(arg, names[k], e) end
+          if e > a and e <= b then fn(arg, names[k], e, data and data[k]) end
         end
       elseif b < a then
         for k = #times, 1, -1 do
           local e = times[k]
-          if e < a and e >= b then fn(arg, names[k], e) end
+          if e < a and e >= b then fn(arg, names[k], e, data and data[k]) end
         end
       end
     end
@@ -373,13 +390,14 @@ step_core = function(clip, t0, delta, loop, fn, arg)
   local b = a + delta
   if ev then
     local times, names, n = ev.loop_times, ev.loop_names, #ev.loop_times
+    local data = ev.loop_data
     local laps = 0
     if delta > 0 then
       local base = 0
       while base <= b and laps < 10000 do
         for k = 1, n do
           local e = base + times[k]
-          if e > a and e <= b then fn(arg, names[k], times[k]) end
+          if e > a and e <= b then fn(arg, names[k], times[k], data and data[k]) end
         end
         base, laps = base + d, laps + 1
       end
@@ -388,7 +406,7 @@ step_core = function(clip, t0, delta, loop, fn, arg)
       while base + d > b and laps < 10000 do
         for k = n, 1, -1 do
           local e = base + times[k]
-          if e < a and e >= b then fn(arg, names[k], times[k]) end
+          if e < a and e >= b then fn(arg, names[k], times[k], data and data[k]) end
         end
         base, laps = base - d, laps + 1
       end
@@ -634,7 +652,8 @@ end
 -- `opts.layers` (default one normal layer) is an array of { `name`,
 -- `mask` (one weight per joint), `additive` (bool), `reference` (a Pose
 -- for additive layers, e.g. `anim.reference_pose`) }; each layer gets one
--- player per instance. `opts.on_event(player, name, time)` receives events;
+-- player per instance. `opts.on_event(player, name, time, data)` receives
+-- events (data: the event's payload or nil);
 -- `opts.root_motion` = { joint = j, yaw = bool } extracts the root joint's
 -- motion (player:root_delta()) and removes it from the pose.
 -- @tparam limber.Pose pose output pose batch
@@ -853,8 +872,12 @@ function M._restore_events(clip, side, seen)
     return
   end
   local list, times, names = {}, rawget(side, "times"), rawget(side, "names")
+  local data = rawget(side, "data")
+  if data ~= nil and type(data) ~= "table" then
+    fail("clip: the snapshot's events are damaged", 3)
+  end
   for k = 1, rawlen(times) do
-    list[k] = { time = rawget(times, k), name = rawget(names, k) }
+    list[k] = { time = rawget(times, k), name = rawget(names, k), data = data and rawget(data, k) }
   end
   if #list > 0 then attach_events(clip, list, 2) end
   if seen and not shared then

@@ -21,8 +21,8 @@
 -- finished clips; they run after each `update`, once the whole crowd was
 -- evaluated, in instance order.
 --
--- Not yet here (issue 18): sync by markers, event payloads, players for
--- events and root motion in C.
+-- Not yet here (issue 18): sync by markers, players for events and root
+-- motion in C.
 -- @module limber.controller
 local limber = require "limber"
 local anim = require "limber.anim"
@@ -1055,7 +1055,8 @@ end
 
 --- The events the sources of instance i crossed in the last `update`, with
 -- their effective weight (sources below `event_weight` left out): an array
--- of { clip = name, name =, time =, weight = } in source order.
+-- of { clip = name, name =, time =, weight =, data = payload or nil } in
+-- source order.
 -- @tparam integer i
 -- @treturn table
 function Controller:events(i)
@@ -1066,8 +1067,9 @@ function Controller:events(i)
   for _, e in ipairs(self:sources(i)) do
     if e.effective > self.event_weight or (self.event_weight == 0 and e.effective > 0) then
       local t0, delta = step_of(e, dt)
-      anim.step(e.clip, t0, delta, e.loop, function(_, name, time)
-        out[#out + 1] = { clip = e.clip:name(), name = name, time = time, weight = e.effective }
+      anim.step(e.clip, t0, delta, e.loop, function(_, name, time, data)
+        out[#out + 1] = { clip = e.clip:name(), name = name, time = time, weight = e.effective,
+                          data = data }
       end)
     end
   end
@@ -1082,7 +1084,8 @@ local ON_KEYS = { event = true, clip = true, loop = true, finished = true }
 -- time; handlers in the order they were registered. Sources count as for
 -- `events` (effective weight above `event_weight`).
 -- `what`: `{ event = name or true, clip = name }` (either or both): the
--- events crossed, `fn(i, { clip =, name =, time =, weight =, layer = })`;
+-- events crossed, `fn(i, { clip =, name =, time =, weight =, layer =,
+-- data = the event's payload })`;
 -- `{ loop = true or clip name }`: a looping source passed its end (or its
 -- start, played backward), `fn(i, { clip =, layer =, weight =, laps = })`
 -- (laps: how many times, signed); `{ finished = true or clip name }`: a
@@ -1165,9 +1168,9 @@ dispatch = function(self)
         local name, d = e.clip:name(), e.clip:duration()
         local t0, delta = step_of(e, dt)
         if want.event then
-          anim.step(e.clip, t0, delta, e.loop, function(_, ev, time)
+          anim.step(e.clip, t0, delta, e.loop, function(_, ev, time, data)
             add("event", name, ev, i, { clip = name, name = ev, time = time, weight = e.effective,
-                                        layer = e.layer })
+                                        layer = e.layer, data = data })
           end)
         end
         if e.loop and want.loop and d > 0 then
