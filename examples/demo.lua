@@ -5,10 +5,12 @@
 --                            [--out demo-out] [--no-pictures] [--help]
 --
 -- Loads Fox (Survey / Walk / Run) and CesiumManMorph through limber.gltf, places
--- the characters on a grid under a few group nodes of a limber.scene, gives
--- each its own clip, start time and rate, cross-fades Walk and Run on some
--- foxes (plan:set_weight with a fade between the two sources of the base
--- layer), hangs a hat on the head joint of every tenth character (the head
+-- the characters on a grid under a few group nodes of a limber.scene, drives
+-- the foxes with a limber.controller state machine shared by all of them
+-- (idle: Survey; move: a synced blend space of Walk and Run by a speed
+-- parameter; faded transitions both ways) whose speeds change every 45
+-- frames for some foxes, gives each CesiumMan its own start time and rate
+-- on a plain plan, hangs a hat on the head joint of every tenth character (the head
 -- is the plans' slot joint), gives the characters animation LOD tiers by
 -- their distance from a camera at the crowd's left edge, moves some groups
 -- and a ball every frame (every third character looks at the ball: look-at
@@ -59,7 +61,16 @@ local FRAMES = check_count("frames", opt.frames, 1, 1000000)
 local N = check_count("characters", opt.characters, 2, 100000)
 local threads = check_count("threads", opt.threads, 0, 256)
 local DT = 1 / 60
-local FADE = 0.3          -- seconds of a Walk <-> Run cross-fade
+local FADE = 0.3          -- seconds of an idle <-> move transition
+-- The foxes' state machine: idle (Survey) below a speed of 0.2, else a 1D
+-- blend space of Walk (at speed 1) and Run (at 3), played at one phase.
+local FOX_MACHINE = limber.controller.machine({ initial = "idle",
+  states = { idle = { clip = "Survey" },
+             move = { space = { { clip = "Walk", at = 1 }, { clip = "Run", at = 3 } },
+                      param = "speed" } },
+  transitions = { { from = "idle", to = "move", fade = FADE, when = { { "speed", ">", 0.2 } } },
+                  { from = "move", to = "idle", fade = FADE, when = { { "speed", "<=", 0.2 } } } } })
+local function fox_speed() return math.random() < 0.25 and 0 or 0.8 + 2.4 * math.random() end
 math.randomseed(20261122)
 
 -- ---- models --------------------------------------------------------------
@@ -68,7 +79,7 @@ local assets = C.root .. "/examples/assets/"
 local kinds = {
   { name = "Fox", file = assets .. "Fox/Fox.glb", share = 0.6, scale = 0.012,
     color = { 235, 125, 45 }, head = "b_Head_05", hat = { 0, 8, 0 }, sheet_clip = "Walk",
-    side = 3, facing = 1 },   -- the fox walks along model +z: a side view shows z horizontally
+    side = 3, facing = 1, machine = true },   -- the fox walks along model +z: a side view shows z horizontally
   -- CesiumManMorph: CesiumMan with three morph targets its clips animate
   { name = "CesiumMan", file = assets .. "CesiumMan/CesiumManMorph.gltf", share = 0.4, scale = 1.0,
     color = { 80, 135, 225 }, hat = { 0, 0.12, 0 }, side = 1, facing = 1 },  -- along model +x
@@ -140,22 +151,34 @@ for _, k in ipairs(kinds) do
                limber.ik.aim(k.skel, k.head, axes) }
     k.gaze = axes.forward
   end
-  -- One plan per model: a base layer of two sources (source 1 plays the
-  -- instance's clip; the Walk <-> Run switches fade to the other source);
-  -- it writes the palettes and the head's model matrices (the hats' slot),
+  -- One plan per model (the foxes': their controller's): a base layer; it
+  -- writes the palettes and the head's model matrices (the hats' slot),
   -- after the look-at IK of the characters that look (set below).
-  k.plan = limber.plan({ pose = k.pose, clips = k.clips,
-                         layers = { { name = "base", sources = 2 } },
-                         palettes = { k.palette }, slots = { k.head }, ik = k.look })
-  k.active = {}    -- the source that plays the instance's current clip
-  for i = 1, k.count do
-    local c = math.random(1, #k.clips)
-    k.plan:play(i, "base", 1, c, math.random() * k.clips[c]:duration(), 0.8 + 0.4 * math.random())
-    k.active[i] = 1
-  end
-  -- instance 1 is the contact sheet's model: its clip from the start, at rate 1
   k.sheet_clip = k.sheet_clip and k.clip_index[k.sheet_clip] or 1
-  k.plan:play(1, "base", 1, k.sheet_clip, 0, 1)
+  if k.machine then
+    -- the foxes: a controller (4 source slots: a transition from the blend
+    -- space's two clips to Survey while they still fade) running the
+    -- machine on every fox but instance 1
+    k.sources = 4
+    k.ctl = limber.controller({ pose = k.pose, clips = k.clips, sources = k.sources,
+                                palettes = { k.palette }, slots = { k.head }, ik = k.look })
+    k.plan = k.ctl:plan()
+    for i = 2, k.count do
+      k.ctl:set(i, "speed", fox_speed())
+      k.ctl:set_machine(i, "base", FOX_MACHINE)
+    end
+    -- instance 1 is the contact sheet's model: its clip from the start, at rate 1
+    k.ctl:play(1, "base", k.sheet_clip)
+  else
+    k.sources = 1
+    k.plan = limber.plan({ pose = k.pose, clips = k.clips,
+                           palettes = { k.palette }, slots = { k.head }, ik = k.look })
+    for i = 2, k.count do
+      local c = math.random(1, #k.clips)
+      k.plan:play(i, 1, 1, c, math.random() * k.clips[c]:duration(), 0.8 + 0.4 * math.random())
+    end
+    k.plan:play(1, 1, 1, k.sheet_clip, 0, 1)
+  end
   -- The pictures need every joint's model matrix (the sheet: instance 1 at
   -- 8 times; the top view: everyone at the end), which the timed plan does
   -- not write (models = "slots": writing all of them would add 64 bytes per
@@ -166,7 +189,7 @@ for _, k in ipairs(kinds) do
   -- matrices are from the ones the timed plan wrote.
   k.view_pose = gltf.pose(asset, 1, k.count)
   k.view = limber.plan({ pose = k.view_pose, clips = k.clips,
-                         layers = { { name = "base", sources = 2 } }, models = "all",
+                         layers = { { name = "base", sources = k.sources } }, models = "all",
                          ik = k.look })
   joints_total = joints_total + k.count * k.skel:joint_count()
   verts_total = verts_total + k.count * k.vertices
@@ -177,10 +200,10 @@ end
 -- largest difference between the two plans' head matrices.
 local function mirror(k, first, last)
   for i = first, last do
-    for s = 1, 2 do
-      local clip, time, rate, loop, w = k.plan:source(i, "base", s)
-      k.view:play(i, "base", s, clip, time, rate, loop)
-      k.view:set_weight(i, "base", s, w)
+    for s = 1, k.sources do
+      local clip, time, rate, loop, w = k.plan:source(i, 1, s)
+      k.view:play(i, 1, s, clip, time, rate, loop)
+      k.view:set_weight(i, 1, s, w)
     end
     for c = 1, #k.look do -- the look-at targets as the last run had them
       local target, w = k.plan:ik(c, i)
@@ -314,7 +337,7 @@ end
 -- rows of the stage table: wall-clock stages of the frame, and (indented)
 -- the plans' own stages from plan:timings(), summed over both plans
 local STAGES = { "plan:run (wall)", "  advance", "  sample", "  blend", "  model", "  ik",
-                 "  output", "fades (Lua)", "scene update", "skinning" }
+                 "  output", "controller (Lua)", "scene update", "skinning" }
 local PLAN_KEYS = { "advance", "sample", "blend", "model", "ik", "output" }
 local WALL = { [1] = true, [8] = true, [9] = true, [10] = true }
 local times = {}
@@ -323,7 +346,7 @@ local evaluated = 0           -- instances the plans evaluated, over all frames
 local clock = core.clock
 local sheet = { {}, {} }      -- captured frames of instance 1 of each kind
 local view_diff = 0           -- view plans vs the timed plans' head matrices
-local switch_every = 45
+local switch_every = 45      -- frames between speed changes of some foxes
 
 local function capture(k, slot, t)
   view_diff = math.max(view_diff, mirror(k, 1, 1))
@@ -344,29 +367,24 @@ end
 local t_start = clock()
 for f = 1, FRAMES do
   local t0 = clock()
-  -- 1. every switch_every frames, some foxes switch between Walk and Run: the
-  -- base layer's other source starts the new clip and the weights cross-fade
+  -- 1. every switch_every frames, every 7th fox gets a new speed: its
+  -- machine moves between idle and the Walk / Run blend space (faded), or
+  -- the blend space's weights follow the speed
+  local fox = kinds[1]
   if f % switch_every == 0 then
-    local fox = kinds[1]
-    local walk, run = fox.clip_index.Walk, fox.clip_index.Run
-    for i = 2, fox.count, 7 do
-      local a = fox.active[i]
-      local cur = fox.plan:source(i, "base", a)
-      local to = cur == walk and run or cur == run and walk or nil
-      if to then
-        local b = 3 - a
-        fox.plan:play(i, "base", b, to, 0, 1.0)
-        fox.plan:set_weight(i, "base", b, 1, FADE)
-        fox.plan:set_weight(i, "base", a, 0, FADE)
-        fox.active[i] = b
-      end
+    for i = 2 + math.floor(f / switch_every) % 7, fox.count, 7 do
+      fox.ctl:set(i, "speed", fox_speed())
     end
   end
   local t1 = clock()
   -- 2. the plans: one call per model evaluates its crowd (the instances due
-  -- this frame) into palettes and head matrices
-  for _, k in ipairs(kinds) do evaluated = evaluated + k.plan:run(DT) end
+  -- this frame) into palettes and head matrices; the foxes' through their
+  -- controller, whose machines step after it
+  fox.ctl:update(DT)
+  local t1b = clock()
+  evaluated = evaluated + fox.plan:evaluated() + kinds[2].plan:run(DT)
   local t2 = clock()
+  local fox_run = fox.plan:timings().total * 1e-3 -- seconds of the plan's own run
   -- 3. scene: two groups sway, one turns; hats follow this frame's heads
   local a = f * DT
   sc:set_translation(groups[2], half + math.sin(a * 2) * 3, 0, 1.5 * group_depth)
@@ -381,7 +399,8 @@ for f = 1, FRAMES do
   -- in the same pass)
   batch:run()
   local t4 = clock()
-  times[1][f], times[8][f] = (t2 - t1) * 1e3, (t1 - t0) * 1e3
+  times[1][f] = (t2 - t1b + fox_run) * 1e3
+  times[8][f] = (t1 - t0 + t1b - t1 - fox_run) * 1e3 -- speeds set, machines stepped
   times[9][f], times[10][f] = (t3 - t2) * 1e3, (t4 - t3) * 1e3
   local fox_t, man_t = kinds[1].plan:timings(), kinds[2].plan:timings()
   for s, key in ipairs(PLAN_KEYS) do times[s + 1][f] = fox_t[key] + man_t[key] end
@@ -413,6 +432,15 @@ for _, e in ipairs(TIERS) do
 end
 print(("instances evaluated per frame: %.1f (mean) of %d (%.3f of the crowd)"):format(
   evaluated / FRAMES, N, evaluated / FRAMES / N))
+do -- the foxes' machines at the last frame (instance 1 plays Walk without one)
+  local fox, states = kinds[1], { idle = 0, move = 0 }
+  for i = 2, fox.count do
+    local st = fox.ctl:state(i, "base")
+    states[st] = states[st] + 1
+  end
+  print(("fox state machines (idle: Survey; move: Walk / Run blend space by speed, synced): "
+    .. "%d idle, %d moving at the end"):format(states.idle, states.move))
+end
 print(("%-18s %12s %12s"):format("stage", "median ms", "min ms"))
 local total_med, total_min = 0, 0
 for s, name in ipairs(STAGES) do

@@ -152,10 +152,16 @@ describe("examples/demo.lua", function()
     assert.truthy(text:find("\ninterpreter: " .. interpreter .. ", limber.core from ", 1, true), text)
     -- the stage table: the frame's stages and, indented, the plans' own
     for _, stage in ipairs({ "plan:run (wall)", "  advance", "  sample", "  blend", "  model",
-                             "  ik", "  output", "fades (Lua)", "scene update", "skinning",
+                             "  ik", "  output", "controller (Lua)", "scene update", "skinning",
                              "frame (sum)" }) do
       assert.truthy(text:match("\n" .. stage:gsub("%p", "%%%0") .. "%s+[%d.]+%s+[%d.]+\n"), stage)
     end
+
+    -- the foxes run the shared state machine (all but the sheet's fox)
+    local idle, moving = text:match("fox state machines [^\n]*: (%d+) idle, (%d+) moving at the end")
+    assert.truthy(idle, text)
+    assert.equal(13, tonumber(idle) + tonumber(moving))
+    assert.truthy(tonumber(idle) > 0 and tonumber(moving) > 0, text)
 
     -- LOD: the printed tiers are the ones the layout gives, they add up to
     -- the crowd, and the plans evaluated the instances those tiers make due

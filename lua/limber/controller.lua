@@ -65,7 +65,7 @@ end
 
 local FIELDS = { pose = true, clips = true, layers = true, sources = true, palettes = true,
                  slots = true, models = true, locals = true, root_motion = true,
-                 event_weight = true }
+                 event_weight = true, ik = true }
 
 --- Creates a controller (and its plan).
 -- `desc` = { `pose` = Pose (the crowd), `clips` = { Clip, ... } (played by
@@ -74,7 +74,8 @@ local FIELDS = { pose = true, clips = true, layers = true, sources = true, palet
 -- `reference` }, ... } (default one "base" layer), `sources` = slots per
 -- layer (default 4), `event_weight` = the effective weight below which a
 -- source's events are not reported (default 0), and the plan's `palettes`,
--- `slots`, `models`, `locals`, `root_motion` }.
+-- `slots`, `models`, `locals`, `root_motion`, `ik` (IK constraints: set
+-- their targets on `ctl:plan()`) }.
 -- @tparam table desc
 -- @treturn limber.Controller
 function M.new(desc)
@@ -133,7 +134,7 @@ function M.new(desc)
               reference = ly.reference, sources = S }
   end
   local pdesc = { pose = pose, clips = clips, layers = pl }
-  for _, k in ipairs({ "palettes", "slots", "models", "locals", "root_motion" }) do
+  for _, k in ipairs({ "palettes", "slots", "models", "locals", "root_motion", "ik" }) do
     pdesc[k] = desc[k]
   end
   local ok, plan = pcall(limber.plan, pdesc)
