@@ -68,8 +68,9 @@ local FOX_MACHINE = limber.controller.machine({ initial = "idle",
   states = { idle = { clip = "Survey" },
              move = { space = { { clip = "Walk", at = 1 }, { clip = "Run", at = 3 } },
                       param = "speed" } },
-  transitions = { { from = "idle", to = "move", fade = FADE, when = { { "speed", ">", 0.2 } } },
-                  { from = "move", to = "idle", fade = FADE, when = { { "speed", "<=", 0.2 } } } } })
+  transitions = {
+    { from = "idle", to = "move", fade = FADE, when = { { "speed", ">", 0.2 } } },
+    { from = "move", to = "idle", fade = FADE, when = { { "speed", "<=", 0.2 } } } } })
 local function fox_speed() return math.random() < 0.25 and 0 or 0.8 + 2.4 * math.random() end
 math.randomseed(20261122)
 
@@ -79,7 +80,8 @@ local assets = C.root .. "/examples/assets/"
 local kinds = {
   { name = "Fox", file = assets .. "Fox/Fox.glb", share = 0.6, scale = 0.012,
     color = { 235, 125, 45 }, head = "b_Head_05", hat = { 0, 8, 0 }, sheet_clip = "Walk",
-    side = 3, facing = 1, machine = true },   -- the fox walks along model +z: a side view shows z horizontally
+    -- the fox walks along model +z: a side view shows z horizontally
+    side = 3, facing = 1, machine = true },
   -- CesiumManMorph: CesiumMan with three morph targets its clips animate
   { name = "CesiumMan", file = assets .. "CesiumMan/CesiumManMorph.gltf", share = 0.4, scale = 1.0,
     color = { 80, 135, 225 }, hat = { 0, 0.12, 0 }, side = 1, facing = 1 },  -- along model +x
