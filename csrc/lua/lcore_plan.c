@@ -1260,6 +1260,15 @@ static void put_ik(lmb_plan *p, uint32_t c, uint32_t i, const float *t, const fl
     if (!same) lmb_plan_touch(p, i);
 }
 
+/* The (plan, constraint c, instance i) arguments of the IK methods (c and i
+ * 0-based). */
+static lplan *ik_args(lua_State *L, uint32_t *c, uint32_t *i) {
+    lplan *lp = check_plan(L, 1);
+    *c = lcore_check_index(L, 2, lp->plan.ik_count, "constraint");
+    *i = lcore_check_index(L, 3, lp->plan.pose->instance_count, "instance");
+    return lp;
+}
+
 /** plan:set_ik(c, i, targets [, poles [, weights]]): constraint c (1-based,
  * in desc.ik's order) of instance i: targets `{ x, y, z }` (one instance)
  * or an f32 Buffer of width 3 (instances i, i + 1, ...), poles the same
@@ -1267,11 +1276,10 @@ static void put_ik(lmb_plan *p, uint32_t c, uint32_t i, const float *t, const fl
  * 1 (default 1; 0: off); in the pose's model space. targets nil: the
  * constraint is off for instance i. Stops a target following a node. */
 static int l_plan_set_ik(lua_State *L) {
-    lplan *lp = check_plan(L, 1);
+    uint32_t c, i;
+    lplan *lp = ik_args(L, &c, &i);
     lmb_plan *p = &lp->plan;
     const uint32_t N = p->pose->instance_count;
-    uint32_t c = lcore_check_index(L, 2, p->ik_count, "constraint");
-    uint32_t i = lcore_check_index(L, 3, N, "instance");
     if (lua_isnoneornil(L, 4)) {
         if (!lua_isnoneornil(L, 5) || !lua_isnoneornil(L, 6))
             return luaL_argerror(L, 4, "poles and weights need targets");
@@ -1331,11 +1339,10 @@ static uint32_t follow_node(lua_State *L, int opts, const char *key, const lmb_h
  * node nil: stops following and turns the constraint off. A destroyed node
  * turns it off at the next run. Every plan follows nodes of one Scene. */
 static int l_plan_follow_ik(lua_State *L) {
-    lplan *lp = check_plan(L, 1);
+    uint32_t c, i;
+    lplan *lp = ik_args(L, &c, &i);
     lmb_plan *p = &lp->plan;
     const uint32_t N = p->pose->instance_count;
-    uint32_t c = lcore_check_index(L, 2, p->ik_count, "constraint");
-    uint32_t i = lcore_check_index(L, 3, N, "instance");
     lmb_hier **sc = lcore_test_scene(L, 4);
     if (!sc) return luaL_argerror(L, 4, "limber.Scene expected");
     if (lp->scene && lp->scene != sc)
@@ -1433,11 +1440,8 @@ static void follow_nodes(lplan *lp) {
  * z }, weight, pole { x, y, z } or nil (targets of followed nodes: as of
  * the last run). */
 static int l_plan_ik(lua_State *L) {
-    lplan *lp = check_plan(L, 1);
-    lmb_plan *p = &lp->plan;
-    uint32_t c = lcore_check_index(L, 2, p->ik_count, "constraint");
-    uint32_t i = lcore_check_index(L, 3, p->pose->instance_count, "instance");
-    const lmb_plan_ik *ik = p->ik + c;
+    uint32_t c, i;
+    const lmb_plan_ik *ik = ik_args(L, &c, &i)->plan.ik + c;
     lcore_push_floats(L, ik->target + (size_t)i * 3, 3, 0);
     lua_pushnumber(L, (lua_Number)ik->weight[i]);
     if (ik->has_pole[i])
