@@ -322,6 +322,41 @@ describe("limber.controller", function()
         select(2, pcall(ctl.off, ctl, {})))
     end)
 
+  it("reports what the run played when a machine switches clips at once after it", function()
+    -- A and B take turns at each clip end with no fade: the switch happens
+    -- after the run that crossed the end, so that run's events and lap are
+    -- A's, and B's first events come with the next update (once)
+    local skel = walker_setup()
+    local function mk(name)
+      return anim.clip({ name = name, events = { { time = 0.05, name = "ev_" .. name } }, tracks = {
+        { joint = 2, path = "rotation", times = { 0, 1 }, values = { 0, 0, 0, 1, 0, 0.6, 0, 0.8 } } } },
+        skel)
+    end
+    local pose = limber.pose(skel, 1)
+    local ctl = controller.new({ pose = pose, clips = { mk("A"), mk("B") } })
+    ctl:set_machine(1, 1, controller.machine({ initial = "a",
+      states = { a = { clip = "A" }, b = { clip = "B" } },
+      transitions = { { from = "a", to = "b", fade = 0, at_end = true },
+                      { from = "b", to = "a", fade = 0, at_end = true } } }))
+    local log, loops, last = {}, {}, {}
+    ctl:on({ event = true }, function(_, e) log[#log + 1] = e.name end)
+    ctl:on({ loop = true }, function(_, r) loops[#loops + 1] = r.clip end)
+    for u = 1, 47 do
+      log = {}
+      ctl:update(0.13)
+      local listed = {}
+      for _, e in ipairs(ctl:events(1)) do listed[#listed + 1] = e.name end
+      assert.same(listed, log, "update " .. u)
+      assert.is_true(#log <= 1, "update " .. u)
+      -- an event is never reported by two updates in a row (a lap is 1 s)
+      if log[1] then assert.are_not.equal(last[1], log[1], "update " .. u) end
+      last = log
+    end
+    -- every clip end the machine switched at is a lap of the clip that ran:
+    -- A, B, A, B, A (47 x 0.13 s = 6.1 s, a switch each 8th update)
+    assert.same({ "A", "B", "A", "B", "A" }, loops)
+  end)
+
   it("keeps every source fading from its current weight, in at most `sources` slots",
     function()
       for _, S in ipairs({ 6, 3 }) do

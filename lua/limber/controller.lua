@@ -144,7 +144,7 @@ function M.new(desc)
     L = #pl, layer_index = names, masks = masks, modes = {},
     target = {}, held = {}, spaces = {}, machines = {}, params = {},
     dirty = {}, spare = {}, timed = {},
-    last_dt = 0, event_weight = ew, handlers = {},
+    last_dt = 0, event_weight = ew, handlers = {}, before = {},
     N = pose:instance_count(), dropped_ = 0,
   }, Controller)
   for n, ly in ipairs(pl) do self.modes[n] = ly.mode or "override" end
@@ -907,6 +907,10 @@ end
 -- Moves the machines after a step of dt: those whose parameters changed or
 -- that entered a state since the last update, and those in a state with a
 -- transition on the clip's time.
+-- Keeps instance i's sources as the last run played them, before a machine
+-- changes them (see `ran`).
+local keep_run
+
 local function step_machines(self, dt)
   local machines, spaces, L = self.machines, self.spaces, self.L
   -- two sets take turns (no table per update): machines that enter a state
@@ -924,7 +928,10 @@ local function step_machines(self, dt)
         local x = space_param(st, run.params)
         local same = st.space.dims == 1 and x == sp.x
           or st.space.dims == 2 and x[1] == sp.x[1] and x[2] == sp.x[2]
-        if not same then apply_space(self, i, n, sp, x, st.smooth) end
+        if not same then
+          keep_run(self, i)
+          apply_space(self, i, n, sp, x, st.smooth)
+        end
       end
     end
     local list = run.machine.by_from[run.state]
@@ -932,6 +939,7 @@ local function step_machines(self, dt)
       local tr = list[k]
       if holds(self, i, n, run, tr, dt) then
         if tr.trigger then run.params[tr.trigger] = false end
+        keep_run(self, i)
         enter(self, i, n, run, run.machine.states[tr.to], tr.fade)
         break
       end
@@ -988,6 +996,8 @@ function Controller:update(dt)
   local ok, err = pcall(self.plan_.run, self.plan_, dt)
   if not ok then check.rethrow(err, "limber.Controller:update", "run", 2) end
   self.last_dt = dt
+  local before = self.before
+  for i in pairs(before) do before[i] = nil end
   if next(self.dirty) or next(self.timed) then step_machines(self, dt) end
   if self.handlers[1] then dispatch(self) end
 end
@@ -1009,6 +1019,50 @@ local function mask_at(self, n, j)
   return (m:get(j))
 end
 
+-- The plan's state of instance i's sources: per layer its weight and the
+-- sources with weight ({ layer, slot, clip, time, rate, loop, weight, prev }).
+local function source_state(self, i)
+  local plan, state = self.plan_, {}
+  for n = 1, self.L do
+    local list = {}
+    for s = 1, self.S do
+      local k, t, rate, loop, w, prev = plan:source(i, n, s)
+      if k and w > 0 then
+        list[#list + 1] = { layer = n, slot = s, clip = self.clips[k], time = t, rate = rate,
+                            loop = loop, weight = w, prev = prev }
+      end
+    end
+    state[n] = { weight = plan:layer_weight(i, n), list = list }
+  end
+  return state
+end
+
+-- The sources of a state (source_state) with their effective weights (see
+-- Controller:sources).
+local function effective(self, state, joint)
+  local out = {}
+  for n = 1, self.L do
+    local list, sum = {}, 0
+    for _, e in ipairs(state[n].list) do
+      local c = {}
+      for key, v in pairs(e) do c[key] = v end
+      list[#list + 1] = c
+      sum = sum + c.weight
+    end
+    local f = state[n].weight * (joint and mask_at(self, n, joint) or 1)
+    if #list > 0 and f > 0 then
+      if joint and self.modes[n] == "override" then
+        for _, e in ipairs(out) do e.effective = e.effective * (1 - f) end
+      end
+      for _, e in ipairs(list) do
+        e.effective = f * e.weight / sum
+        out[#out + 1] = e
+      end
+    end
+  end
+  return out
+end
+
 --- The sources of instance i with weight, bottom layer first: { layer =,
 -- slot =, clip =, time =, prev = (the time before the last update's step),
 -- rate =, loop =, weight = (in its layer, as set), effective = }. With a
@@ -1022,29 +1076,18 @@ end
 function Controller:sources(i, joint)
   check_self(self, "sources")
   instance_of(self, i, "limber.Controller:sources")
-  local plan, out = self.plan_, {}
-  for n = 1, self.L do
-    local list, sum = {}, 0
-    for s = 1, self.S do
-      local k, t, rate, loop, w, prev = plan:source(i, n, s)
-      if k and w > 0 then
-        list[#list + 1] = { layer = n, slot = s, clip = self.clips[k], time = t, rate = rate,
-                            loop = loop, weight = w, prev = prev }
-        sum = sum + w
-      end
-    end
-    local f = plan:layer_weight(i, n) * (joint and mask_at(self, n, joint) or 1)
-    if #list > 0 and f > 0 then
-      if joint and self.modes[n] == "override" then
-        for _, e in ipairs(out) do e.effective = e.effective * (1 - f) end
-      end
-      for _, e in ipairs(list) do
-        e.effective = f * e.weight / sum
-        out[#out + 1] = e
-      end
-    end
-  end
-  return out
+  return effective(self, source_state(self, i), joint)
+end
+
+-- The sources of instance i as the last update's run played them: a
+-- machine that switched after the run (at once, or with new rates) changed
+-- the plan's sources since; its instance's state was kept before.
+local function ran(self, i, joint)
+  return effective(self, self.before[i] or source_state(self, i), joint)
+end
+
+keep_run = function(self, i)
+  if not self.before[i] then self.before[i] = source_state(self, i) end
 end
 
 -- The step a source made in the last update: its time before, and the
@@ -1065,7 +1108,7 @@ function Controller:events(i)
   instance_of(self, i, "limber.Controller:events")
   local out, dt = {}, self.last_dt
   if dt == 0 then return out end
-  for _, e in ipairs(self:sources(i)) do
+  for _, e in ipairs(ran(self, i)) do
     if e.effective > self.event_weight or (self.event_weight == 0 and e.effective > 0) then
       local t0, delta = step_of(e, dt)
       anim.step(e.clip, t0, delta, e.loop, function(_, name, time, data)
@@ -1164,7 +1207,7 @@ dispatch = function(self)
   end
   local ew = self.event_weight
   for i = 1, self.N do
-    for _, e in ipairs(self:sources(i)) do
+    for _, e in ipairs(ran(self, i)) do
       if e.effective > ew or (ew == 0 and e.effective > 0) then
         local name, d = e.clip:name(), e.clip:duration()
         local t0, delta = step_of(e, dt)
@@ -1217,7 +1260,7 @@ function Controller:root_motion(i, joint)
   joint = joint or 1
   local dt, x, y, z, yaw = self.last_dt, 0, 0, 0, 0
   if dt == 0 then return 0, 0, 0, 0 end
-  for _, e in ipairs(self:sources(i, joint)) do
+  for _, e in ipairs(ran(self, i, joint)) do
     if self.modes[e.layer] == "override" and e.effective > 0 then
       local t0, delta = step_of(e, dt)
       local t1 = t0 + delta
