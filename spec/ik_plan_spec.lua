@@ -326,6 +326,77 @@ describe("limber.plan IK targets from scene nodes", function()
   end)
 end)
 
+describe("limber.plan IK targets from scene nodes, edge cases", function()
+  it("is off until the scene computed the nodes, while the frame is singular, and for good "
+    .. "once a node is destroyed (a new node that takes its id is not followed)", function()
+    local skel = body()
+    local N = 3
+    local clip = body_clip(skel)
+    local list = solvers(skel, false)
+    local a = twin_plans(skel, N, clip, list)
+    local sc = scene.new()
+    local target = sc:create({ translation = { 1, 2, 3 } })
+    local frame = sc:create({ translation = { 0, 0, 5 } })
+    a:follow_ik(1, 1, sc, target)
+    a:follow_ik(1, 2, sc, target, { frame = frame, weight = 0.25 })
+    a:run(0)
+    local function state(i)
+      local t, w = a:ik(1, i)
+      return { t[1], t[2], t[3], w }
+    end
+    -- no scene:update yet: nothing computed, off
+    assert.equal(0, state(1)[4])
+    assert.equal(0, state(2)[4])
+    sc:update()
+    a:run(0)
+    assert.same({ 1, 2, 3, 1 }, state(1))
+    assert.same({ 1, 2, -2, 0.25 }, state(2))
+    -- the frame scaled to 0 (a spawn animation): off while singular, then back
+    sc:set_scale(frame, 0, 0, 0)
+    sc:update()
+    a:run(0)
+    assert.same({ 1, 2, 3, 1 }, state(1))
+    assert.equal(0, state(2)[4])
+    sc:set_scale(frame, 1, 1, 1)
+    sc:update()
+    a:run(0)
+    assert.same({ 1, 2, -2, 0.25 }, state(2))
+    -- destroyed, and a new node takes the id: off, and stays off
+    sc:destroy(target)
+    local other = sc:create({ translation = { 7, 8, 9 } })
+    assert.equal(target, other) -- ids are recycled
+    sc:update()
+    a:run(0)
+    assert.equal(0, state(1)[4])
+    assert.equal(0, state(2)[4])
+    sc:set_translation(other, 1, 1, 1)
+    sc:update()
+    a:run(0)
+    assert.equal(0, state(1)[4])
+    -- following nothing any more, the plan may follow another scene's nodes
+    local sc2 = scene.new()
+    local n2 = sc2:create({ translation = { 4, 5, 6 } })
+    sc2:update()
+    a:follow_ik(2, 3, sc2, n2)
+    a:run(0)
+    local t, w = a:ik(2, 3)
+    assert.same({ { 4, 5, 6 }, 1 }, { t, w })
+  end)
+
+  it("takes one number as the weight of every instance of a Buffer of targets", function()
+    local skel = body()
+    local N = 5
+    local a = twin_plans(skel, N, body_clip(skel), solvers(skel, false))
+    a:set_ik(1, 2, limber.buffer("f32", 3, { 1, 2, 3, 4, 5, 6, 7, 8, 9 }), nil, 0.5)
+    for i = 2, 4 do
+      local t, w = a:ik(1, i)
+      assert.same({ { 3 * i - 5, 3 * i - 4, 3 * i - 3 }, 0.5 }, { t, w })
+    end
+    assert.equal(0, select(2, a:ik(1, 1)))
+    assert.equal(0, select(2, a:ik(1, 5)))
+  end)
+end)
+
 describe("limber.plan IK refusals", function()
   it("names the function, the argument and the problem, and changes nothing", function()
     local skel = body()

@@ -19,10 +19,10 @@ static const float IDENTITY_SRT[LMB_TRS_FLOATS] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1}
 enum { S_HEAD, S_NODE, S_LINK, S_PTR, S_MAT, S_DIRTY, S_IDS, S_COUNT };
 
 /* 4 pointer arrays (slot, gen, igen, pose), 8 id arrays (seen, order, cache,
- * scratch, pending, changed, free, followers) and 2 more (pose_seen,
- * pose_refs). */
+ * scratch, pending, changed, free, followers) and 3 more (pose_seen,
+ * pose_refs, epoch). */
 #define N_PTR 4
-#define N_IDS 10
+#define N_IDS 11
 
 static size_t sizes(uint32_t cap, size_t s[S_COUNT]) {
     size_t n = (size_t)cap + 1;
@@ -75,10 +75,12 @@ lmb_hier *lmb_hier_place(void *mem, uint32_t capacity, uint32_t stale_bound) {
     h->pose = (const uint32_t **)(void *)p, p += s[S_PTR];
     h->mats = (float *)(void *)p, p += s[S_MAT];
     h->dirty = (uint32_t *)(void *)p, p += s[S_DIRTY];
-    uint32_t **ids[N_IDS] = {&h->seen,    &h->order, &h->cache,     &h->scratch,   &h->pending,
-                             &h->changed, &h->free,  &h->followers, &h->pose_seen, &h->pose_refs};
+    uint32_t **ids[N_IDS] = {&h->seen,      &h->order,     &h->cache, &h->scratch,
+                             &h->pending,   &h->changed,   &h->free,  &h->followers,
+                             &h->pose_seen, &h->pose_refs, &h->epoch};
     for (int k = 0; k < N_IDS; k++)
         *ids[k] = (uint32_t *)(void *)p, p += s[S_IDS];
+    memset(h->epoch, 0, ((size_t)capacity + 1) * sizeof(uint32_t));
     for (uint32_t i = 0; i <= capacity; i++)
         reset_record(h, i);
     h->link[0].depth = -1; /* the sentinel of the preorder list */
@@ -93,6 +95,7 @@ void lmb_hier_copy(lmb_hier *dst, const lmb_hier *src) {
     memcpy((void *)dst->gen, (const void *)src->gen, n * sizeof *src->gen);
     memcpy((void *)dst->igen, (const void *)src->igen, n * sizeof *src->igen);
     memcpy(dst->seen, src->seen, n * sizeof(uint32_t));
+    memcpy(dst->epoch, src->epoch, n * sizeof(uint32_t));
     memcpy(dst->mats, src->mats, n * 32 * sizeof(float));
     memcpy(dst->dirty, src->dirty, src->dirty_count * sizeof(uint32_t));
     memcpy(dst->order, src->order, n * sizeof(uint32_t));
@@ -463,6 +466,7 @@ uint32_t lmb_hier_create(lmb_hier *h) {
         h->top = id;
     }
     reset_record(h, id);
+    h->epoch[id]++; /* another node than any before it with this id */
     h->node[id].flags = LMB_HIER_ALIVE | LMB_HIER_BASE_DIRTY;
     leaf_insert(h, 0, id);
     h->count++;

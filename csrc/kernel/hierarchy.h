@@ -115,6 +115,8 @@ typedef struct lmb_hier {
     const uint32_t **pose; /* capacity: the distinct generation counters followed */
     uint32_t *pose_seen;   /* capacity: their values at the last look */
     uint32_t *pose_refs;   /* capacity: how many followers read each */
+    uint32_t *epoch;       /* capacity + 1: bumped each time the id is created, so an id a
+                            * destroyed node leaves and a new node takes tell apart */
 } lmb_hier;
 
 /* Bytes for a hierarchy of `capacity` nodes; 0 when it would overflow. */

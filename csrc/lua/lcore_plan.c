@@ -525,14 +525,22 @@ static int l_stack_tostring(lua_State *L) {
 /* IK constraints of one plan, at most. */
 #define PLAN_MAX_IK 32
 
+/* A target that follows scene nodes: the target, pole and frame node ids
+ * (0: none) with the epochs they had (an id reused by a new node is not
+ * the node followed), and the weight to apply while they can be read. */
+struct follow {
+    uint32_t node[3], epoch[3];
+    float weight;
+};
+
 typedef struct lplan {
     lmb_plan plan;
     uint32_t clip_count;
     float *masks, *refs;
     double total; /* seconds of the last run */
-    /* targets that follow scene nodes: per constraint and instance, the
-     * target, pole and frame node ids (0: none) in follow[(c * N + i) * 3] */
-    uint32_t *follow;
+    /* targets that follow scene nodes: per constraint c and instance i,
+     * follow[c * N + i] */
+    struct follow *follow;
     uint32_t follow_count; /* (constraint, instance) pairs with a target node */
     lmb_hier **scene;      /* the Scene the nodes belong to (anchored as "scene") */
 } lplan;
@@ -761,7 +769,7 @@ static int l_plan_new(lua_State *L) {
     size_t o_ik = take(&off, (size_t)K * sizeof(lmb_plan_ik));
     size_t o_ikf = take(&off, (size_t)K * N * 7 * 4);
     size_t o_ikb = take(&off, (size_t)K * N + 4);
-    size_t o_fol = take(&off, (size_t)K * N * 3 * 4 + 4);
+    size_t o_fol = take(&off, (size_t)K * N * sizeof(struct follow) + 4);
     unsigned char *mem = (unsigned char *)lcore_newobject(L, off, 2, PLAN_MT); /* 7 */
     lplan *lp = (lplan *)(void *)mem;
     lmb_plan *p = &lp->plan;
@@ -800,8 +808,8 @@ static int l_plan_new(lua_State *L) {
         memset(f, 0, (size_t)N * 7 * sizeof(float)); /* off: weight 0 */
         memset(ik->has_pole, 0, N);
     }
-    lp->follow = (uint32_t *)(void *)(mem + o_fol);
-    memset(lp->follow, 0, (size_t)K * N * 3 * 4);
+    lp->follow = (struct follow *)(void *)(mem + o_fol);
+    memset(lp->follow, 0, (size_t)K * N * sizeof(struct follow));
     lp->follow_count = 0;
     lp->scene = NULL;
     /* anchors (user value 1): pose, clips, palettes; clip -> index; names */
@@ -1238,9 +1246,9 @@ static int l_plan_invalidate(lua_State *L) {
 
 /* Stops constraint c's target of instance i following a node. */
 static void unfollow(lplan *lp, uint32_t c, uint32_t i) {
-    uint32_t *f = lp->follow + ((size_t)c * lp->plan.pose->instance_count + i) * 3;
-    if (f[0]) lp->follow_count--;
-    f[0] = f[1] = f[2] = 0;
+    struct follow *f = lp->follow + (size_t)c * lp->plan.pose->instance_count + i;
+    if (f->node[0]) lp->follow_count--;
+    memset(f, 0, sizeof *f);
 }
 
 /* Writes constraint c's inputs of instance i; marks it changed when they
@@ -1295,7 +1303,8 @@ static int l_plan_set_ik(lua_State *L) {
         return luaL_argerror(
             L, 5, lua_pushfstring(L, "%I poles for %I targets", (lua_Integer)np, (lua_Integer)n));
     const float *w = lcore_weight_arg(L, 6, &w1, &nw);
-    if (w && nw != n)
+    int one_w = w && nw == 1 && lua_type(L, 6) == LUA_TNUMBER; /* one weight for all */
+    if (w && nw != n && !one_w)
         return luaL_argerror(
             L, 6, lua_pushfstring(L, "%I weights for %I targets", (lua_Integer)nw, (lua_Integer)n));
     if ((uint64_t)i + n > N)
@@ -1303,15 +1312,20 @@ static int l_plan_set_ik(lua_State *L) {
                              lua_pushfstring(L, "instances %I .. %I out of range [1, %I]",
                                              (lua_Integer)i + 1, (lua_Integer)(i + n),
                                              (lua_Integer)N));
-    for (size_t k = 0; w && k < n; k++)
+    for (size_t k = 0; w && k < (one_w ? 1 : n); k++)
         if (!(w[k] >= 0.0f && w[k] <= 1.0f))
             return luaL_argerror(L, 6,
                                  lua_pushfstring(L, "weight %f of instance %I outside [0, 1]",
                                                  (lua_Number)w[k], (lua_Integer)(i + k + 1)));
+    for (size_t k = 0; k < n * 3; k++) /* a Buffer view may hold anything */
+        if (!lcore_float_ok((lua_Number)tg[k]) || (po && !lcore_float_ok((lua_Number)po[k])))
+            return luaL_argerror(L, po && lcore_float_ok((lua_Number)tg[k]) ? 5 : 4,
+                                 lua_pushfstring(L, "instance %I: not a finite float",
+                                                 (lua_Integer)(i + k / 3 + 1)));
     for (size_t k = 0; k < n; k++) {
         uint32_t at = i + (uint32_t)k;
         unfollow(lp, c, at);
-        put_ik(p, c, at, tg + k * 3, po ? po + k * 3 : NULL, w ? w[k] : 1.0f);
+        put_ik(p, c, at, tg + k * 3, po ? po + k * 3 : NULL, w ? w[one_w ? 0 : k] : 1.0f);
     }
     return 0;
 }
@@ -1337,7 +1351,10 @@ static uint32_t follow_node(lua_State *L, int opts, const char *key, const lmb_h
  * space, such as the character's own node; default the world). opts.pole:
  * a node whose position is the pole; opts.weight: in [0, 1] (default 1).
  * node nil: stops following and turns the constraint off. A destroyed node
- * turns it off at the next run. Every plan follows nodes of one Scene. */
+ * turns it off at the next run (a new node that takes its id is not
+ * followed); while a node was never computed by an update, or the frame is
+ * singular, the constraint is off for that run. The plan's followed nodes
+ * belong to one Scene at a time. */
 static int l_plan_follow_ik(lua_State *L) {
     uint32_t c, i;
     lplan *lp = ik_args(L, &c, &i);
@@ -1345,7 +1362,7 @@ static int l_plan_follow_ik(lua_State *L) {
     const uint32_t N = p->pose->instance_count;
     lmb_hier **sc = lcore_test_scene(L, 4);
     if (!sc) return luaL_argerror(L, 4, "limber.Scene expected");
-    if (lp->scene && lp->scene != sc)
+    if (lp->scene && lp->scene != sc && lp->follow_count)
         return luaL_argerror(L, 4, "the plan already follows nodes of another Scene");
     const lmb_hier *h = *sc;
     if (lua_isnoneornil(L, 5)) {
@@ -1369,17 +1386,19 @@ static int l_plan_follow_ik(lua_State *L) {
             return luaL_argerror(L, 6, "option 'weight' must be a number in [0, 1]");
         w = (float)v;
     }
-    if (!lp->scene) { /* anchor the scene: its storage is read at every run */
+    if (lp->scene != sc) { /* anchor the scene: its storage is read at every run */
         lua_getiuservalue(L, 1, 1);
         lua_pushvalue(L, 4);
         lua_setfield(L, -2, "scene");
         lua_pop(L, 1);
         lp->scene = sc;
     }
-    uint32_t *f = lp->follow + ((size_t)c * N + i) * 3;
-    if (!f[0]) lp->follow_count++;
-    f[0] = (uint32_t)id, f[1] = pole, f[2] = frame;
-    p->ik[c].weight[i] = w; /* the position comes at the next run */
+    struct follow *f = lp->follow + (size_t)c * N + i;
+    if (!f->node[0]) lp->follow_count++;
+    f->node[0] = (uint32_t)id, f->node[1] = pole, f->node[2] = frame;
+    for (int k = 0; k < 3; k++)
+        f->epoch[k] = f->node[k] ? h->epoch[f->node[k]] : 0;
+    f->weight = w; /* the position comes at the next run */
     lmb_plan_touch(p, i);
     return 0;
 }
@@ -1410,29 +1429,38 @@ static void follow_nodes(lplan *lp) {
     lmb_hier_sync(h);
     for (uint32_t c = 0; c < p->ik_count; c++)
         for (uint32_t i = 0; i < N; i++) {
-            uint32_t *f = lp->follow + ((size_t)c * N + i) * 3;
-            if (!f[0]) continue;
-            int alive = lmb_hier_alive(h, f[0]) && (!f[1] || lmb_hier_alive(h, f[1])) &&
-                        (!f[2] || lmb_hier_alive(h, f[2]));
-            for (int k = 0; k < 3 && alive; k++)
-                if (f[k]) lmb_hier_refresh(h, f[k]);
-            float t[3], pl[3];
-            const float *tw = lmb_hier_world(h, f[0]) + 12;
-            const float *pw = f[1] ? lmb_hier_world(h, f[1]) + 12 : NULL;
-            if (alive && f[2]) {
-                const float *m = lmb_hier_world(h, f[2]);
-                alive = to_frame(m, tw, t) && (!pw || to_frame(m, pw, pl));
-            } else if (alive) {
-                memcpy(t, tw, sizeof t);
-                if (pw) memcpy(pl, pw, sizeof pl);
+            struct follow *f = lp->follow + (size_t)c * N + i;
+            if (!f->node[0]) continue;
+            int alive = 1, computed = 1;
+            for (int k = 0; k < 3; k++) {
+                uint32_t id = f->node[k];
+                if (!id) continue;
+                alive &= lmb_hier_alive(h, id) && h->epoch[id] == f->epoch[k];
+                if (!alive) break;
+                lmb_hier_refresh(h, id);
+                computed &= h->node[id].stamp != 0; /* 0: not computed by an update yet */
             }
-            if (!alive) { /* a node is gone (or the frame is singular): off */
+            if (!alive) { /* a node is gone: the constraint is off */
                 unfollow(lp, c, i);
                 put_ik(p, c, i, NULL, NULL, 0.0f);
                 continue;
             }
-            float w = p->ik[c].weight[i];
-            if (w > 0.0f) put_ik(p, c, i, t, pw ? pl : NULL, w);
+            float t[3], pl[3];
+            const float *tw = lmb_hier_world(h, f->node[0]) + 12;
+            const float *pw = f->node[1] ? lmb_hier_world(h, f->node[1]) + 12 : NULL;
+            if (computed && f->node[2]) {
+                const float *m = lmb_hier_world(h, f->node[2]);
+                computed = to_frame(m, tw, t) && (!pw || to_frame(m, pw, pl));
+            } else if (computed) {
+                memcpy(t, tw, sizeof t);
+                if (pw) memcpy(pl, pw, sizeof pl);
+            }
+            /* not computed yet, or the frame singular (scaled to 0): off for
+             * this run, still following */
+            if (!computed || !(f->weight > 0.0f))
+                put_ik(p, c, i, NULL, NULL, 0.0f);
+            else
+                put_ik(p, c, i, t, pw ? pl : NULL, f->weight);
         }
 }
 
