@@ -90,15 +90,26 @@ describe("two lua_States", function()
       .. "-pthread -o '%s/limber/core.so'"):format(src, src, flags, src, H.lua_cflags, tmp(), tmp(), tmp()))
     assert.is_true(ok, out)
     local cpath = tmp() .. "/?.so"
-    ok, out = run(host, cpath, "race", 12, "TSAN_OPTIONS=halt_on_error=1")
-    if not ok and out:find("unexpected memory mapping", 1, true) then
-      pending("ThreadSanitizer cannot run on this kernel: " .. out:sub(1, 200))
+    -- TSan maps terabytes of shadow memory at fixed addresses: on a busy
+    -- machine the mapping can fail (ENOMEM) once and work the next time
+    local function run_tsan(mode, frames)
+      local r_ok, r_out
+      for _ = 1, 3 do
+        r_ok, r_out = run(host, cpath, mode, frames, "TSAN_OPTIONS=halt_on_error=1")
+        if r_ok or not r_out:find("ThreadSanitizer failed to allocate", 1, true) then break end
+      end
+      return r_ok, r_out
+    end
+    ok, out = run_tsan("race", 12)
+    if not ok and (out:find("unexpected memory mapping", 1, true)
+        or out:find("ThreadSanitizer failed to allocate", 1, true)) then
+      pending("ThreadSanitizer cannot map its memory here: " .. out:sub(1, 200))
       return
     end
     assert.is_true(ok, out)
     assert.falsy(out:find("ThreadSanitizer", 1, true), out)
     assert.truthy(out:find("mismatches 0", 1, true), out)
-    ok, out = run(host, cpath, "late", 3, "TSAN_OPTIONS=halt_on_error=1")
+    ok, out = run_tsan("late", 3)
     assert.is_true(ok, out)
     assert.falsy(out:find("ThreadSanitizer", 1, true), out)
     assert.truthy(out:find("late skins wrong 0", 1, true), out)
