@@ -133,9 +133,11 @@ for _, k in ipairs(kinds) do
     end
     k.head = best
   end
-  -- Look-at IK: the neck (half the turn) and then the head aim the head's
-  -- forward axis at a target. The axes are the model's forward (the way it
-  -- walks) and up, taken into the head's frame at rest.
+  -- Look-at IK: the neck (half the turn, at most 0.7 rad) and then the head
+  -- (the rest, unlimited: a tech demo's owl heads, so that every looker's
+  -- gaze can be checked) aim the head's forward axis at a target. The axes
+  -- are the model's forward (the way it walks) and up, taken into the
+  -- head's frame at rest.
   do
     local m = k.pose:model(1, k.head)
     local function to_head(v) -- R^T v, normalised
@@ -147,9 +149,9 @@ for _, k in ipairs(kinds) do
     end
     local fwd = { 0, 0, 0 }
     fwd[k.side] = k.facing
-    local axes = { forward = to_head(fwd), up = to_head({ 0, 1, 0 }), effector = k.head,
-                   limit = 1.4 }
-    k.look = { limber.ik.aim(k.skel, k.skel:parent(k.head), axes),
+    local axes = { forward = to_head(fwd), up = to_head({ 0, 1, 0 }), effector = k.head }
+    local neck = { forward = axes.forward, up = axes.up, effector = k.head, limit = 1.4 }
+    k.look = { limber.ik.aim(k.skel, k.skel:parent(k.head), neck),
                limber.ik.aim(k.skel, k.head, axes) }
     k.gaze = axes.forward
   end
