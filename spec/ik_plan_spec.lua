@@ -454,4 +454,33 @@ describe("limber.plan IK refusals", function()
     unchanged()
     assert.equal(3, a:ik_count())
   end)
+
+  it("refuses bad constraint descriptions in limber.core.plan by field", function()
+    local skel = body()
+    local pose = limber.pose(skel, 2)
+    local clip = body_clip(skel)
+    local function err(ik_list)
+      local ok, e = pcall(limber.core.plan, { pose = pose, clips = { clip }, ik = ik_list })
+      assert.is_false(ok)
+      return tostring(e)
+    end
+    assert.matches("desc.ik must be an array", err(5))
+    assert.matches("desc.ik%[1%] must be a table", err({ 7 }))
+    assert.matches('desc.ik%[1%].kind must be "two_bone" or "aim"', err({ { kind = "fk" } }))
+    assert.matches("desc.ik%[1%].mid must be a joint index in %[1, 9%]",
+      err({ { kind = "two_bone", root = 2, mid = 10, tip = 5 } }))
+    assert.matches("desc.ik%[1%].soften must be a finite number",
+      err({ { kind = "two_bone", root = 2, mid = 3, tip = 5, soften = 0 / 0 } }))
+    assert.matches("soften", err({ { kind = "two_bone", root = 2, mid = 3, tip = 5, soften = 2 } }))
+    assert.matches("chain must go down the hierarchy",
+      err({ { kind = "two_bone", root = 3, mid = 2, tip = 5 } }))
+    assert.matches("desc.ik%[2%].forward is required", err({ { kind = "aim", joint = 9,
+      forward = { 0, 0, 1 } }, { kind = "aim", joint = 9 } }))
+    assert.matches("desc.ik%[1%].forward must be { x, y, z }",
+      err({ { kind = "aim", joint = 9, forward = { 0, 1 } } }))
+    assert.matches("forward axis is zero", err({ { kind = "aim", joint = 9, forward = { 0, 0, 0 } } }))
+    local many = {}
+    for k = 1, 33 do many[k] = { kind = "aim", joint = 9, forward = { 0, 0, 1 } } end
+    assert.matches("33 constraints, at most 32", err(many))
+  end)
 end)

@@ -305,6 +305,7 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
         lmb_l2m_block_portable(wp, 0, 0);
     double t3 = now();
     if (ik_lanes) ik_block(p, wp, inst, valid);
+    double t3b = now();
     if (p->write_locals) /* the final locals, for pose:trs() and custom stages */
         for (uint32_t l = 0; l < LMB_LANES; l++) {
             if (!(valid >> l & 1u)) continue;
@@ -315,7 +316,6 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
                     d[(size_t)c * LMB_LANES] = f[(size_t)c * LMB_LANES];
             }
         }
-    double t3b = now();
     /* 4. what someone reads: palettes and slot (or every) model matrices,
      * from the block's 3x4 model matrices (SoA, in the worker's cache) */
     for (uint32_t m = 0; m < p->palette_count; m++) {

@@ -1038,14 +1038,18 @@ local function source_state(self, i)
 end
 
 -- The sources of a state (source_state) with their effective weights (see
--- Controller:sources).
-local function effective(self, state, joint)
+-- Controller:sources); `kept` (a state kept for later calls): its entries
+-- are copied, not written.
+local function effective(self, state, joint, kept)
   local out = {}
   for n = 1, self.L do
     local list, sum = {}, 0
     for _, e in ipairs(state[n].list) do
-      local c = {}
-      for key, v in pairs(e) do c[key] = v end
+      local c = e
+      if kept then
+        c = {}
+        for key, v in pairs(e) do c[key] = v end
+      end
       list[#list + 1] = c
       sum = sum + c.weight
     end
@@ -1083,7 +1087,8 @@ end
 -- machine that switched after the run (at once, or with new rates) changed
 -- the plan's sources since; its instance's state was kept before.
 local function ran(self, i, joint)
-  return effective(self, self.before[i] or source_state(self, i), joint)
+  local kept = self.before[i]
+  return effective(self, kept or source_state(self, i), joint, kept ~= nil)
 end
 
 keep_run = function(self, i)
