@@ -1,8 +1,11 @@
---- The controller in three short scenes on the Fox (limber.controller,
+--- The controller in four short scenes on the Fox (limber.controller,
 -- docs/controller.md), each printing what a game would look at:
 --   1. fades that never pop: Walk -> Run, interrupted by Survey, then Walk;
 --   2. a 1D blend space by speed (Walk at 0.5, Run at 2), its clips synced;
---   3. a state machine: idle / move by a speed parameter, a trigger.
+--   3. a state machine: idle / move by a speed parameter, a trigger;
+--   4. foot-down markers found in the clips (where each hind foot comes
+--      down), and the blend space synced by them: the feet of Walk and Run
+--      come down in the same frame, where normalised time lets them drift.
 --
 --   lua5.4 examples/controller.lua
 package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
@@ -110,4 +113,61 @@ do
     if st ~= seen[#seen] then seen[#seen + 1] = st end
   end
   print("machine: states in order: " .. table.concat(seen, " -> "))
+end
+
+-- 4. sync by markers
+do
+  local anim = require "limber.anim"
+  local pose = limber.pose(skel, 1)
+  local ctl = controller.new({ pose = pose, clips = clips, models = "all" })
+  local feet = { L = 19, R = 23 } -- b_LeftFoot02, b_RightFoot02 (hind feet)
+  local named = {}
+  for _, c in ipairs(clips) do named[c:name()] = c end
+  -- where a foot comes down: the last time before its lowest point at which
+  -- it sank below a fifth of its height range (240 samples of the cycle)
+  local function touch_down(name, joint)
+    local d, h = named[name]:duration(), {}
+    for s = 0, 239 do
+      ctl:play(1, "base", name, { time = d * s / 240 })
+      ctl:update(0)
+      h[s] = pose:model(1, joint)[14]
+    end
+    local lo, hi, low = math.huge, -math.huge, 0
+    for s = 0, 239 do
+      if h[s] < lo then lo, low = h[s], s end
+      hi = math.max(hi, h[s])
+    end
+    local s = low
+    while h[(s - 1) % 240] <= lo + 0.2 * (hi - lo) and (s - 1) % 240 ~= low do s = (s - 1) % 240 end
+    return d * s / 240
+  end
+  for _, name in ipairs({ "Walk", "Run" }) do
+    local ev = {}
+    for foot, joint in pairs(feet) do
+      ev[#ev + 1] = { time = touch_down(name, joint), name = foot }
+    end
+    anim.set_events(named[name], ev)
+    local ts = anim.events(named[name])
+    print(("markers: %s (%.3f s): %s at %.3f s, %s at %.3f s"):format(name,
+      named[name]:duration(), ts[1].name, ts[1].time, ts[2].name, ts[2].time))
+  end
+  -- the same walk-run blend, synced by normalised time and by markers: in
+  -- how many frames does one clip's left foot come down without the other's?
+  for _, opts in ipairs({ {}, { markers = { "L", "R" } } }) do
+    local space = controller.blend1d({ { clip = "Walk", at = 0.5 }, { clip = "Run", at = 2 } },
+      opts)
+    ctl:play_space(1, "base", space, 1.25)
+    local alone, downs = 0, 0
+    for _ = 1, 600 do
+      ctl:update(DT)
+      local by = {}
+      for _, e in ipairs(ctl:events(1)) do
+        if e.name == "L" then by[e.clip] = true end
+      end
+      if by.Walk or by.Run then downs = downs + 1 end
+      if (by.Walk or false) ~= (by.Run or false) then alone = alone + 1 end
+    end
+    print(("markers: sync by %s: %d frames with a left foot down, %d of them only one clip's")
+      :format(opts.markers and "markers" or "normalised time", downs, alone))
+  end
 end

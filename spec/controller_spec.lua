@@ -654,7 +654,7 @@ describe("limber.controller", function()
 end)
 
 describe("examples/controller.lua", function()
-  it("runs its three scenes and prints what they did", function()
+  it("runs its four scenes and prints what they did", function()
     local ok, out = H.run(H.lua_env() .. " " .. H.lua_exe .. " examples/controller.lua")
     assert.is_true(ok, out)
     -- four sources in the interrupted fade, their shares summing to 1
@@ -667,6 +667,14 @@ describe("examples/controller.lua", function()
     -- the blend space's clips share one phase
     for a, b in out:gmatch("Walk w %S+ phase (%S+), Run w %S+ phase (%S+)") do assert.equal(a, b) end
     assert.truthy(out:find("machine: states in order: idle -> move -> idle", 1, true), out)
+    -- foot-down markers found in both clips; synced by them, the left feet
+    -- come down together, where normalised time lets them drift apart
+    assert.truthy(out:find("markers: Walk %([%d.]+ s%): %a at [%d.]+ s, %a at [%d.]+ s"), out)
+    local downs, alone = out:match("sync by markers: (%d+) frames with a left foot down, (%d+)")
+    assert.truthy(tonumber(downs) >= 8, out)
+    assert.equal("0", alone)
+    local _, alone_t = out:match("sync by normalised time: (%d+) frames with a left foot down, (%d+)")
+    assert.truthy(tonumber(alone_t) > 0, out)
   end)
 end)
 

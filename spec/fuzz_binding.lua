@@ -150,6 +150,19 @@ local function build_pool()
       local sp2 = try(limber.controller.blend2d, { { clip = 1, at = { 0, 0 } },
         { clip = 2, at = { 1, 0 } }, { clip = 1, at = { 0, 1 } } })
       if sp2 then try(ctl.play_space, ctl, 3, "upper", sp2, { 0.2, 0.3 }) end
+      -- markers: a space synced by them and a transition at one
+      try(anim.set_events, clip, { { time = 0.25, name = "down" }, { time = 0.75, name = "up" } })
+      try(anim.set_events, clip2, { { time = 0.5, name = "step" }, { time = 1.5, name = "down" },
+                                    { time = 1.0, name = "up" } })
+      local msp = try(limber.controller.blend1d, { { clip = 1, at = 0 }, { clip = 2, at = 1 } },
+        { markers = { "down", "up" } })
+      if msp then try(ctl.play_space, ctl, 1, "base", msp, 0.4) end
+      local mm = try(limber.controller.machine, { initial = "a",
+        states = { a = { clip = "Run" }, b = { clip = "Walk" } },
+        transitions = { { from = "a", to = "b", at_marker = "step" },
+                        { from = "b", to = "a", at_marker = "down", fade = 0.2 } } })
+      if mm then try(ctl.set_machine, ctl, 1, "upper", mm) end
+      try(ctl.update, ctl, 0.3)
       add(ctl)
     end
     local s = try(core.sampler, pose, { clip, clip2 })

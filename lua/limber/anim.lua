@@ -318,6 +318,37 @@ function M.fits(clip, skeleton)
   return true
 end
 
+--- Replaces the events of any clip (built here, loaded from glTF, packed
+-- or read from a snapshot): `events` as `desc.events` of `clip`
+-- ({ { time =, name =, data = }, ... }); nil or an empty array removes them.
+-- Markers are events: a synced blend space (`limber.controller.blend1d`,
+-- option `markers`) keeps its clips' markers of one name in step. On an
+-- error the clip keeps its events. Returns the clip.
+-- @tparam limber.Clip clip
+-- @tparam[opt] table events
+-- @treturn limber.Clip
+function M.set_events(clip, events)
+  if not is_a(clip, "limber.Clip") then arg_error(1, "set_events", "limber.Clip", clip) end
+  if events ~= nil and type(events) ~= "table" then
+    arg_error(2, "set_events", "array of events or nil", events)
+  end
+  local ev = {}
+  for k = 1, events and rawlen(events) or 0 do
+    local e = rawget(events, k)
+    ev[k] = type(e) == "table" and snapshot(e) or e
+  end
+  if #ev == 0 then
+    events_of[clip] = nil
+  else
+    local ok, err = pcall(attach_events, clip, ev, 1)
+    if not ok then
+      error(tostring(err):gsub("^[^\n:]*:%d+: ", ""):gsub("^limber%.anim%.clip: ",
+        "limber.anim.set_events: "), 2)
+    end
+  end
+  return clip
+end
+
 --- The events of a clip, sorted by time: array of { time =, name =, data = }
 -- (data: the payload given with the event, or nil).
 -- @tparam limber.Clip clip

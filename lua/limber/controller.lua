@@ -21,8 +21,11 @@
 -- finished clips; they run after each `update`, once the whole crowd was
 -- evaluated, in instance order.
 --
--- Not yet here (issue 18): sync by markers, players for events and root
--- motion in C.
+-- Blend spaces with `markers` keep their clips at one marker phase (the
+-- markers passed and the way to the next), so foot-downs stay together;
+-- transitions may wait for a marker (`at_marker`).
+--
+-- Not yet here (issue 18): players for events and root motion in C.
 -- @module limber.controller
 local limber = require "limber"
 local anim = require "limber.anim"
@@ -143,7 +146,7 @@ function M.new(desc)
     plan_ = plan, pose = pose, clips = clips, by_name = by_name, index = index, S = S,
     L = #pl, layer_index = names, masks = masks, modes = {},
     target = {}, held = {}, spaces = {}, machines = {}, params = {},
-    dirty = {}, spare = {}, timed = {},
+    dirty = {}, spare = {}, timed = {}, synced = {}, clock = 0,
     last_dt = 0, event_weight = ew, handlers = {}, before = {},
     N = pose:instance_count(), dropped_ = 0,
   }, Controller)
@@ -226,6 +229,7 @@ local function fade_out_others(self, i, n, keep, fade)
     end
   end
   self.spaces[(i - 1) * self.L + n] = nil
+  self.synced[(i - 1) * self.L + n] = nil
 end
 
 --- Plays `clip` on `layer` of instance i. `opts`: `fade` (seconds: the clip
@@ -263,6 +267,28 @@ end
 
 local SPACE_MT = { __name = "limber.BlendSpace" }
 
+-- The `markers` option of a blend space: nil, or { set = { name = true },
+-- names = { ... } } from a name or an array of 1 to 16 names.
+local function markers_opt(fname, opts, level)
+  local m = opts.markers
+  if m == nil then return nil end
+  local names = type(m) == "string" and { m } or (type(m) == "table" and rawlist(m))
+  local ok = type(names) == "table" and #names >= 1 and #names <= 16
+  local set = {}
+  for k = 1, ok and #names or 0 do
+    if type(names[k]) ~= "string" or names[k] == "" then ok = false end
+    set[names[k] or k] = true
+  end
+  if not ok then
+    check.arg_fail(2, fname, "option 'markers' must be an event name or an array of 1 to 16",
+      level + 1)
+  end
+  if opts.sync == false then
+    check.arg_fail(2, fname, "option 'markers' needs sync", level + 1)
+  end
+  return { set = set, names = names }
+end
+
 --- A 1D blend space: clips placed along one parameter (a speed, say),
 -- weighted linearly between the two clips around the parameter's value
 -- (clamped at the ends), so at a clip's point it plays exactly that clip.
@@ -271,7 +297,12 @@ local SPACE_MT = { __name = "limber.BlendSpace" }
 -- different lengths (a walk and a run) keep their feet in step.
 -- @tparam table points { { clip = Clip | index | name, at = number }, ... }
 -- (at least one, `at` strictly increasing once sorted)
--- @tparam[opt] table opts `sync` (boolean)
+-- With `markers` (an event name or an array of names) they play at one
+-- marker phase instead: every clip needs the same sequence of those events
+-- (from where its cycle starts), and each runs between two markers at the
+-- rate that brings all of them to their next marker at once (see
+-- docs/controller.md, "Sync by markers").
+-- @tparam[opt] table opts `sync` (boolean), `markers` (string or array)
 -- @treturn table the blend space (pass it to `Controller:play_space`)
 function M.blend1d(points, opts)
   local fname = "limber.controller.blend1d"
@@ -279,7 +310,8 @@ function M.blend1d(points, opts)
   if type(points) ~= "table" or #points == 0 then
     check.arg_error(1, fname, "non-empty array of points", points, 2)
   end
-  opts = check.options(2, fname, opts, { sync = "boolean" }, 2)
+  opts = check.options(2, fname, opts, { sync = "boolean", markers = "any" }, 2)
+  local markers = markers_opt(fname, opts, 2)
   local list = {}
   for k, p in ipairs(points) do
     p = raw(p)
@@ -295,7 +327,8 @@ function M.blend1d(points, opts)
       check.arg_fail(1, fname, ("two points at %g"):format(list[k].at), 2)
     end
   end
-  return setmetatable({ points = list, sync = opts.sync ~= false, dims = 1 }, SPACE_MT)
+  return setmetatable({ points = list, sync = opts.sync ~= false, dims = 1, markers = markers },
+    SPACE_MT)
 end
 
 -- The weights of a 1D space's points at x.
@@ -421,7 +454,7 @@ end
 -- nearest point of the hull's edges is used, so at a clip's point it plays
 -- exactly that clip. Synced like `blend1d`.
 -- @tparam table points { { clip =, at = { x, y } }, ... } (distinct points)
--- @tparam[opt] table opts `sync` (boolean, default true)
+-- @tparam[opt] table opts `sync` (boolean, default true), `markers` (as blend1d)
 -- @treturn table the blend space
 function M.blend2d(points, opts)
   local fname = "limber.controller.blend2d"
@@ -429,7 +462,8 @@ function M.blend2d(points, opts)
   if type(points) ~= "table" or #points == 0 then
     check.arg_error(1, fname, "non-empty array of points", points, 2)
   end
-  opts = check.options(2, fname, opts, { sync = "boolean" }, 2)
+  opts = check.options(2, fname, opts, { sync = "boolean", markers = "any" }, 2)
+  local markers = markers_opt(fname, opts, 2)
   local list, seen = {}, {}
   for k, p in ipairs(points) do
     p = raw(p)
@@ -451,7 +485,7 @@ function M.blend2d(points, opts)
   for k, p in ipairs(list) do pts[k] = p.at end
   local tris = triangulate(pts)
   return setmetatable({ points = list, sync = opts.sync ~= false, dims = 2, tris = tris,
-                        edges = hull_edges(pts, tris) }, SPACE_MT)
+                        edges = hull_edges(pts, tris), markers = markers }, SPACE_MT)
 end
 
 -- The closest point to (x, y) on segment a b: parameter t in [0, 1], squared distance.
@@ -521,6 +555,143 @@ local function param_of(space, x)
   end
 end
 
+-- Keeps instance i's sources as the last run played them, before a machine
+-- or a marker space changes them (see `ran`).
+local keep_run
+
+-- ---- sync by markers --------------------------------------------------------
+-- A space with `markers` plays its clips at one marker phase psi in [0, K):
+-- the integer part counts the markers passed since the first clip's first
+-- marker, the fraction is how far the clip is between that marker and the
+-- next. Between two markers every clip runs at a constant rate (its
+-- segment's length over the weighted mean of the clips' segment lengths),
+-- so all of them reach their next marker at once; there the controller
+-- sets the next segment's rates (and moves each clip to the phase, undoing
+-- the part of the step it made at the old rate).
+
+-- The markers of a clip: its events named in `set`, as { times (sorted, in
+-- [0, d)), names, seg (seg[j]: from marker j to the next, wrapping), d }.
+local function clip_markers(clip, set, fname)
+  local d, list = clip:duration(), {}
+  for _, e in ipairs(anim.events(clip)) do
+    if set[e.name] then list[#list + 1] = { e.time >= d and 0 or e.time, e.name } end
+  end
+  local label = tostring(clip:name() or "?")
+  if d <= 0 or #list == 0 then
+    check.arg_fail(4, fname, ("clip '%s' has no marker %s"):format(label,
+      d <= 0 and "(it lasts 0 s)" or "of the space's names"), 3)
+  end
+  table.sort(list, function(a, b) return a[1] < b[1] end)
+  local m = { times = {}, names = {}, seg = {}, d = d }
+  for j, e in ipairs(list) do
+    if j > 1 and e[1] == list[j - 1][1] then
+      check.arg_fail(4, fname, ("clip '%s' has two markers at %g s"):format(label, e[1]), 3)
+    end
+    m.times[j], m.names[j] = e[1], e[2]
+  end
+  local K = #list
+  for j = 1, K do
+    m.seg[j] = (j < K and m.times[j + 1] or m.times[1] + d) - m.times[j]
+  end
+  return m
+end
+
+-- How far clip m's marker j is from the leader's: the smallest o with the
+-- clip's names from marker 1 + o on (wrapping) the leader's, or nil.
+local function marker_offset(lead, m)
+  local K = #lead.names
+  if #m.names ~= K then return nil end
+  for o = 0, K - 1 do
+    local same = true
+    for j = 1, K do
+      if m.names[(j - 1 + o) % K + 1] ~= lead.names[j] then same = false; break end
+    end
+    if same then return o end
+  end
+end
+
+-- Marker phase of clip m at time t (the leader's numbering).
+local function psi_of(m, t)
+  local times, K = m.times, #m.times
+  local j, from = K, times[K] - m.d
+  for q = K, 1, -1 do
+    if times[q] <= t then j, from = q, times[q]; break end
+  end
+  local f = (t - from) / m.seg[j]
+  f = f < 0 and 0 or (f >= 1 and 1 - 1e-12 or f)
+  return (j - 1 - m.off) % K + f
+end
+
+-- The time of clip m at marker phase psi.
+local function time_of(m, psi)
+  local g = floor(psi)
+  local j = (g + m.off) % #m.times + 1
+  local t = m.times[j] + (psi - g) * m.seg[j]
+  return t >= m.d and t - m.d or t
+end
+
+-- The space's length of segment g (0-based, the leader's numbering): the
+-- clips' segments weighted by the space's weights.
+local function seg_len(sp, g)
+  local L = 0
+  for k, m in ipairs(sp.mk) do L = L + sp.w[k] * m.seg[(g + m.off) % #m.times + 1] end
+  return L
+end
+
+-- The marker phase `el` seconds after phase psi (before, when el < 0),
+-- segment by segment at the space's current weights.
+local function marker_walk(sp, psi, el)
+  local K = #sp.mk[1].times
+  local cycle = 0
+  for g = 0, K - 1 do cycle = cycle + seg_len(sp, g) end
+  if not (cycle > 0) then return psi end -- luacheck: ignore
+  if abs(el) >= cycle then el = math.fmod(el, cycle) end
+  for _ = 1, 2 * K + 2 do
+    if el == 0 then break end
+    local g = floor(psi)
+    if el < 0 and psi == g then g = g - 1 end
+    local L = seg_len(sp, g % K)
+    local rem = el > 0 and (g + 1 - psi) * L or (psi - g) * L
+    if abs(el) < rem then
+      psi = psi + el / L
+      break
+    end
+    psi = el > 0 and g + 1 or g
+    el = el > 0 and el - rem or el + rem
+  end
+  return psi % K
+end
+
+-- Puts the clips of marker space sp (layer n of instance i) at marker
+-- phase psi (default: the leader's, from its time), with the rates of the
+-- segment it is in; sets when the next marker is due (self.clock). With
+-- `ahead` (the step the next run makes, at the new rates), each clip is
+-- put that step before, so the run lands it at psi.
+local function marker_sync(self, i, n, sp, psi, ahead)
+  local plan = self.plan_
+  if not psi then
+    local _, t = plan:source(i, n, sp.slots[1])
+    psi = psi_of(sp.mk[1], t)
+  end
+  local g = floor(psi)
+  local L = seg_len(sp, g)
+  if L ~= L or L <= 0 then return end
+  if not ahead then keep_run(self, i) end
+  for k, s in ipairs(sp.slots) do
+    local m = sp.mk[k]
+    local rate = m.seg[(g + m.off) % #m.times + 1] / L
+    local want = time_of(m, psi) - (ahead and rate * ahead or 0)
+    local _, cur = plan:source(i, n, s)
+    local diff = abs(want - cur) % m.d
+    if math.min(diff, m.d - diff) > 1e-7 then plan:set_time(i, n, s, want) end
+    plan:set_rate(i, n, s, rate)
+  end
+  sp.psi, sp.g = psi, g
+  sp.wake_hi = self.clock + (g + 1 - psi) * L
+  sp.wake_lo = self.clock - (psi - g) * L
+  self.synced[(i - 1) * self.L + n] = sp
+end
+
 -- Sets the weights (and, synced, the rates) of the space playing on layer n.
 local function apply_space(self, i, n, sp, x, fade)
   local w = space_weights(sp.space, x)
@@ -530,11 +701,15 @@ local function apply_space(self, i, n, sp, x, fade)
   for k, s in ipairs(sp.slots) do
     self.plan_:set_weight(i, n, s, w[k], fade)
     self.target[base + s] = w[k]
-    if sp.space.sync and D > 0 and sp.durations[k] > 0 then
+    if sp.space.sync and not sp.mk and D > 0 and sp.durations[k] > 0 then
       self.plan_:set_rate(i, n, s, sp.durations[k] / D)
     end
   end
   sp.x = type(x) == "table" and { x[1], x[2] } or x
+  if sp.mk then
+    sp.w = w
+    marker_sync(self, i, n, sp)
+  end
 end
 
 --- Plays a blend space (`limber.controller.blend1d`) on `layer` of instance
@@ -576,16 +751,31 @@ function Controller:play_space(i, layer, space, x, opts)
   end
   local ks = {}
   for k, p in ipairs(pts) do ks[k] = clip_of(self, p.clip, fname) end
+  local sp = { space = space, durations = {} }
+  if space.markers then -- every clip's markers, checked before anything changes
+    sp.mk = {}
+    for k = 1, #pts do
+      local m = clip_markers(self.clips[ks[k]], space.markers.set, fname)
+      m.off = k == 1 and 0 or marker_offset(sp.mk[1], m)
+      if not m.off then
+        check.arg_fail(4, fname, ("the markers of clip '%s' (%s) do not follow those of '%s' (%s)")
+          :format(tostring(self.clips[ks[k]]:name()), table.concat(m.names, ", "),
+            tostring(self.clips[ks[1]]:name()), table.concat(sp.mk[1].names, ", ")), 2)
+      end
+      sp.mk[k] = m
+    end
+  end
   local slots = free_slots(self, i, n, #pts)
   local keep = {}
   for _, s in ipairs(slots) do keep[s] = true end
   fade_out_others(self, i, n, keep, fade)
-  local sp = { space = space, slots = slots, durations = {} }
+  sp.slots = slots
   local base = tslot(self, i, n)
+  local psi = sp.mk and psi_of(sp.mk[1], phase * sp.mk[1].d - floor(phase) * sp.mk[1].d)
   for k, s in ipairs(slots) do
     local d = self.clips[ks[k]]:duration()
     sp.durations[k] = d
-    self.plan_:play(i, n, s, ks[k], phase * d, 1, true)
+    self.plan_:play(i, n, s, ks[k], sp.mk and time_of(sp.mk[k], psi) or phase * d, 1, true)
     self.plan_:set_weight(i, n, s, 0)
     self.held[base + s] = true
   end
@@ -628,7 +818,7 @@ local OPS = {
 local STATE_KEYS = { clip = true, space = true, param = true, loop = true, rate = true,
                      smooth = true }
 local TRANSITION_KEYS = { from = true, to = true, fade = true, when = true, trigger = true,
-                          at_end = true, at_phase = true, priority = true }
+                          at_end = true, at_phase = true, at_marker = true, priority = true }
 
 --- A state machine definition, shared by every instance that runs it
 -- (`Controller:set_machine`). `def` = { `initial` = state name, `states` =
@@ -643,7 +833,9 @@ local TRANSITION_KEYS = { from = true, to = true, fade = true, when = true, trig
 -- sets it), `at_end` =
 -- true (the state's clip reached its end, or finished a lap when looping,
 -- in the last step), `at_phase` = p (the clip's normalised phase crossed p
--- in the last step), `priority` (higher first; then list order) }, ... } }.
+-- in the last step), `at_marker` = event name (the state's clip, or a clip
+-- of its space with weight, crossed such an event in the last step),
+-- `priority` (higher first; then list order) }, ... } }.
 -- A transition fires when all its conditions hold; one per update; "any"
 -- never re-enters the current state.
 -- @tparam table def
@@ -734,9 +926,12 @@ function M.machine(def)
     if ph ~= nil and (type(ph) ~= "number" or ph ~= ph or ph < 0 or ph > 1) then
       bad(where .. ": at_phase must be in [0, 1]")
     end
+    if tr.at_marker ~= nil and type(tr.at_marker) ~= "string" then
+      bad(where .. ": at_marker must be an event name")
+    end
     list[#list + 1] = { k = k, from = tr.from, to = tr.to, fade = fade, when = when,
                         trigger = tr.trigger, at_end = tr.at_end == true, at_phase = tr.at_phase,
-                        priority = tonumber(tr.priority) or 0 }
+                        at_marker = tr.at_marker, priority = tonumber(tr.priority) or 0 }
   end
   table.sort(list, function(a, b)
     if a.priority ~= b.priority then return a.priority > b.priority end
@@ -751,7 +946,7 @@ function M.machine(def)
     for _, tr in ipairs(list) do
       if tr.from == name or (tr.from == "any" and tr.to ~= name) then
         l[#l + 1] = tr
-        l.timed = l.timed or tr.at_end or tr.at_phase ~= nil
+        l.timed = l.timed or tr.at_end or tr.at_phase ~= nil or tr.at_marker ~= nil
       end
     end
     by_from[name] = l
@@ -859,6 +1054,35 @@ function Controller:state(i, layer)
   return run and run.state
 end
 
+-- Whether the state's clip (a space state: one of its clips with weight)
+-- crossed an event named `name` in the last step of dt (as the run played
+-- it: a marker space may have moved its clips since).
+local function crossed_marker(self, i, n, run, name, dt)
+  if dt == 0 then return false end
+  local sp = self.spaces[(i - 1) * self.L + n]
+  local slots = run.slot and { run.slot } or (sp and sp.slots) or {}
+  local kept, found = self.before[i], false
+  local function hit(_, ev) if ev == name then found = true end end
+  for _, s in ipairs(slots) do
+    local clip, t, rate, loop, w, prev
+    if kept then
+      for _, e in ipairs(kept[n].list) do
+        if e.slot == s then clip, t, rate, loop, w, prev = e.clip, e.time, e.rate, e.loop,
+          e.weight, e.prev end
+      end
+    else
+      local k
+      k, t, rate, loop, w, prev = self.plan_:source(i, n, s)
+      clip = k and self.clips[k]
+    end
+    if clip and w > 0 then
+      anim.step(clip, prev, loop and rate * dt or t - prev, loop, hit)
+      if found then return true end
+    end
+  end
+  return false
+end
+
 -- Whether transition tr holds for the machine run on layer n of instance i
 -- after a step of dt.
 local function holds(self, i, n, run, tr, dt)
@@ -874,6 +1098,7 @@ local function holds(self, i, n, run, tr, dt)
     end
   end
   if tr.trigger and run.params[tr.trigger] ~= true then return false end
+  if tr.at_marker and not crossed_marker(self, i, n, run, tr.at_marker, dt) then return false end
   if tr.at_end or tr.at_phase then
     if not run.slot or dt == 0 then return false end
     local k, t, rate, loop, _, prev = self.plan_:source(i, n, run.slot)
@@ -907,9 +1132,6 @@ end
 -- Moves the machines after a step of dt: those whose parameters changed or
 -- that entered a state since the last update, and those in a state with a
 -- transition on the clip's time.
--- Keeps instance i's sources as the last run played them, before a machine
--- changes them (see `ran`).
-local keep_run
 
 local function step_machines(self, dt)
   local machines, spaces, L = self.machines, self.spaces, self.L
@@ -993,6 +1215,24 @@ local dispatch -- after Controller:events (below)
 function Controller:update(dt)
   check_self(self, "update")
   if type(dt) ~= "number" then check.arg_error(2, "limber.Controller:update", "number", dt, 2) end
+  if next(self.synced) and dt == dt and abs(dt) <= 3.4e38 then
+    -- marker spaces whose clips pass a marker in this step: each lands at
+    -- the phase the segments give (from the marker passed, at the next
+    -- segment's rates: no drift)
+    local clock = self.clock + dt
+    self.clock = clock
+    for key, sp in pairs(self.synced) do
+      local psi
+      if clock >= sp.wake_hi then
+        psi = marker_walk(sp, sp.g + 1, clock - sp.wake_hi)
+      elseif clock <= sp.wake_lo then
+        psi = marker_walk(sp, sp.g, clock - sp.wake_lo)
+      end
+      if psi then
+        marker_sync(self, floor((key - 1) / self.L) + 1, (key - 1) % self.L + 1, sp, psi, dt)
+      end
+    end
+  end
   local ok, err = pcall(self.plan_.run, self.plan_, dt)
   if not ok then check.rethrow(err, "limber.Controller:update", "run", 2) end
   self.last_dt = dt
