@@ -9,7 +9,9 @@
 -- the foxes with a limber.controller state machine shared by all of them
 -- (idle: Survey; move: a synced blend space of Walk and Run by a speed
 -- parameter; faded transitions both ways) whose speeds change every 45
--- frames for some foxes, gives each CesiumMan its own start time and rate
+-- frames for some foxes (above it, an upper-body layer where some walking
+-- foxes look around, and an additive layer where a fox the ball flies over
+-- flinches), gives each CesiumMan its own start time and rate
 -- on a plain plan, hangs a hat on the head joint of every tenth character (the head
 -- is the plans' slot joint), gives the characters animation LOD tiers by
 -- their distance from a camera at the crowd's left edge, moves some groups
@@ -72,6 +74,30 @@ local FOX_MACHINE = limber.controller.machine({ initial = "idle",
     { from = "idle", to = "move", fade = FADE, when = { { "speed", ">", 0.2 } } },
     { from = "move", to = "idle", fade = FADE, when = { { "speed", "<=", 0.2 } } } } })
 local function fox_speed() return math.random() < 0.25 and 0 or 0.8 + 2.4 * math.random() end
+
+-- A flinch, made here (the Fox has no such clip): the spine and neck bend
+-- about their x axes and come back, keyed from the rest pose, so on an
+-- additive layer (reference: the rest pose) it adds the bend to whatever
+-- the base layer plays and nothing at its ends.
+local FLINCH = { { "b_Spine01_02", 0.35 }, { "b_Spine02_03", 0.35 }, { "b_Neck_04", -0.6 } }
+local function flinch_clip(skel)
+  local tracks = {}
+  for n, jb in ipairs(FLINCH) do
+    local _, r = skel:rest_trs(skel:find(jb[1]))
+    local h = jb[2] / 2
+    local b = { math.sin(h), 0, 0, math.cos(h) } -- r * b: the bend in the joint's frame
+    local bent = { r[4] * b[1] + r[1] * b[4] + r[2] * b[3] - r[3] * b[2],
+                   r[4] * b[2] - r[1] * b[3] + r[2] * b[4] + r[3] * b[1],
+                   r[4] * b[3] + r[1] * b[2] - r[2] * b[1] + r[3] * b[4],
+                   r[4] * b[4] - r[1] * b[1] - r[2] * b[2] - r[3] * b[3] }
+    local values = {}
+    for _, q in ipairs({ r, bent, r }) do
+      for c = 1, 4 do values[#values + 1] = q[c] end
+    end
+    tracks[n] = { joint = jb[1], path = "rotation", times = { 0, 0.1, 0.45 }, values = values }
+  end
+  return limber.anim.clip({ name = "Flinch", tracks = tracks }, skel)
+end
 math.randomseed(20261122)
 
 -- ---- models --------------------------------------------------------------
@@ -162,10 +188,19 @@ for _, k in ipairs(kinds) do
   if k.machine then
     -- the foxes: a controller (4 source slots: a transition from the blend
     -- space's two clips to Survey while they still fade) running the
-    -- machine on every fox but instance 1
+    -- machine on every fox but instance 1, on three layers: the machine on
+    -- the base; an upper-body override masked at the neck, where some
+    -- foxes play Survey's look-around over their walk for a while; and an
+    -- additive hit layer that plays the flinch when the ball flies over
     k.sources = 4
+    k.clips[#k.clips + 1] = flinch_clip(k.skel)
+    k.clip_index.Flinch = #k.clips
+    k.layers = { { name = "base" },
+                 { name = "upper", mask = limber.mask(k.skel, { root = "b_Neck_04" }) },
+                 { name = "hit", mode = "additive" } }
     k.ctl = limber.controller({ pose = k.pose, clips = k.clips, sources = k.sources,
-                                palettes = { k.palette }, slots = { k.head }, ik = k.look })
+                                layers = k.layers, palettes = { k.palette }, slots = { k.head },
+                                ik = k.look })
     k.plan = k.ctl:plan()
     for i = 2, k.count do
       k.ctl:set(i, "speed", fox_speed())
@@ -175,6 +210,7 @@ for _, k in ipairs(kinds) do
     k.ctl:play(1, "base", k.sheet_clip)
   else
     k.sources = 1
+    k.layers = { { name = "base", sources = k.sources } }
     k.plan = limber.plan({ pose = k.pose, clips = k.clips,
                            palettes = { k.palette }, slots = { k.head }, ik = k.look })
     for i = 2, k.count do
@@ -192,22 +228,29 @@ for _, k in ipairs(kinds) do
   -- and run outside the timed frame; the demo prints how far its head
   -- matrices are from the ones the timed plan wrote.
   k.view_pose = gltf.pose(asset, 1, k.count)
-  k.view = limber.plan({ pose = k.view_pose, clips = k.clips,
-                         layers = { { name = "base", sources = k.sources } }, models = "all",
-                         ik = k.look })
+  local view_layers = {}
+  for n, ly in ipairs(k.layers) do
+    view_layers[n] = { name = ly.name, mode = ly.mode, mask = ly.mask, sources = k.sources }
+  end
+  k.view = limber.plan({ pose = k.view_pose, clips = k.clips, layers = view_layers,
+                         models = "all", ik = k.look })
   joints_total = joints_total + k.count * k.skel:joint_count()
   verts_total = verts_total + k.count * k.vertices
 end
 
 -- Copies instances first .. last of kind k's sources (clip, time, rate,
--- loop, weight) to its view plan and evaluates them there; returns the
--- largest difference between the two plans' head matrices.
+-- loop, weight) and layer weights to its view plan and evaluates them
+-- there; returns the largest difference between the two plans' head
+-- matrices.
 local function mirror(k, first, last)
   for i = first, last do
-    for s = 1, k.sources do
-      local clip, time, rate, loop, w = k.plan:source(i, 1, s)
-      k.view:play(i, 1, s, clip, time, rate, loop)
-      k.view:set_weight(i, 1, s, w)
+    for n = 1, #k.layers do
+      for s = 1, k.sources do
+        local clip, time, rate, loop, w = k.plan:source(i, n, s)
+        k.view:play(i, n, s, clip, time, rate, loop)
+        k.view:set_weight(i, n, s, w)
+      end
+      k.view:set_layer_weight(i, n, k.plan:layer_weight(i, n))
     end
     for c = 1, #k.look do -- the look-at targets as the last run had them
       local target, w = k.plan:ik(c, i)
@@ -291,6 +334,54 @@ for _, k in ipairs(kinds) do
   end
 end
 sc:update()
+
+-- The foxes' other layers, driven by the game's logic (counted in the
+-- "controller (Lua)" row): a fox under the ball (within HIT_RANGE of it,
+-- on the ground plane) flinches on the additive hit layer, once per pass;
+-- a finished callback stops the layer when the flinch is over. Every
+-- LOOK_EVERY frames a sixth of the moving foxes (in turn) play Survey on
+-- the upper layer for LOOK_FOR frames: looking around while they walk.
+local HIT_RANGE, LOOK_EVERY, LOOK_FOR = 1.2, 60, 100
+local fox_xz, flinching, looking = {}, {}, {}
+local counts = { flinches = 0, looks = 0 }
+do
+  local fox, m = kinds[1], {}
+  for i = 1, fox.count do
+    sc:world(fox.nodes[i], m)
+    fox_xz[i] = { m[13], m[15] }
+  end
+  fox.ctl:on({ finished = "Flinch" }, function(i)
+    fox.ctl:stop(i, "hit")
+    flinching[i] = nil
+  end)
+end
+local function fox_layers(f)
+  local fox = kinds[1]
+  local bx, _, bz = ball_at(f * DT)
+  for i = 2, fox.count do
+    local dx, dz = fox_xz[i][1] - bx, fox_xz[i][2] - bz
+    local near = dx * dx + dz * dz < HIT_RANGE * HIT_RANGE
+    if near and not flinching[i] then
+      fox.ctl:play(i, "hit", "Flinch", { loop = false })
+      flinching[i], counts.flinches = true, counts.flinches + 1
+    end
+  end
+  if f % LOOK_EVERY == 0 then
+    local turn = math.floor(f / LOOK_EVERY) % 6
+    for i = 2 + turn, fox.count, 6 do
+      if not looking[i] and fox.ctl:state(i, "base") == "move" then
+        fox.ctl:play(i, "upper", "Survey", { fade = 0.4 })
+        looking[i], counts.looks = f + LOOK_FOR, counts.looks + 1
+      end
+    end
+  end
+  for i, until_f in pairs(looking) do
+    if f >= until_f then
+      fox.ctl:stop(i, "upper", 0.4)
+      looking[i] = nil
+    end
+  end
+end
 
 -- ---- animation LOD by distance ---------------------------------------------
 -- A camera at the middle of the grid's left edge (column 0, the smallest x),
@@ -380,6 +471,7 @@ for f = 1, FRAMES do
       fox.ctl:set(i, "speed", fox_speed())
     end
   end
+  fox_layers(f)
   local t1 = clock()
   -- 2. the plans: one call per model evaluates its crowd (the instances due
   -- this frame) into palettes and head matrices; the foxes' through their
@@ -444,6 +536,9 @@ do -- the foxes' machines at the last frame (instance 1 plays Walk without one)
   end
   print(("fox state machines (idle: Survey; move: Walk / Run blend space by speed, synced): "
     .. "%d idle, %d moving at the end"):format(states.idle, states.move))
+  print(("fox layers: flinches under the ball %d (additive 'hit' layer: a clip made in Lua, "
+    .. "stopped by a finished callback), look-arounds %d (override 'upper' layer masked at the "
+    .. "neck: Survey over the walk)"):format(counts.flinches, counts.looks))
 end
 print(("%-18s %12s %12s"):format("stage", "median ms", "min ms"))
 local total_med, total_min = 0, 0

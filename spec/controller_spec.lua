@@ -324,6 +324,58 @@ describe("limber.controller", function()
         select(2, pcall(ctl.off, ctl, {})))
     end)
 
+  it("finds the instances handlers need in one C pass (plan:stepped), as plain Lua does",
+    function()
+      local skel, clips = walker_setup()
+      local N = 40
+      local ctl = controller.new({ pose = limber.pose(skel, N), clips = clips })
+      local plan = ctl:plan()
+      local names = { "slow", "fast" }
+      for i = 1, N do ctl:play(i, 1, names[math.random(2)], { time = H.rand(0, 1) }) end
+      local total = 0
+      for f = 1, 150 do
+        for i = 1, N do
+          local r = math.random()
+          if r < 0.05 then
+            ctl:play(i, 1, names[math.random(2)], { fade = H.rand(0, 0.3), rate = H.rand(-2, 2),
+              time = H.rand(0, 1), loop = math.random() < 0.6 })
+          elseif r < 0.07 then
+            plan:set_time(i, 1, math.random(ctl.S), H.rand(0, 1))
+          end
+        end
+        local dt = math.random() < 0.1 and 0 or H.rand(-0.01, 0.05)
+        ctl:update(dt)
+        local flags = { math.random() < 0.5, math.random() < 0.5 }
+        -- plain Lua: a source with weight whose step passed an end of its
+        -- clip, or moved on a flagged clip
+        local want = {}
+        for i = 1, N do
+          local hit = false
+          for s = 1, ctl.S do
+            local k, t, rate, loop, w, prev = plan:source(i, 1, s)
+            if k and w > 0 then
+              local d = clips[k]:duration()
+              if loop then
+                local delta = rate * dt
+                hit = hit or (delta ~= 0 and (flags[k] or
+                  (d > 0 and math.floor((prev + delta) / d) ~= math.floor(prev / d))))
+              else
+                hit = hit or (t ~= prev and (flags[k] or (t >= d and prev < d)
+                  or (t <= 0 and prev > 0)))
+              end
+            end
+          end
+          if hit then want[#want + 1] = i end
+        end
+        assert.same(want, plan:stepped(flags), "frame " .. f)
+        total = total + #want
+      end
+      assert.is_true(total > 50)
+      assert.same(plan:stepped(), plan:stepped({})) -- no flags: ends only
+      assert.matches("bad argument #2 to 'limber.Plan:stepped' %(table expected",
+        select(2, pcall(plan.stepped, plan, 5)))
+    end)
+
   it("reports what the run played when a machine switches clips at once after it", function()
     -- A and B take turns at each clip end with no fade: the switch happens
     -- after the run that crossed the end, so that run's events and lap are

@@ -157,6 +157,12 @@ describe("examples/demo.lua", function()
       assert.truthy(text:match("\n" .. stage:gsub("%p", "%%%0") .. "%s+[%d.]+%s+[%d.]+\n"), stage)
     end
 
+    -- the foxes' other layers: flinches (the ball passes over a fox at
+    -- these settings) and look-arounds played on them
+    local flinches, looks = text:match("fox layers: flinches under the ball (%d+) [^\n]*"
+      .. "look%-arounds (%d+)")
+    assert.truthy(tonumber(flinches) >= 1, text)
+    assert.truthy(tonumber(looks) >= 1, text)
     -- the foxes run the shared state machine (all but the sheet's fox)
     local idle, moving = text:match("fox state machines [^\n]*: (%d+) idle, (%d+) moving at the end")
     assert.truthy(idle, text)

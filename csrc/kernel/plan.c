@@ -106,11 +106,40 @@ static int fade(float *w, float *to, float *speed, double step) {
     return *w != old;
 }
 
+uint32_t lmb_plan_stepped(const lmb_plan *p, const uint8_t *flags, uint32_t *out) {
+    const uint32_t N = p->pose->instance_count;
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        for (uint32_t k = 0; k < p->source_count; k++) {
+            const lmb_sampler *s = p->src + k;
+            int32_t c = s->clip[i];
+            if (c < 0 || !(p->weight[(size_t)k * N + i] > 0.0f)) continue;
+            double d = (double)s->clips[c]->duration;
+            double prev = p->prev_time[(size_t)k * N + i], t = s->time[i];
+            int hit;
+            if (s->loop[i]) {
+                double delta = (double)s->rate[i] * p->last_dt;
+                hit = delta != 0.0 && ((flags && flags[c]) ||
+                                       (d > 0.0 && floor((prev + delta) / d) != floor(prev / d)));
+            } else {
+                hit = t != prev &&
+                      ((flags && flags[c]) || (t >= d && prev < d) || (t <= 0.0 && prev > 0.0));
+            }
+            if (hit) {
+                out[count++] = i;
+                break;
+            }
+        }
+    }
+    return count;
+}
+
 uint32_t lmb_plan_advance(lmb_plan *p, double dt) {
     double t0 = now();
     const uint32_t N = p->pose->instance_count, J = p->pose->joint_count;
     double step = fabs(dt);
     p->run++;
+    p->last_dt = dt;
     for (uint32_t k = 0; k < p->source_count; k++) {
         lmb_sampler *s = p->src + k;
         float *w = p->weight + (size_t)k * N, *to = p->weight_to + (size_t)k * N;

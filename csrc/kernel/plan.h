@@ -100,6 +100,7 @@ typedef struct lmb_plan {
     uint32_t worker_count;
     lmb_plan_worker *workers;
     double advance; /* seconds of the last lmb_plan_advance */
+    double last_dt; /* dt of the last lmb_plan_advance (0 before the first) */
 } lmb_plan;
 
 /* Checks a plan before its first run (err->index = the source, palette,
@@ -134,6 +135,17 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker);
  * (in clip->tracks) or -1. out: instance_count * width floats. Cannot fail. */
 void lmb_plan_float_track(const lmb_plan *p, const int32_t *track, uint32_t width,
                           const float *base, float *out);
+
+/* The instances (ascending, 0-based, into out: instance_count entries)
+ * having a source with weight > 0 whose last step (as lmb_plan_advance made
+ * it: rate * last_dt from the time before for a looping clip, that time to
+ * the time now otherwise) passed an end of its clip (a lap of a looping
+ * clip, a clip that does not loop reaching its end or, backward, its
+ * start), or moved at all on a clip whose flags[c] is nonzero (flags: one
+ * byte per clip of the set, or NULL: none), e.g. the clips with events.
+ * What an event, loop or finished notification needs, as a superset: the
+ * caller checks each. Returns the count. Cannot fail. */
+uint32_t lmb_plan_stepped(const lmb_plan *p, const uint8_t *flags, uint32_t *out);
 
 /* Ends a run (generation of the pose). */
 void lmb_plan_finish(lmb_plan *p);

@@ -1023,6 +1023,36 @@ static int l_plan_set_rate(lua_State *L) {
     return 0;
 }
 
+/** plan:stepped([flags]): the instances (ascending) with a source of
+ * weight > 0 whose last run's step passed an end of its clip (a lap, or a
+ * clip that does not loop reaching an end) or moved on a clip c with
+ * flags[c] true (flags: a table read raw, one entry per clip of the set;
+ * e.g. the clips with events): a superset of the instances an event, loop
+ * or finished notification can come from, found in one C pass. */
+static int l_plan_stepped(lua_State *L) {
+    lplan *lp = check_plan(L, 1);
+    const lmb_plan *p = &lp->plan;
+    uint32_t C = p->src[0].clip_count, N = p->pose->instance_count;
+    uint8_t *flags = NULL;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        flags = (uint8_t *)lua_newuserdatauv(L, C > 0 ? C : 1, 0);
+        for (uint32_t c = 0; c < C; c++) {
+            lua_rawgeti(L, 2, (lua_Integer)c + 1);
+            flags[c] = (uint8_t)lua_toboolean(L, -1);
+            lua_pop(L, 1);
+        }
+    }
+    uint32_t *out = (uint32_t *)lua_newuserdatauv(L, (size_t)N * sizeof(uint32_t), 0);
+    uint32_t n = lmb_plan_stepped(p, flags, out);
+    lua_createtable(L, (int)(n < INT_MAX ? n : INT_MAX), 0);
+    for (uint32_t k = 0; k < n; k++) {
+        lua_pushinteger(L, (lua_Integer)out[k] + 1);
+        lua_rawseti(L, -2, (lua_Integer)k + 1);
+    }
+    return 1;
+}
+
 /** plan:source(i, layer, source): clip index (nil for none), time, rate,
  * loop, weight, and the time before the last run's step (play and
  * set_time set it with the time: a start or a seek is not a step). */
@@ -1613,6 +1643,7 @@ void lcore_open_plan(lua_State *L) {
     static const luaL_Reg plan_methods[] = {{"play", l_plan_play},
                                             {"set_time", l_plan_set_time},
                                             {"set_rate", l_plan_set_rate},
+                                            {"stepped", l_plan_stepped},
                                             {"source", l_plan_source},
                                             {"morph_weights", l_plan_morph_weights},
                                             {"set_weight", l_plan_set_weight},

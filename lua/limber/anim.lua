@@ -886,6 +886,11 @@ function Crowd:blender() check_self(self, Crowd, "blender"); return self.blend_j
 -- @local
 M._snapshot_events = events_of
 
+--- Whether a clip has events (limber.controller's dispatch: which clips'
+-- steps can report any; not part of the API).
+-- @local
+function M._has_events(clip) return events_of[clip] ~= nil end
+
 --- The way back from a loaded snapshot (not part of the API): the stored
 -- events of a clip, checked as events given to `clip`, attached to it.
 -- `seen` (side table -> events) keeps events that clips shared (a packed

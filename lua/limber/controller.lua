@@ -1380,8 +1380,9 @@ local ON_KEYS = { event = true, clip = true, loop = true, finished = true }
 -- (laps: how many times, signed); `{ finished = true or clip name }`: a
 -- source that does not loop reached its end (its start, backward),
 -- `fn(i, { clip =, layer =, weight = })`.
--- With no handler, an update costs nothing more; with some, a Lua pass over
--- the crowd's sources.
+-- With no handler, an update costs nothing more; with some, one C pass
+-- (`plan:stepped`) finds the instances whose sources passed a clip's end
+-- or moved on a clip with events, and only those are looked at in Lua.
 -- @tparam table what
 -- @tparam function fn
 -- @return a handle for `off`
@@ -1450,8 +1451,22 @@ dispatch = function(self)
       end
     end
   end
+  -- the instances that can have a call: one C pass finds those whose
+  -- sources passed a clip's end or moved on a clip with events, and those
+  -- whose sources a machine changed after the run (kept) are added
+  local flags
+  if want.event then
+    flags = {}
+    for k, c in ipairs(self.clips) do flags[k] = anim._has_events(c) end
+  end
+  local list, seen = self.plan_:stepped(flags), {}
+  for _, i in ipairs(list) do seen[i] = true end
+  for i in pairs(self.before) do
+    if not seen[i] then list[#list + 1] = i end
+  end
+  table.sort(list)
   local ew = self.event_weight
-  for i = 1, self.N do
+  for _, i in ipairs(list) do
     for _, e in ipairs(ran(self, i)) do
       if e.effective > ew or (ew == 0 and e.effective > 0) then
         local name, d = e.clip:name(), e.clip:duration()
