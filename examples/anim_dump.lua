@@ -17,12 +17,15 @@
 --         mask = { root = "b_Spine01_02" } },-- the joint and its subtree (weight 1)
 --     },
 --     params = { speed = 0 },                -- parameters (machine conditions, blend spaces)
+--     events = {                             -- optional: events (markers) set on clips by name
+--       Walk = { { time = 0.1, name = "L" }, { time = 0.45, name = "R" } } },
 --     machine = {                            -- optional: a state machine on one layer
 --       layer = "base",                      -- (default the first layer)
 --       initial = "idle",
 --       states = { idle = { clip = "Survey" },
 --                  move = { space = { { clip = "Walk", at = 0.5 }, { clip = "Run", at = 2 } },
---                           param = "speed" } },
+--                           param = "speed",
+--                           markers = { "L", "R" } } },  -- optional: synced by these events
 --       transitions = {
 --         { from = "idle", to = "move", fade = 0.3, when = { { "speed", ">", 0.1 } } },
 --         { from = "move", to = "idle", fade = 0.3, when = { { "speed", "<=", 0.1 } } },
@@ -65,6 +68,7 @@ end
 local limber = require "limber"
 local gltf = require "limber.gltf"
 local controller = require "limber.controller"
+local anim = require "limber.anim"
 local D = dofile((debug.getinfo(1, "S").source:match("^@(.*)anim_dump%.lua$") or "./")
   .. "gltf_dump.lua")
 
@@ -73,7 +77,7 @@ local A = {}
 local function fail(msg) error("anim_dump: " .. msg, 0) end
 
 local KEYS = { model = true, fps = true, frames = true, layers = true, params = true,
-               script = true, machine = true }
+               script = true, machine = true, events = true }
 local LAYER_KEYS = { name = true, mode = true, weight = true, mask = true }
 local ENTRY_KEYS = { frame = true, layer = true, play = true, fade = true, time = true,
                      rate = true, loop = true, weight = true, set = true }
@@ -101,6 +105,9 @@ local function check(sc)
     end
   end
   if sc.params ~= nil and type(sc.params) ~= "table" then fail("'params' must be a table") end
+  if sc.events ~= nil and type(sc.events) ~= "table" then
+    fail("'events' must map clip names to arrays of { time =, name = }")
+  end
   if type(sc.script or {}) ~= "table" then fail("'script' must be an array") end
   for n, e in ipairs(sc.script or {}) do
     if type(e) ~= "table" then fail(("script[%d] must be a table"):format(n)) end
@@ -141,6 +148,13 @@ function A.run(sc)
     if an.clips and an.clips[1] then clips[#clips + 1] = an.clips[1] end
   end
   if #clips == 0 then fail("the model has no animation of its skeleton") end
+  for name, list in pairs(sc.events or {}) do
+    local clip
+    for _, c in ipairs(clips) do if c:name() == name then clip = c end end
+    if not clip then fail(("events: no clip named '%s'"):format(tostring(name))) end
+    local oke, err = pcall(anim.set_events, clip, list)
+    if not oke then fail("events: " .. tostring(err)) end
+  end
   local pose = limber.pose(skel, 1)
   local layers = {}
   for n, ly in ipairs(sc.layers or { { name = "base" } }) do

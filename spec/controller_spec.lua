@@ -655,6 +655,41 @@ describe("limber.controller", function()
     assert.is_true(worst <= 1.5 * fastest + 1e-4, ("%.4f vs %.4f"):format(worst, fastest))
   end)
 
+  it("runs a space synced by markers in anim_dump: both clips' feet in the same frames",
+    function()
+      local ok, out = H.run(H.lua_env() .. " " .. H.lua_exe .. " examples/anim_dump.lua "
+        .. "examples/scenarios/fox_markers.lua")
+      assert.is_true(ok, out)
+      local d = require("cjson").decode(out)
+      local steps, halted = 0, nil
+      for _, f in ipairs(d.frames) do
+        local by = { Walk = {}, Run = {} }
+        for _, e in ipairs(f.events) do
+          if e.weight > 0 then table.insert(by[e.clip], e.name) end
+        end
+        -- speed 1.2 then 1.7 until frame 150: both clips have weight, and
+        -- every foot-down of one is one of the other, in the same frame
+        if f.frame >= 12 and f.frame < 150 then
+          assert.same(by.Walk, by.Run, "frame " .. f.frame)
+          steps = steps + #by.Walk
+        end
+        -- halted at 150: back to idle at the first left foot-down after it
+        if f.frame >= 150 and not halted then
+          local left = by.Walk[1] == "L" or by.Run[1] == "L"
+          assert.equal(left and "idle" or "move", f.state, "frame " .. f.frame)
+          if left then halted = f.frame end
+        end
+      end
+      assert.is_true(steps >= 4)
+      assert.truthy(halted, "never went back to idle")
+      -- markers on a state without a space, or on a prebuilt space, are refused
+      assert.matches("markers need a space", select(2, pcall(controller.machine,
+        { initial = "a", states = { a = { clip = 1, markers = "L" } } })))
+      local sp = controller.blend1d({ { clip = 1, at = 0 } })
+      assert.matches("markers belong to its space", select(2, pcall(controller.machine,
+        { initial = "a", states = { a = { space = sp, param = "x", markers = "L" } } })))
+    end)
+
   it("refuses bad machine definitions by name", function()
     local cases = {
       { {}, "states must be a table" },

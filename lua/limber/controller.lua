@@ -816,14 +816,15 @@ local OPS = {
   ["=="] = function(a, b) return a == b end, ["~="] = function(a, b) return a ~= b end,
 }
 local STATE_KEYS = { clip = true, space = true, param = true, loop = true, rate = true,
-                     smooth = true }
+                     smooth = true, markers = true }
 local TRANSITION_KEYS = { from = true, to = true, fade = true, when = true, trigger = true,
                           at_end = true, at_phase = true, at_marker = true, priority = true }
 
 --- A state machine definition, shared by every instance that runs it
 -- (`Controller:set_machine`). `def` = { `initial` = state name, `states` =
 -- { name = { `clip` = clip (Clip, index or name), `loop` (default true),
--- `rate` } or { `space` = { { clip =, at = }, ... } (a 1D blend space) or
+-- `rate` } or { `space` = { { clip =, at = }, ... } (a 1D blend space; with
+-- `markers` = name(s), synced by them) or
 -- `limber.controller.blend1d` space, `param` = parameter name driving it,
 -- `smooth` = seconds its weights take to follow a change (default 0.2) }
 -- }, `transitions` = { { `from` = state or "any", `to` = state, `fade` =
@@ -865,7 +866,10 @@ function M.machine(def)
       if getmetatable(space) ~= SPACE_MT then
         local p1 = type(space) == "table" and rawget(space, 1)
         local two = type(p1) == "table" and type(rawget(p1, "at")) == "table"
-        space = two and M.blend2d(space) or M.blend1d(space)
+        space = (two and M.blend2d or M.blend1d)(space,
+          st.markers ~= nil and { markers = st.markers } or nil)
+      elseif st.markers ~= nil then
+        bad(("state '%s': markers belong to its space (blend1d / blend2d options)"):format(name))
       end
       if type(st.param) == "table" then st.param = rawlist(st.param) end
       local pok = space.dims == 1 and type(st.param) == "string"
@@ -876,6 +880,8 @@ function M.machine(def)
       end
     elseif st.clip == nil then
       bad(("state '%s' needs a clip or a space"):format(name))
+    elseif st.markers ~= nil then
+      bad(("state '%s': markers need a space"):format(name))
     end
     if st.rate ~= nil and (type(st.rate) ~= "number" or st.rate ~= st.rate) then
       bad(("state '%s': rate must be a number"):format(name))
