@@ -257,7 +257,6 @@ describe("blend spaces synced by markers", function()
       assert.equal(1, #srcs)
       assert.equal("Survey", srcs[1].clip:name())
     end
-    refused("clip 'Walk' has no marker")
     anim.set_events(clips[2], { { time = 0.1, name = "L" }, { time = 0.4, name = "R" } })
     anim.set_events(clips[3], { { time = 0.1, name = "L" } })
     refused("the markers of clip 'Run' (L) do not follow those of 'Walk' (L, R)")
@@ -268,6 +267,43 @@ describe("blend spaces synced by markers", function()
     anim.set_events(clips[3], { { time = 0.2, name = "R" }, { time = 0.6, name = "L" } })
     ctl:play_space(1, "base", space, 0.5)
     assert.equal(2, #ctl:sources(1))
+  end)
+end)
+
+describe("blend spaces synced by markers, clips without them", function()
+  it("plays a clip without the markers as if they were evenly spaced from its start", function()
+    local skel, clips = fox()
+    local walk, run = clips[2], clips[3]
+    local dw, dr = walk:duration(), run:duration()
+    anim.set_events(run, { { time = 0.2, name = "L" }, { time = 0.9, name = "R" } })
+    -- Walk first in the space but without markers: Run's numbering holds
+    local space = controller.blend1d({ { clip = "Walk", at = 0 }, { clip = "Run", at = 1 } },
+      { markers = { "L", "R" } })
+    local ctl = controller.new({ pose = limber.pose(skel, 1), clips = clips, locals = true })
+    ctl:play_space(1, "base", space, 0.4)
+    local worst = 0
+    for _ = 1, 300 do
+      ctl:update(1 / 60)
+      local tw, tr
+      for _, e in ipairs(ctl:sources(1)) do
+        if e.clip == walk then tw = e.time else tr = e.time end
+      end
+      local pr = psi_of({ 0.2, 0.9 }, dr, 0, tr)
+      local pw = psi_of({ 0, dw / 2 }, dw, 0, tw)
+      worst = math.max(worst, pdist(pr, pw, 2))
+    end
+    assert.is_true(worst < 1e-5, "apart by " .. worst)
+    -- no clip with markers: one at each start, that is normalised time
+    local none = controller.blend1d({ { clip = "Survey", at = 0 }, { clip = "Walk", at = 1 } },
+      { markers = "nothing" })
+    ctl:play_space(1, "base", none, 0.3, { phase = 0.25 })
+    for _ = 1, 100 do
+      ctl:update(1 / 60)
+      local ph = {}
+      for _, e in ipairs(ctl:sources(1)) do ph[#ph + 1] = e.time / e.clip:duration() end
+      assert.equal(2, #ph)
+      assert.is_true(pdist(ph[1], ph[2], 1) < 1e-6)
+    end
   end)
 end)
 

@@ -298,9 +298,10 @@ end
 -- @tparam table points { { clip = Clip | index | name, at = number }, ... }
 -- (at least one, `at` strictly increasing once sorted)
 -- With `markers` (an event name or an array of names) they play at one
--- marker phase instead: every clip needs the same sequence of those events
--- (from where its cycle starts), and each runs between two markers at the
--- rate that brings all of them to their next marker at once (see
+-- marker phase instead: every clip with those events needs the same
+-- sequence of them (from where its cycle starts; a clip without any plays
+-- as if they were evenly spaced from its start), and each runs between two
+-- markers at the rate that brings all of them to their next marker at once (see
 -- docs/controller.md, "Sync by markers").
 -- @tparam[opt] table opts `sync` (boolean), `markers` (string or array)
 -- @treturn table the blend space (pass it to `Controller:play_space`)
@@ -570,16 +571,22 @@ local keep_run
 -- the part of the step it made at the old rate).
 
 -- The markers of a clip: its events named in `set`, as { times (sorted, in
--- [0, d)), names, seg (seg[j]: from marker j to the next, wrapping), d }.
-local function clip_markers(clip, set, fname)
+-- [0, d)), names, seg (seg[j]: from marker j to the next, wrapping), d };
+-- nil when it has none. `ref` (a clip's markers): a clip without markers
+-- gets as many, evenly spaced from its start, with ref's names.
+local function clip_markers(clip, set, fname, ref)
   local d, list = clip:duration(), {}
+  local label = tostring(clip:name() or "?")
+  if d <= 0 then
+    check.arg_fail(4, fname, ("clip '%s' lasts 0 s: a space synced by markers cannot play it")
+      :format(label), 3)
+  end
   for _, e in ipairs(anim.events(clip)) do
     if set[e.name] then list[#list + 1] = { e.time >= d and 0 or e.time, e.name } end
   end
-  local label = tostring(clip:name() or "?")
-  if d <= 0 or #list == 0 then
-    check.arg_fail(4, fname, ("clip '%s' has no marker %s"):format(label,
-      d <= 0 and "(it lasts 0 s)" or "of the space's names"), 3)
+  if #list == 0 then
+    if not ref then return nil end
+    for j, name in ipairs(ref.names) do list[j] = { (j - 1) * d / #ref.names, name } end
   end
   table.sort(list, function(a, b) return a[1] < b[1] end)
   local m = { times = {}, names = {}, seg = {}, d = d }
@@ -754,13 +761,20 @@ function Controller:play_space(i, layer, space, x, opts)
   local sp = { space = space, durations = {} }
   if space.markers then -- every clip's markers, checked before anything changes
     sp.mk = {}
+    local set, ref, rk = space.markers.set, nil, nil
+    for k = 1, #pts do -- the first clip with markers numbers them
+      ref = clip_markers(self.clips[ks[k]], set, fname)
+      if ref then rk = k; break end
+    end
+    -- no clip has them: one marker at each clip's start (normalised time)
+    ref = ref or { names = { "" } }
     for k = 1, #pts do
-      local m = clip_markers(self.clips[ks[k]], space.markers.set, fname)
-      m.off = k == 1 and 0 or marker_offset(sp.mk[1], m)
+      local m = clip_markers(self.clips[ks[k]], set, fname, ref)
+      m.off = k == rk and 0 or marker_offset(ref, m)
       if not m.off then
         check.arg_fail(4, fname, ("the markers of clip '%s' (%s) do not follow those of '%s' (%s)")
           :format(tostring(self.clips[ks[k]]:name()), table.concat(m.names, ", "),
-            tostring(self.clips[ks[1]]:name()), table.concat(sp.mk[1].names, ", ")), 2)
+            tostring(self.clips[ks[rk]]:name()), table.concat(ref.names, ", ")), 2)
       end
       sp.mk[k] = m
     end
