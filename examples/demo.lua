@@ -337,34 +337,36 @@ sc:update()
 
 -- The foxes' other layers, driven by the game's logic (counted in the
 -- "controller (Lua)" row): a fox under the ball (within HIT_RANGE of it,
--- on the ground plane) flinches on the additive hit layer, once per pass;
--- a finished callback stops the layer when the flinch is over. Every
+-- on the ground plane, the foxes' places read every 15 frames) flinches on
+-- the additive hit layer, once per pass (again only after the ball left
+-- its range); a finished callback stops the layer when the flinch is
+-- over. Every
 -- LOOK_EVERY frames a sixth of the moving foxes (in turn) play Survey on
 -- the upper layer for LOOK_FOR frames: looking around while they walk.
 local HIT_RANGE, LOOK_EVERY, LOOK_FOR = 1.2, 60, 100
-local fox_xz, flinching, looking = {}, {}, {}
+local fox_xz, under, looking = {}, {}, {}
 local counts = { flinches = 0, looks = 0 }
-do
+local function fox_places()
   local fox, m = kinds[1], {}
   for i = 1, fox.count do
     sc:world(fox.nodes[i], m)
     fox_xz[i] = { m[13], m[15] }
   end
-  fox.ctl:on({ finished = "Flinch" }, function(i)
-    fox.ctl:stop(i, "hit")
-    flinching[i] = nil
-  end)
 end
+fox_places()
+kinds[1].ctl:on({ finished = "Flinch" }, function(i) kinds[1].ctl:stop(i, "hit") end)
 local function fox_layers(f)
   local fox = kinds[1]
+  if f % 15 == 0 then fox_places() end
   local bx, _, bz = ball_at(f * DT)
   for i = 2, fox.count do
     local dx, dz = fox_xz[i][1] - bx, fox_xz[i][2] - bz
     local near = dx * dx + dz * dz < HIT_RANGE * HIT_RANGE
-    if near and not flinching[i] then
+    if near and not under[i] then
       fox.ctl:play(i, "hit", "Flinch", { loop = false })
-      flinching[i], counts.flinches = true, counts.flinches + 1
+      counts.flinches = counts.flinches + 1
     end
+    under[i] = near or nil
   end
   if f % LOOK_EVERY == 0 then
     local turn = math.floor(f / LOOK_EVERY) % 6

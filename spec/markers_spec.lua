@@ -129,6 +129,16 @@ describe("blend spaces synced by markers", function()
       ew[k] = { time = mw[k], name = names_w[k] }
       er[k] = { time = mr[k], name = names_r[k] }
     end
+    -- and an event that is no marker, once per Walk cycle
+    local snd = math.random() * dw
+    ew[K + 1] = { time = snd, name = "snd" }
+    -- Walk's time at unwrapped marker phase p (a cycle of K markers is dw)
+    local function walk_time(p)
+      local g = math.floor(p)
+      local cyc = math.floor(g / K)
+      local j = g - cyc * K
+      return cyc * dw + mw[j + 1] + (p - g) * seg(mw, dw, 0, j)
+    end
     anim.set_events(walk, ew)
     anim.set_events(run, er)
     local set = {}
@@ -145,17 +155,21 @@ describe("blend spaces synced by markers", function()
       local u = math.max(0, math.min(1, (v - 0.5) / 1.5))
       return 1 - u, u
     end
-    local worst, crossings = 0, 0
+    local worst, crossings, sounds, expected = 0, 0, 0, 0
+    local is_marker = {}
+    for _, nm in ipairs(names_w) do is_marker[nm] = true end
     for f = 1, 900 do
       if f % 53 == 0 then
         x = math.random() < 0.2 and (math.random() < 0.5 and 0.5 or 2) or 0.5 + math.random() * 1.5
         ctl:set_param(1, "base", x, 0.2)
       end
-      local dt = (0.3 + 1.4 * math.random()) / 60
+      -- now and then a hitch: a step over several markers
+      local dt = f % 97 == 50 and 0.4 + math.random() or (0.3 + 1.4 * math.random()) / 60
       ctl:update(dt)
       -- the model: psi through the segments at the target weights
       local a, b = weights(x)
       local el = dt
+      local from = psi
       while el > 0 do
         local g = math.floor(psi)
         local L = a * seg(mw, dw, 0, g) + b * seg(mr, dr, off_r, g)
@@ -166,6 +180,9 @@ describe("blend spaces synced by markers", function()
           psi, el = g + 1, el - rem
         end
       end
+      -- the "snd" crossings of this step along Walk's own path
+      local t0, t1 = walk_time(from), walk_time(psi)
+      local want_snd = math.floor((t1 - snd) / dw) - math.floor((t0 - snd) / dw)
       psi = psi % K
       local tw, tr
       for _, e in ipairs(ctl:sources(1)) do
@@ -177,7 +194,16 @@ describe("blend spaces synced by markers", function()
       if sr then worst = math.max(worst, pdist(sr, psi, K)) end
       -- markers of both clips in the same update, the same names
       local by = { [walk:name()] = {}, [run:name()] = {} }
-      for _, e in ipairs(ctl:events(1)) do table.insert(by[e.clip], e.name) end
+      local got_snd, walk_on = 0, false
+      for _, e in ipairs(ctl:events(1)) do
+        if is_marker[e.name] then table.insert(by[e.clip], e.name) end
+        if e.name == "snd" then got_snd = got_snd + 1 end
+      end
+      for _, e in ipairs(ctl:sources(1)) do walk_on = walk_on or e.clip == walk end
+      if walk_on then
+        assert.equal(want_snd, got_snd, "frame " .. f)
+        sounds, expected = sounds + got_snd, expected + want_snd
+      end
       if tw and tr then
         table.sort(by.Walk)
         table.sort(by.Run)
@@ -187,6 +213,10 @@ describe("blend spaces synced by markers", function()
     end
     assert.is_true(worst < 1e-5, "phase off the model by " .. worst)
     assert.is_true(crossings > 10)
+    -- the other event as often as Walk's own path crossed it, frame by
+    -- frame: never twice, never skipped (a step that passes a marker moves
+    -- each clip along its own path, hitches too)
+    assert.is_true(sounds > 5)
   end
 
   it("keeps one marker phase in 1D spaces, as a plain-Lua model integrates it", function()
@@ -304,6 +334,65 @@ describe("blend spaces synced by markers, clips without them", function()
       assert.equal(2, #ph)
       assert.is_true(pdist(ph[1], ph[2], 1) < 1e-6)
     end
+  end)
+end)
+
+describe("machines with marker spaces", function()
+  it("refuses markers that do not fit at set_machine, and fails an update cleanly", function()
+    local skel, clips = fox()
+    anim.set_events(clips[2], { { time = 0.1, name = "L" }, { time = 0.4, name = "R" } })
+    anim.set_events(clips[3], { { time = 0.1, name = "L" } })
+    local sp = controller.blend1d({ { clip = "Walk", at = 0.5 }, { clip = "Run", at = 2 } },
+      { markers = { "L", "R" } })
+    local m = controller.machine({ initial = "idle", states = { idle = { clip = "Survey" },
+      move = { space = sp, param = "speed" } }, transitions = {
+        { from = "idle", to = "move", trigger = "go" } } })
+    local ctl = controller.new({ pose = limber.pose(skel, 3), clips = clips })
+    local ok, err = pcall(ctl.set_machine, ctl, 1, "base", m)
+    assert.is_false(ok)
+    assert.matches("bad argument #4 to 'limber.Controller:set_machine' (the markers of clip 'Run'",
+      tostring(err), 1, true)
+    assert.is_nil(ctl:state(1, "base"))
+    -- markers that fit when the machine is set, changed before it enters
+    -- the space: that update raises, the machine stays where it was (its
+    -- trigger kept), the other instances move on
+    anim.set_events(clips[3], { { time = 0.2, name = "R" }, { time = 0.6, name = "L" } })
+    for i = 1, 3 do ctl:set_machine(i, "base", m) end
+    ctl:update(1 / 60)
+    anim.set_events(clips[3], { { time = 0.1, name = "L" } })
+    ctl:trigger(2, "go")
+    ok, err = pcall(ctl.update, ctl, 1 / 60)
+    assert.is_false(ok)
+    assert.matches("limber.Controller:update: instance 2, layer 1: cannot enter state 'move'",
+      tostring(err), 1, true)
+    assert.equal("idle", ctl:state(2, "base"))
+    assert.equal("Survey", ctl:sources(2)[1].clip:name())
+    anim.set_events(clips[3], { { time = 0.2, name = "R" }, { time = 0.6, name = "L" } })
+    ctl:trigger(3, "go")
+    ctl:update(1 / 60) -- both enter now: 2's trigger was kept
+    assert.equal("move", ctl:state(2, "base"))
+    assert.equal("move", ctl:state(3, "base"))
+    assert.equal("idle", ctl:state(1, "base"))
+  end)
+
+  it("takes a marker at the clip's end as the one at its start", function()
+    local skel, clips = fox()
+    local d = clips[2]:duration()
+    anim.set_events(clips[2], { { time = 0, name = "L" }, { time = 0.3, name = "R" },
+                                { time = d, name = "L" } })
+    anim.set_events(clips[3], { { time = 0.2, name = "L" }, { time = 0.7, name = "R" } })
+    local ctl = controller.new({ pose = limber.pose(skel, 1), clips = clips })
+    ctl:play_space(1, "base", controller.blend1d({ { clip = "Walk", at = 0 },
+      { clip = "Run", at = 1 } }, { markers = { "L", "R" } }), 0.5)
+    local worst = 0
+    for _ = 1, 200 do
+      ctl:update(1 / 60)
+      local src = ctl:sources(1)
+      local a = psi_of({ 0, 0.3 }, d, 0, src[1].time)
+      local b = psi_of({ 0.2, 0.7 }, clips[3]:duration(), 0, src[2].time)
+      worst = math.max(worst, pdist(a, b, 2))
+    end
+    assert.is_true(worst < 1e-5, "apart by " .. worst)
   end)
 end)
 

@@ -574,15 +574,20 @@ local keep_run
 -- [0, d)), names, seg (seg[j]: from marker j to the next, wrapping), d };
 -- nil when it has none. `ref` (a clip's markers): a clip without markers
 -- gets as many, evenly spaced from its start, with ref's names.
-local function clip_markers(clip, set, fname, ref)
+local function clip_markers(clip, set, fname, ref, n)
   local d, list = clip:duration(), {}
   local label = tostring(clip:name() or "?")
   if d <= 0 then
-    check.arg_fail(4, fname, ("clip '%s' lasts 0 s: a space synced by markers cannot play it")
-      :format(label), 3)
+    check.arg_fail(n, fname, ("clip '%s' lasts 0 s: a space synced by markers cannot play it")
+      :format(label), 4)
   end
+  local at = {} -- a marker at the duration is the one at 0 (once, when both are there)
   for _, e in ipairs(anim.events(clip)) do
-    if set[e.name] then list[#list + 1] = { e.time >= d and 0 or e.time, e.name } end
+    local t = e.time >= d and 0 or e.time
+    if set[e.name] and at[t] ~= e.name then
+      list[#list + 1] = { t, e.name }
+      at[t] = at[t] or e.name
+    end
   end
   if #list == 0 then
     if not ref then return nil end
@@ -592,7 +597,7 @@ local function clip_markers(clip, set, fname, ref)
   local m = { times = {}, names = {}, seg = {}, d = d }
   for j, e in ipairs(list) do
     if j > 1 and e[1] == list[j - 1][1] then
-      check.arg_fail(4, fname, ("clip '%s' has two markers at %g s"):format(label, e[1]), 3)
+      check.arg_fail(n, fname, ("clip '%s' has two markers at %g s"):format(label, e[1]), 4)
     end
     m.times[j], m.names[j] = e[1], e[2]
   end
@@ -646,13 +651,17 @@ local function seg_len(sp, g)
 end
 
 -- The marker phase `el` seconds after phase psi (before, when el < 0),
--- segment by segment at the space's current weights.
+-- segment by segment at the space's current weights: unwrapped (psi's
+-- numbering, whole cycles of K markers included).
 local function marker_walk(sp, psi, el)
   local K = #sp.mk[1].times
   local cycle = 0
   for g = 0, K - 1 do cycle = cycle + seg_len(sp, g) end
   if not (cycle > 0) then return psi end -- luacheck: ignore
-  if abs(el) >= cycle then el = math.fmod(el, cycle) end
+  if abs(el) >= cycle then
+    local laps = el > 0 and floor(el / cycle) or -floor(-el / cycle)
+    psi, el = psi + laps * K, el - laps * cycle
+  end
   for _ = 1, 2 * K + 2 do
     if el == 0 then break end
     local g = floor(psi)
@@ -666,37 +675,106 @@ local function marker_walk(sp, psi, el)
     psi = el > 0 and g + 1 or g
     el = el > 0 and el - rem or el + rem
   end
-  return psi % K
+  return psi
 end
 
--- Puts the clips of marker space sp (layer n of instance i) at marker
--- phase psi (default: the leader's, from its time), with the rates of the
--- segment it is in; sets when the next marker is due (self.clock). With
--- `ahead` (the step the next run makes, at the new rates), each clip is
--- put that step before, so the run lands it at psi.
-local function marker_sync(self, i, n, sp, psi, ahead)
-  local plan = self.plan_
-  if not psi then
-    local _, t = plan:source(i, n, sp.slots[1])
-    psi = psi_of(sp.mk[1], t)
-  end
-  local g = floor(psi)
-  local L = seg_len(sp, g)
-  if L ~= L or L <= 0 then return end
-  if not ahead then keep_run(self, i) end
+-- Clip m's time at unwrapped marker phase psi, unwrapped too (increasing
+-- with psi; a cycle of K markers is one duration).
+local function unwrapped_time(m, psi)
+  local K, g = #m.times, floor(psi)
+  local j0 = g + m.off
+  local cyc = floor(j0 / K)
+  local j = j0 - cyc * K + 1
+  return cyc * m.d + m.times[j] + (psi - g) * m.seg[j]
+end
+
+-- Sets the rates of marker space sp's clips for the segment it is in.
+local function marker_rates(self, i, n, sp)
+  local L = seg_len(sp, sp.g)
   for k, s in ipairs(sp.slots) do
     local m = sp.mk[k]
-    local rate = m.seg[(g + m.off) % #m.times + 1] / L
-    local want = time_of(m, psi) - (ahead and rate * ahead or 0)
-    local _, cur = plan:source(i, n, s)
-    local diff = abs(want - cur) % m.d
-    if math.min(diff, m.d - diff) > 1e-7 then plan:set_time(i, n, s, want) end
-    plan:set_rate(i, n, s, rate)
+    self.plan_:set_rate(i, n, s, m.seg[(sp.g + m.off) % #m.times + 1] / L)
   end
-  sp.psi, sp.g = psi, g
+  sp.restore = nil
+end
+
+-- Where the space is due next: its phase psi (in [0, K)) now, and the
+-- clock times of the markers around it.
+local function marker_due(self, sp, psi)
+  local g = floor(psi)
+  local L = seg_len(sp, g)
+  sp.psi, sp.g, sp.clock0 = psi, g, self.clock
   sp.wake_hi = self.clock + (g + 1 - psi) * L
   sp.wake_lo = self.clock - (psi - g) * L
+end
+
+-- Puts the clips of marker space sp (layer n of instance i) at the
+-- leader's marker phase (from its time), with the rates of the segment it
+-- is in (after a run: a parameter changed the weights).
+local function marker_sync(self, i, n, sp)
+  local plan = self.plan_
+  local _, t = plan:source(i, n, sp.slots[1])
+  local psi = psi_of(sp.mk[1], t)
+  if seg_len(sp, floor(psi)) <= 0 then return end
+  keep_run(self, i)
+  for k, s in ipairs(sp.slots) do
+    if k > 1 then
+      local m = sp.mk[k]
+      local want = time_of(m, psi)
+      local _, cur = plan:source(i, n, s)
+      local diff = abs(want - cur) % m.d
+      if math.min(diff, m.d - diff) > 1e-7 then plan:set_time(i, n, s, want) end
+    end
+  end
+  marker_due(self, sp, psi)
+  marker_rates(self, i, n, sp)
   self.synced[(i - 1) * self.L + n] = sp
+end
+
+-- Before a run of dt that passes a marker of space sp: each clip gets, for
+-- this step only, the rate that takes it from where it is to its time at
+-- the phase the segments give (psi1, unwrapped; psi0: the phase now), so
+-- the run crosses exactly the markers and events on the way (no seek:
+-- events, laps and root motion see the step the pose made). The next
+-- update puts the segment's rates back.
+local function marker_land(self, i, n, sp, psi0, psi1, dt)
+  local plan, K = self.plan_, #sp.mk[1].times
+  for k, s in ipairs(sp.slots) do
+    local m = sp.mk[k]
+    local _, cur = plan:source(i, n, s)
+    local drift = (time_of(m, psi0 % K) - cur) % m.d -- float drift since the last marker
+    if drift > m.d / 2 then drift = drift - m.d end
+    local travel = unwrapped_time(m, psi1) - unwrapped_time(m, psi0) + drift
+    plan:set_rate(i, n, s, travel / dt)
+  end
+  marker_due(self, sp, psi1 % K)
+  sp.restore = true
+end
+
+-- The markers of every clip of a space with `markers` (clip indices ks),
+-- or nil for a space without; raises argument n of fname when they do not
+-- fit (errors at the caller of the caller).
+local function space_markers(self, space, ks, fname, n)
+  if not space.markers then return nil end
+  local mk = {}
+  local set, ref, rk = space.markers.set, nil, nil
+  for k = 1, #ks do -- the first clip with markers numbers them
+    ref = clip_markers(self.clips[ks[k]], set, fname, nil, n)
+    if ref then rk = k; break end
+  end
+  -- no clip has them: one marker at each clip's start (normalised time)
+  ref = ref or { names = { "" } }
+  for k = 1, #ks do
+    local m = clip_markers(self.clips[ks[k]], set, fname, ref, n)
+    m.off = k == rk and 0 or marker_offset(ref, m)
+    if not m.off then
+      check.arg_fail(n, fname, ("the markers of clip '%s' (%s) do not follow those of '%s' (%s)")
+        :format(tostring(self.clips[ks[k]]:name()), table.concat(m.names, ", "),
+          tostring(self.clips[ks[rk]]:name()), table.concat(ref.names, ", ")), 3)
+    end
+    mk[k] = m
+  end
+  return mk
 end
 
 -- Sets the weights (and, synced, the rates) of the space playing on layer n.
@@ -758,27 +836,8 @@ function Controller:play_space(i, layer, space, x, opts)
   end
   local ks = {}
   for k, p in ipairs(pts) do ks[k] = clip_of(self, p.clip, fname) end
-  local sp = { space = space, durations = {} }
-  if space.markers then -- every clip's markers, checked before anything changes
-    sp.mk = {}
-    local set, ref, rk = space.markers.set, nil, nil
-    for k = 1, #pts do -- the first clip with markers numbers them
-      ref = clip_markers(self.clips[ks[k]], set, fname)
-      if ref then rk = k; break end
-    end
-    -- no clip has them: one marker at each clip's start (normalised time)
-    ref = ref or { names = { "" } }
-    for k = 1, #pts do
-      local m = clip_markers(self.clips[ks[k]], set, fname, ref)
-      m.off = k == rk and 0 or marker_offset(ref, m)
-      if not m.off then
-        check.arg_fail(4, fname, ("the markers of clip '%s' (%s) do not follow those of '%s' (%s)")
-          :format(tostring(self.clips[ks[k]]:name()), table.concat(m.names, ", "),
-            tostring(self.clips[ks[rk]]:name()), table.concat(ref.names, ", ")), 2)
-      end
-      sp.mk[k] = m
-    end
-  end
+  -- every clip's markers, checked before anything changes
+  local sp = { space = space, durations = {}, mk = space_markers(self, space, ks, fname, 4) }
   local slots = free_slots(self, i, n, #pts)
   local keep = {}
   for _, s in ipairs(slots) do keep[s] = true end
@@ -988,16 +1047,22 @@ end
 
 -- Enters state `st` of the machine running on layer n of instance i.
 local function enter(self, i, n, run, st, fade)
+  local ok, slot = pcall(function()
+    if st.space then
+      self:play_space(i, n, st.space, space_param(st, run.params), { fade = fade })
+      return nil
+    end
+    return self:play(i, n, st.clip, { fade = fade, rate = st.rate, loop = st.loop })
+  end)
+  if not ok then -- the machine stays where it was (events set since set_machine, say)
+    error(("instance %d, layer %d: cannot enter state '%s': %s"):format(i, n, st.name,
+      tostring(slot)), 0)
+  end
+  run.slot = slot
   run.state = st.name
   local key = (i - 1) * self.L + n
   self.dirty[key] = true -- its transitions may hold already
   self.timed[key] = run.machine.by_from[st.name].timed or nil
-  if st.space then
-    self:play_space(i, n, st.space, space_param(st, run.params), { fade = fade })
-    run.slot = nil
-  else
-    run.slot = self:play(i, n, st.clip, { fade = fade, rate = st.rate, loop = st.loop })
-  end
 end
 
 --- Runs a state machine (`limber.controller.machine`) on `layer` of
@@ -1020,13 +1085,25 @@ function Controller:set_machine(i, layer, machine, fade)
   for _, st in pairs(machine.states) do -- every clip and space's clip known here
     if st.clip ~= nil then clip_of(self, st.clip, fname) end
     if st.space then
-      for _, p in ipairs(st.space.points) do clip_of(self, p.clip, fname) end
+      local ks = {}
+      for k, p in ipairs(st.space.points) do ks[k] = clip_of(self, p.clip, fname) end
+      if #ks > self.S then
+        check.arg_fail(4, fname, ("state '%s': its space has %d clips, the layer %d sources")
+          :format(st.name, #ks, self.S), 2)
+      end
+      space_markers(self, st.space, ks, fname, 4) -- the markers fit (as they are now)
     end
   end
   self.params[i] = self.params[i] or {}
   local run = { machine = machine, params = self.params[i] }
-  self.machines[(i - 1) * self.L + n] = run
-  enter(self, i, n, run, machine.states[machine.initial], fade or 0)
+  local key = (i - 1) * self.L + n
+  local old = self.machines[key]
+  self.machines[key] = run
+  local ok, err = pcall(enter, self, i, n, run, machine.states[machine.initial], fade or 0)
+  if not ok then
+    self.machines[key] = old
+    error(fname .. ": " .. tostring(err), 2)
+  end
 end
 
 --- Sets parameter `name` of instance i (read by its machines' conditions
@@ -1155,6 +1232,7 @@ end
 
 local function step_machines(self, dt)
   local machines, spaces, L = self.machines, self.spaces, self.L
+  local failed -- the first transition that could not enter its state
   -- two sets take turns (no table per update): machines that enter a state
   -- now mark the other one for the next update
   local todo = self.dirty
@@ -1180,15 +1258,21 @@ local function step_machines(self, dt)
     for k = 1, #list do
       local tr = list[k]
       if holds(self, i, n, run, tr, dt) then
-        if tr.trigger then run.params[tr.trigger] = false end
         keep_run(self, i)
-        enter(self, i, n, run, run.machine.states[tr.to], tr.fade)
+        local ok, err = pcall(enter, self, i, n, run, run.machine.states[tr.to], tr.fade)
+        if ok then
+          if tr.trigger then run.params[tr.trigger] = false end
+        else -- stays in its state, tried again next update; the others go on
+          self.dirty[key] = true
+          failed = failed or err
+        end
         break
       end
     end
   end
   for key in pairs(todo) do todo[key] = nil end
   self.spare = todo
+  return failed
 end
 
 --- Stops every source of `layer` (fading out over `fade` seconds).
@@ -1238,18 +1322,22 @@ function Controller:update(dt)
   if next(self.synced) and dt == dt and abs(dt) <= 3.4e38 then
     -- marker spaces whose clips pass a marker in this step: each lands at
     -- the phase the segments give (from the marker passed, at the next
-    -- segment's rates: no drift)
-    local clock = self.clock + dt
+    -- segment's rates: no drift); those that landed in the last step get
+    -- their segment's rates back
+    local clock0, clock = self.clock, self.clock + dt
     self.clock = clock
     for key, sp in pairs(self.synced) do
-      local psi
-      if clock >= sp.wake_hi then
-        psi = marker_walk(sp, sp.g + 1, clock - sp.wake_hi)
-      elseif clock <= sp.wake_lo then
-        psi = marker_walk(sp, sp.g, clock - sp.wake_lo)
+      local i, n = floor((key - 1) / self.L) + 1, (key - 1) % self.L + 1
+      if sp.restore then marker_rates(self, i, n, sp) end
+      local psi1
+      if dt ~= 0 and clock >= sp.wake_hi then
+        psi1 = marker_walk(sp, sp.g + 1, clock - sp.wake_hi)
+      elseif dt ~= 0 and clock <= sp.wake_lo then
+        psi1 = marker_walk(sp, sp.g, clock - sp.wake_lo)
       end
-      if psi then
-        marker_sync(self, floor((key - 1) / self.L) + 1, (key - 1) % self.L + 1, sp, psi, dt)
+      if psi1 then
+        local psi0 = sp.psi + (clock0 - sp.clock0) / seg_len(sp, sp.g)
+        marker_land(self, i, n, sp, psi0, psi1, dt)
       end
     end
   end
@@ -1258,8 +1346,9 @@ function Controller:update(dt)
   self.last_dt = dt
   local before = self.before
   for i in pairs(before) do before[i] = nil end
-  if next(self.dirty) or next(self.timed) then step_machines(self, dt) end
+  local failed = (next(self.dirty) or next(self.timed)) and step_machines(self, dt)
   if self.handlers[1] then dispatch(self) end
+  if failed then error("limber.Controller:update: " .. tostring(failed), 2) end
 end
 
 --- How many times `play` found every slot of a layer busy and dropped the
