@@ -1,11 +1,14 @@
---- The controller in four short scenes on the Fox (limber.controller,
+--- The controller in six short scenes on the Fox (limber.controller,
 -- docs/controller.md), each printing what a game would look at:
 --   1. fades that never pop: Walk -> Run, interrupted by Survey, then Walk;
 --   2. a 1D blend space by speed (Walk at 0.5, Run at 2), its clips synced;
 --   3. a state machine: idle / move by a speed parameter, a trigger;
 --   4. foot-down markers found in the clips (where each hind foot comes
 --      down), and the blend space synced by them: the feet of Walk and Run
---      come down in the same frame, where normalised time lets them drift.
+--      come down in the same frame, where normalised time lets them drift;
+--   5. a 2D blend space (Survey, Walk and Run on a plane), its weights;
+--   6. callbacks (a step event by name, with its payload; laps of Walk)
+--      over a small crowd, after each update.
 --
 --   lua5.4 examples/controller.lua
 package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
@@ -169,5 +172,41 @@ do
     end
     print(("markers: sync by %s: %d frames with a left foot down, %d of them only one clip's")
       :format(opts.markers and "markers" or "normalised time", downs, alone))
+  end
+end
+
+-- 5. a 2D blend space: barycentric weights inside the triangle, exactly a
+-- clip at its point
+do
+  local ctl = new()
+  local plane = controller.blend2d({ { clip = "Survey", at = { 0, 0 } },
+                                     { clip = "Walk", at = { 1, 0 } },
+                                     { clip = "Run", at = { 0, 1 } } })
+  for _, p in ipairs({ { 0.2, 0.3 }, { 1, 0 }, { 0.5, 0.5 } }) do
+    ctl:play_space(1, "base", plane, p)
+    ctl:update(0)
+    local parts = {}
+    for _, e in ipairs(ctl:sources(1)) do
+      parts[#parts + 1] = ("%s %.2f"):format(e.clip:name(), e.weight)
+    end
+    print(("2D space at (%.1f, %.1f): %s"):format(p[1], p[2], table.concat(parts, ", ")))
+  end
+end
+
+-- 6. callbacks: three foxes walking at different rates; a step event with
+-- a payload on Walk, and Walk's laps, counted after each update
+do
+  local ctl = controller.new({ pose = limber.pose(skel, 3), clips = clips })
+  local named = {}
+  for _, c in ipairs(clips) do named[c:name()] = c end
+  limber.anim.set_events(named.Walk, { { time = 0.3, name = "step", data = { foot = "left" } } })
+  local steps, laps, foot = { 0, 0, 0 }, { 0, 0, 0 }, nil
+  ctl:on({ event = "step" }, function(i, e) steps[i], foot = steps[i] + 1, e.data.foot end)
+  ctl:on({ loop = "Walk" }, function(i, r) laps[i] = laps[i] + r.laps end)
+  for i = 1, 3 do ctl:play(i, "base", "Walk", { rate = 0.5 * i }) end
+  for _ = 1, 120 do ctl:update(DT) end
+  for i = 1, 3 do
+    print(("callbacks: fox %d (rate %.1f): %d steps (%s foot), %d laps in 2 s")
+      :format(i, 0.5 * i, steps[i], foot, laps[i]))
   end
 end

@@ -741,7 +741,7 @@ describe("limber.controller", function()
 end)
 
 describe("examples/controller.lua", function()
-  it("runs its four scenes and prints what they did", function()
+  it("runs its six scenes and prints what they did", function()
     local ok, out = H.run(H.lua_env() .. " " .. H.lua_exe .. " examples/controller.lua")
     assert.is_true(ok, out)
     -- four sources in the interrupted fade, their shares summing to 1
@@ -762,6 +762,18 @@ describe("examples/controller.lua", function()
     assert.equal("0", alone)
     local _, alone_t = out:match("sync by normalised time: (%d+) frames with a left foot down, (%d+)")
     assert.truthy(tonumber(alone_t) > 0, out)
+    -- the 2D space: barycentric weights, exactly Walk at its point
+    assert.truthy(out:find("2D space at (0.2, 0.3): Survey 0.50, Walk 0.20, Run 0.30", 1, true), out)
+    assert.truthy(out:find("2D space at (1.0, 0.0): Walk 1.00\n", 1, true), out)
+    -- callbacks: steps (event at 0.3 s) and laps of Walk in 2 s at rate r,
+    -- as plain arithmetic counts them
+    local d = fox_clips(fox_asset())[2]:duration()
+    for i = 1, 3 do
+      local r = 0.5 * i
+      local steps, laps = math.floor((2 * r - 0.3) / d) + 1, math.floor(2 * r / d)
+      assert.truthy(out:find(("callbacks: fox %d (rate %.1f): %d steps (left foot), %d laps in 2 s")
+        :format(i, r, steps, laps), 1, true), out)
+    end
   end)
 end)
 
