@@ -1454,7 +1454,10 @@ end
 --- The events the sources of instance i crossed in the last `update`, with
 -- their effective weight (sources below `event_weight` left out): an array
 -- of { clip = name, name =, time =, weight =, data = payload or nil } in
--- source order.
+-- source order. Read it (and `root_motion`) before changing the instance's
+-- sources with `play`, `set_param` or `set_weight`: those may change the
+-- rates and weights it reads (machines and handlers keep what the run
+-- played).
 -- @tparam integer i
 -- @treturn table
 function Controller:events(i)
