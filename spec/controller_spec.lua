@@ -690,6 +690,19 @@ describe("limber.controller", function()
         { initial = "a", states = { a = { space = sp, param = "x", markers = "L" } } })))
     end)
 
+  it("reports root motion after a step beyond the float range, without raising", function()
+    local skel = limber.skeleton({ { name = "root" } })
+    local a = anim.clip({ name = "A", tracks = { { joint = 1, path = "translation",
+      times = { 0, 1 }, values = { 0, 0, 0, 1, 0, 0 } } } }, skel)
+    local ctl = controller.new({ pose = limber.pose(skel, 1), clips = { a } })
+    ctl:play(1, "base", "A", { rate = 2 })
+    ctl:update(3e38) -- 6e38 s of clip: counted as the float range's end
+    local dx = ctl:root_motion(1)
+    assert.is_true(dx > 1e38 and dx < math.huge)
+    ctl:update(1 / 60)
+    assert.near(2 / 60, (ctl:root_motion(1)), 1e-6)
+  end)
+
   it("refuses bad machine definitions by name", function()
     local cases = {
       { {}, "states must be a table" },

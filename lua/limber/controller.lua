@@ -1635,7 +1635,8 @@ function Controller:root_motion(i, joint)
   for _, e in ipairs(ran(self, i, joint)) do
     if self.modes[e.layer] == "override" and e.effective > 0 then
       local t0, delta = step_of(e, dt)
-      local t1 = t0 + delta
+      local t1 = t0 + delta -- a step beyond the float range counts as reaching it
+      t1 = t1 > 3.4e38 and 3.4e38 or (t1 < -3.4e38 and -3.4e38 or t1)
       local ax, ay, az, ayaw = root_at(e.clip, joint, t0, e.loop)
       local bx, by, bz, byaw = root_at(e.clip, joint, t1, e.loop)
       local w = e.effective
