@@ -337,6 +337,57 @@ describe("blend spaces synced by markers, clips without them", function()
   end)
 end)
 
+describe("blend spaces synced by markers, odd steps", function()
+  local function setup()
+    local skel, clips = fox()
+    anim.set_events(clips[2], { { time = 0.0, name = "L" }, { time = 0.3, name = "R" } })
+    anim.set_events(clips[3], { { time = 0.1, name = "L" }, { time = 0.58, name = "R" } })
+    local ctl = controller.new({ pose = limber.pose(skel, 1), clips = clips })
+    ctl:play_space(1, "base", controller.blend1d({ { clip = "Walk", at = 0.5 },
+      { clip = "Run", at = 2 } }, { markers = { "L", "R" } }), 1.2)
+    local function spread()
+      local src = ctl:sources(1)
+      local a = psi_of({ 0.0, 0.3 }, clips[2]:duration(), 0, src[1].time)
+      local b = psi_of({ 0.1, 0.58 }, clips[3]:duration(), 0, src[2].time)
+      return pdist(a, b, 2)
+    end
+    return ctl, spread
+  end
+
+  it("keeps going in step after enormous steps and tiny ones", function()
+    local ctl, spread = setup()
+    for _, big in ipairs({ 1e6, 1e15, -1e9, 1e-300, 1e-17 }) do
+      ctl:update(big)
+      local before = ctl:sources(1)[1].time
+      local worst = 0
+      for _ = 1, 60 do
+        ctl:update(1 / 60)
+        worst = math.max(worst, spread())
+      end
+      assert.is_true(worst < 1e-4, ("after %g: apart by %g"):format(big, worst))
+      assert.are_not.equal(before, ctl:sources(1)[1].time) -- still moving
+    end
+  end)
+
+  it("follows the first clip moved on the plan, never playing the move back", function()
+    local ctl, spread = setup()
+    for _ = 1, 10 do ctl:update(1 / 60) end
+    local plan = ctl:plan()
+    local k, t = plan:source(1, 1, 1)
+    assert.truthy(k)
+    plan:set_time(1, 1, 1, t + 0.2) -- the user jumps the first clip ahead
+    local worst = 0
+    for f = 1, 120 do
+      ctl:update(1 / 60)
+      for _, e in ipairs(ctl:sources(1)) do
+        assert.is_true(e.rate >= 0, "frame " .. f .. ": a rate of " .. e.rate)
+      end
+      if f > 40 then worst = math.max(worst, spread()) end
+    end
+    assert.is_true(worst < 1e-5, "apart by " .. worst)
+  end)
+end)
+
 describe("machines with marker spaces", function()
   it("refuses markers that do not fit at set_machine, and fails an update cleanly", function()
     local skel, clips = fox()

@@ -146,7 +146,7 @@ function M.new(desc)
     plan_ = plan, pose = pose, clips = clips, by_name = by_name, index = index, S = S,
     L = #pl, layer_index = names, masks = masks, modes = {},
     target = {}, held = {}, spaces = {}, machines = {}, params = {},
-    dirty = {}, spare = {}, timed = {}, synced = {}, clock = 0,
+    dirty = {}, spare = {}, timed = {}, synced = {},
     last_dt = 0, event_weight = ew, handlers = {}, before = {},
     N = pose:instance_count(), dropped_ = 0,
   }, Controller)
@@ -216,6 +216,8 @@ local function free_slots(self, i, n, count)
   return free
 end
 
+local marker_rates -- (sync by markers, below)
+
 -- Every source of layer n playing or fading in (not in `keep`) fades out
 -- from its current weight over `fade`; those fading out keep their fade. A
 -- blend space playing there lets its slots go.
@@ -228,6 +230,8 @@ local function fade_out_others(self, i, n, keep, fade)
       self.held[base + s] = nil
     end
   end
+  local sp = self.spaces[(i - 1) * self.L + n]
+  if sp and sp.restore then marker_rates(self, i, n, sp) end -- fading at its rates
   self.spaces[(i - 1) * self.L + n] = nil
   self.synced[(i - 1) * self.L + n] = nil
 end
@@ -688,29 +692,62 @@ local function unwrapped_time(m, psi)
   return cyc * m.d + m.times[j] + (psi - g) * m.seg[j]
 end
 
--- Sets the rates of marker space sp's clips for the segment it is in.
-local function marker_rates(self, i, n, sp)
-  local L = seg_len(sp, sp.g)
-  for k, s in ipairs(sp.slots) do
-    local m = sp.mk[k]
-    self.plan_:set_rate(i, n, s, m.seg[(sp.g + m.off) % #m.times + 1] / L)
-  end
-  sp.restore = nil
+-- The rate of clip k of space sp in segment g (L: the segment's length).
+local function seg_rate(sp, k, g, L)
+  local m = sp.mk[k]
+  return m.seg[(g + m.off) % #m.times + 1] / L
 end
 
--- Where the space is due next: its phase psi (in [0, K)) now, and the
--- clock times of the markers around it.
-local function marker_due(self, sp, psi)
+-- Records that marker space sp is at phase psi (in [0, K)) now: the
+-- seconds to its next marker (hi) and back to its previous one (lo), and
+-- the time since (el, moved by every update's dt: no absolute clock).
+local function marker_due(sp, psi)
   local g = floor(psi)
   local L = seg_len(sp, g)
-  sp.psi, sp.g, sp.clock0 = psi, g, self.clock
-  sp.wake_hi = self.clock + (g + 1 - psi) * L
-  sp.wake_lo = self.clock - (psi - g) * L
+  sp.psi, sp.g, sp.el = psi, g, 0
+  sp.hi, sp.lo = (g + 1 - psi) * L, (psi - g) * L
 end
 
--- Puts the clips of marker space sp (layer n of instance i) at the
--- leader's marker phase (from its time), with the rates of the segment it
--- is in (after a run: a parameter changed the weights).
+-- The space's phase now (unwrapped: psi's numbering), from its record.
+local function marker_now(sp)
+  return sp.psi + sp.el / seg_len(sp, sp.g)
+end
+
+-- Where clip k of space sp is against where the phase puts it (seconds,
+-- wrapped into [-d/2, d/2)): float drift, or a move made on the plan.
+local function marker_drift(self, i, n, sp, k, psi)
+  local m = sp.mk[k]
+  local _, cur = self.plan_:source(i, n, sp.slots[k])
+  local drift = (time_of(m, psi % #m.times) - cur) % m.d
+  if drift >= m.d / 2 then drift = drift - m.d end
+  return drift
+end
+
+-- Sets the rates of marker space sp's clips for the segment it is in. With
+-- `dt` (the step the coming run makes), a clip off its place by more than
+-- float drift since a landing (rates are floats: a long step lands a little
+-- off) also gets that difference back over the step, and the space stays
+-- marked for a restore.
+marker_rates = function(self, i, n, sp, dt)
+  local L, again = seg_len(sp, sp.g), false
+  local psi = dt and marker_now(sp)
+  for k, s in ipairs(sp.slots) do
+    local rate = seg_rate(sp, k, sp.g, L)
+    if dt and dt ~= 0 then
+      local fix = marker_drift(self, i, n, sp, k, psi) / dt
+      if abs(fix) > 1e-9 * abs(rate) + 1e-12 and abs(fix) < 1e3 * (abs(rate) + 1) then
+        rate, again = rate + fix, true
+      end
+    end
+    self.plan_:set_rate(i, n, s, rate)
+  end
+  sp.restore = again or nil
+end
+
+-- Puts the clips of marker space sp (layer n of instance i) at the first
+-- clip's marker phase (from its time), with the rates of the segment it is
+-- in (after a run: a parameter changed the weights; the space follows a
+-- clip moved on the plan).
 local function marker_sync(self, i, n, sp)
   local plan = self.plan_
   local _, t = plan:source(i, n, sp.slots[1])
@@ -718,36 +755,54 @@ local function marker_sync(self, i, n, sp)
   if seg_len(sp, floor(psi)) <= 0 then return end
   keep_run(self, i)
   for k, s in ipairs(sp.slots) do
-    if k > 1 then
-      local m = sp.mk[k]
-      local want = time_of(m, psi)
-      local _, cur = plan:source(i, n, s)
-      local diff = abs(want - cur) % m.d
-      if math.min(diff, m.d - diff) > 1e-7 then plan:set_time(i, n, s, want) end
+    if k > 1 and abs(marker_drift(self, i, n, sp, k, psi)) > 1e-7 then
+      plan:set_time(i, n, s, time_of(sp.mk[k], psi))
     end
   end
-  marker_due(self, sp, psi)
+  marker_due(sp, psi)
   marker_rates(self, i, n, sp)
   self.synced[(i - 1) * self.L + n] = sp
 end
 
--- Before a run of dt that passes a marker of space sp: each clip gets, for
--- this step only, the rate that takes it from where it is to its time at
--- the phase the segments give (psi1, unwrapped; psi0: the phase now), so
--- the run crosses exactly the markers and events on the way (no seek:
--- events, laps and root motion see the step the pose made). The next
--- update puts the segment's rates back.
-local function marker_land(self, i, n, sp, psi0, psi1, dt)
+-- Before a run of dt (not 0) that passes a marker of space sp: each clip
+-- gets, for this step only, the rate that takes it along its own path from
+-- where it is to its time at the phase the segments give, so the run
+-- crosses exactly the markers and events on the way (no seek: events, laps
+-- and root motion see the step the pose made). The next update puts the
+-- segment's rates back. A clip moved on the plan since (set_time, set_rate:
+-- more than float drift) is followed when it is the first clip, and put
+-- back in place by a seek when it is another.
+local function marker_land(self, i, n, sp, dt)
   local plan, K = self.plan_, #sp.mk[1].times
+  local psi0 = marker_now(sp)
+  local lead = marker_drift(self, i, n, sp, 1, psi0)
+  if abs(lead) > 1e-6 then -- the first clip was moved: the space follows it
+    local _, t = plan:source(i, n, sp.slots[1])
+    local p = psi_of(sp.mk[1], t)
+    local dp = (p - psi0) % K
+    psi0 = psi0 + (dp >= K / 2 and dp - K or dp)
+  end
+  local psi1 = marker_walk(sp, psi0, dt)
+  -- a step that ends on a marker ends a hair past it, so that every clip's
+  -- step includes its marker (float landings could fall on either side)
+  local near = floor(psi1 + 0.5)
+  if abs(psi1 - near) < 1e-6 then psi1 = near + (dt > 0 and 1e-6 or -1e-6) end
   for k, s in ipairs(sp.slots) do
     local m = sp.mk[k]
-    local _, cur = plan:source(i, n, s)
-    local drift = (time_of(m, psi0 % K) - cur) % m.d -- float drift since the last marker
-    if drift > m.d / 2 then drift = drift - m.d end
+    local drift = marker_drift(self, i, n, sp, k, psi0)
+    if abs(drift) > 1e-6 then -- moved on the plan: back in place, not played
+      plan:set_time(i, n, s, time_of(m, psi0 % K))
+      drift = 0
+    end
     local travel = unwrapped_time(m, psi1) - unwrapped_time(m, psi0) + drift
-    plan:set_rate(i, n, s, travel / dt)
+    local rate = travel / dt
+    if not (abs(rate) < 1e30) then -- luacheck: ignore (a step too short to carry it)
+      local g = floor(psi1 % K)
+      rate = seg_rate(sp, k, g, seg_len(sp, g))
+    end
+    plan:set_rate(i, n, s, rate)
   end
-  marker_due(self, sp, psi1 % K)
+  marker_due(sp, psi1 % K)
   sp.restore = true
 end
 
@@ -1056,7 +1111,7 @@ local function enter(self, i, n, run, st, fade)
   end)
   if not ok then -- the machine stays where it was (events set since set_machine, say)
     error(("instance %d, layer %d: cannot enter state '%s': %s"):format(i, n, st.name,
-      tostring(slot)), 0)
+      (tostring(slot):gsub("^[^\n:]*:%d+: ", ""))), 0)
   end
   run.slot = slot
   run.state = st.name
@@ -1320,24 +1375,16 @@ function Controller:update(dt)
   check_self(self, "update")
   if type(dt) ~= "number" then check.arg_error(2, "limber.Controller:update", "number", dt, 2) end
   if next(self.synced) and dt == dt and abs(dt) <= 3.4e38 then
-    -- marker spaces whose clips pass a marker in this step: each lands at
-    -- the phase the segments give (from the marker passed, at the next
-    -- segment's rates: no drift); those that landed in the last step get
-    -- their segment's rates back
-    local clock0, clock = self.clock, self.clock + dt
-    self.clock = clock
+    -- marker spaces: those that landed in the last step get their
+    -- segment's rates back; those whose step passes a marker now land
     for key, sp in pairs(self.synced) do
       local i, n = floor((key - 1) / self.L) + 1, (key - 1) % self.L + 1
-      if sp.restore then marker_rates(self, i, n, sp) end
-      local psi1
-      if dt ~= 0 and clock >= sp.wake_hi then
-        psi1 = marker_walk(sp, sp.g + 1, clock - sp.wake_hi)
-      elseif dt ~= 0 and clock <= sp.wake_lo then
-        psi1 = marker_walk(sp, sp.g, clock - sp.wake_lo)
-      end
-      if psi1 then
-        local psi0 = sp.psi + (clock0 - sp.clock0) / seg_len(sp, sp.g)
-        marker_land(self, i, n, sp, psi0, psi1, dt)
+      if sp.restore then marker_rates(self, i, n, sp, dt) end
+      local el = sp.el + dt -- (a step that ends within 1e-9 s of a marker reaches it)
+      if (dt > 0 and el >= sp.hi - 1e-9) or (dt < 0 and -el >= sp.lo - 1e-9) then
+        marker_land(self, i, n, sp, dt)
+      else
+        sp.el = el
       end
     end
   end
