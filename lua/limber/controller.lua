@@ -656,15 +656,18 @@ end
 
 -- The marker phase `el` seconds after phase psi (before, when el < 0),
 -- segment by segment at the space's current weights: unwrapped (psi's
--- numbering, whole cycles of K markers included).
+-- numbering), and the whole cycles of K markers passed besides (laps: the
+-- phase is psi + laps * K, kept apart so that a long step keeps its
+-- fraction).
 local function marker_walk(sp, psi, el)
   local K = #sp.mk[1].times
   local cycle = 0
   for g = 0, K - 1 do cycle = cycle + seg_len(sp, g) end
-  if not (cycle > 0) then return psi end -- luacheck: ignore
+  if not (cycle > 0) then return psi, 0 end -- luacheck: ignore
+  local laps = 0
   if abs(el) >= cycle then
-    local laps = el > 0 and floor(el / cycle) or -floor(-el / cycle)
-    psi, el = psi + laps * K, el - laps * cycle
+    laps = el > 0 and floor(el / cycle) or -floor(-el / cycle)
+    el = math.fmod(el, cycle)
   end
   for _ = 1, 2 * K + 2 do
     if el == 0 then break end
@@ -679,7 +682,7 @@ local function marker_walk(sp, psi, el)
     psi = el > 0 and g + 1 or g
     el = el > 0 and el - rem or el + rem
   end
-  return psi
+  return psi, laps
 end
 
 -- Clip m's time at unwrapped marker phase psi, unwrapped too (increasing
@@ -687,9 +690,8 @@ end
 local function unwrapped_time(m, psi)
   local K, g = #m.times, floor(psi)
   local j0 = g + m.off
-  local cyc = floor(j0 / K)
-  local j = j0 - cyc * K + 1
-  return cyc * m.d + m.times[j] + (psi - g) * m.seg[j]
+  local j = j0 % K + 1
+  return (j0 - j + 1) / K * m.d + m.times[j] + (psi - g) * m.seg[j]
 end
 
 -- The rate of clip k of space sp in segment g (L: the segment's length).
@@ -782,7 +784,7 @@ local function marker_land(self, i, n, sp, dt)
     local dp = (p - psi0) % K
     psi0 = psi0 + (dp >= K / 2 and dp - K or dp)
   end
-  local psi1 = marker_walk(sp, psi0, dt)
+  local psi1, laps = marker_walk(sp, psi0, dt)
   -- a step that ends on a marker ends a hair past it, so that every clip's
   -- step includes its marker (float landings could fall on either side)
   local near = floor(psi1 + 0.5)
@@ -794,7 +796,7 @@ local function marker_land(self, i, n, sp, dt)
       plan:set_time(i, n, s, time_of(m, psi0 % K))
       drift = 0
     end
-    local travel = unwrapped_time(m, psi1) - unwrapped_time(m, psi0) + drift
+    local travel = laps * m.d + (unwrapped_time(m, psi1) - unwrapped_time(m, psi0)) + drift
     local rate = travel / dt
     if not (abs(rate) < 1e30) then -- luacheck: ignore (a step too short to carry it)
       local g = floor(psi1 % K)
@@ -1374,6 +1376,7 @@ local dispatch -- after Controller:events (below)
 function Controller:update(dt)
   check_self(self, "update")
   if type(dt) ~= "number" then check.arg_error(2, "limber.Controller:update", "number", dt, 2) end
+  dt = dt + 0.0 -- (an integer such as math.mininteger, as a float)
   if next(self.synced) and dt == dt and abs(dt) <= 3.4e38 then
     -- marker spaces: those that landed in the last step get their
     -- segment's rates back; those whose step passes a marker now land
