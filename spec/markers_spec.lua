@@ -371,6 +371,25 @@ describe("blend spaces synced by markers, odd steps", function()
     end
   end)
 
+  it("changes rates only at markers: the step that lands and the one after", function()
+    local ctl = setup()
+    local prev, changes, marks = nil, 0, 0
+    for _ = 1, 600 do
+      ctl:update(1 / 60)
+      local src = ctl:sources(1)
+      local rates = src[1].rate .. " " .. src[2].rate
+      if prev and rates ~= prev then changes = changes + 1 end
+      prev = rates
+      local walk_marked = false
+      for _, e in ipairs(ctl:events(1)) do
+        if e.clip == "Walk" then walk_marked = true end
+      end
+      if walk_marked then marks = marks + 1 end
+    end
+    assert.is_true(marks >= 10)
+    assert.is_true(changes <= 2 * marks + 2, ("%d rate changes, %d markers"):format(changes, marks))
+  end)
+
   it("follows the first clip moved on the plan, never playing the move back", function()
     local ctl, spread = setup()
     for _ = 1, 10 do ctl:update(1 / 60) end

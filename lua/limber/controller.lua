@@ -735,9 +735,10 @@ marker_rates = function(self, i, n, sp, dt)
   local psi = dt and marker_now(sp)
   for k, s in ipairs(sp.slots) do
     local rate = seg_rate(sp, k, sp.g, L)
-    if dt and dt ~= 0 then
-      local fix = marker_drift(self, i, n, sp, k, psi) / dt
-      if abs(fix) > 1e-9 * abs(rate) + 1e-12 and abs(fix) < 1e3 * (abs(rate) + 1) then
+    if dt and dt ~= 0 then -- more than float drift (1e-7 s) off: made up over this step
+      local drift = marker_drift(self, i, n, sp, k, psi)
+      local fix = drift / dt
+      if abs(drift) > 1e-7 and abs(fix) < 1e3 * (abs(rate) + 1) then
         rate, again = rate + fix, true
       end
     end
@@ -763,6 +764,7 @@ local function marker_sync(self, i, n, sp)
   end
   marker_due(sp, psi)
   marker_rates(self, i, n, sp)
+  sp.i, sp.n = i, n
   self.synced[(i - 1) * self.L + n] = sp
 end
 
@@ -1380,12 +1382,11 @@ function Controller:update(dt)
   if next(self.synced) and dt == dt and abs(dt) <= 3.4e38 then
     -- marker spaces: those that landed in the last step get their
     -- segment's rates back; those whose step passes a marker now land
-    for key, sp in pairs(self.synced) do
-      local i, n = floor((key - 1) / self.L) + 1, (key - 1) % self.L + 1
-      if sp.restore then marker_rates(self, i, n, sp, dt) end
+    for _, sp in pairs(self.synced) do
+      if sp.restore then marker_rates(self, sp.i, sp.n, sp, dt) end
       local el = sp.el + dt -- (a step that ends within 1e-9 s of a marker reaches it)
       if (dt > 0 and el >= sp.hi - 1e-9) or (dt < 0 and -el >= sp.lo - 1e-9) then
-        marker_land(self, i, n, sp, dt)
+        marker_land(self, sp.i, sp.n, sp, dt)
       else
         sp.el = el
       end
