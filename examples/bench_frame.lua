@@ -397,8 +397,11 @@ end
 -- (e) the controller (issue 18): the same crowd at --large driven by a
 -- 4-state machine on the base layer (one state a synced 1D blend space of
 -- the three clips) and the upper layer; its per-frame cost is update()
--- minus the plan's own run (plan:timings().total), 1 thread
-do
+-- minus the plan's own run (plan:timings().total), 1 thread. (f) the same
+-- with the space synced by markers (foot-downs about every 0.45 s on walk
+-- and run, at other fractions of their steps; wave without: evenly
+-- spaced): what sync by markers adds.
+local function controller_row(markers)
   local N = opt.large
   local controller = require "limber.controller"
   local pose = limber.pose(skel, N)
@@ -410,7 +413,8 @@ do
     states = { walk = { clip = "walk" }, run = { clip = "run" },
                rest = { clip = "walk", rate = 0.5 },
                move = { space = { { clip = "walk", at = 0 }, { clip = "run", at = 1 },
-                                  { clip = "wave", at = 2 } }, param = "speed" } },
+                                  { clip = "wave", at = 2 } }, param = "speed",
+                        markers = markers and { "L", "R" } or nil } },
     transitions = {
       { from = "walk", to = "move", fade = 0.3, when = { { "speed", ">", 0.5 } } },
       { from = "move", to = "run", fade = 0.3, when = { { "speed", ">", 1.8 } } },
@@ -435,10 +439,26 @@ do
     own[f] = total[f] - plan_part[f]
   end
   local tm, pm = C.stats(total), C.stats(plan_part)
-  res.controller_ms_1000, res.plan_ms_1000 = C.stats(own), pm
-  rows[#rows + 1] = { "(e) controller: machines + plan:run", N, tm, (select(2, C.stats(total))),
-    ns(tm, N) }
+  rows[#rows + 1] = { markers and "(f) the same, the space synced by markers"
+    or "(e) controller: machines + plan:run", N, tm, (select(2, C.stats(total))), ns(tm, N) }
   rows[#rows + 1] = { "    of which plan:run", N, pm, (select(2, C.stats(plan_part))), ns(pm, N) }
+  return C.stats(own), pm
+end
+res.controller_ms_1000, res.plan_ms_1000 = controller_row(false)
+do -- foot-downs every half step of the 10 s walk and the 8 s run (20 each,
+  -- L and R in turn, at other fractions of each step): markers about every
+  -- 0.45 s, as a real walk has them
+  for c = 1, 2 do
+    local d, ev = clips[c]:duration(), {}
+    for k = 0, 19 do
+      local f = (k + (k % 2 == 0 and 0.1 or 0.6) * (c == 1 and 1 or 0.5)) / 20
+      ev[#ev + 1] = { time = f * d, name = k % 2 == 0 and "L" or "R" }
+    end
+    anim.set_events(clips[c], ev)
+  end
+  res.markers_ms_1000 = controller_row(true)
+  anim.set_events(clips[1], nil)
+  anim.set_events(clips[2], nil)
 end
 sk.threads(all_threads)
 
@@ -490,6 +510,8 @@ print(("ratios: stages/plan %.2fx at %d, %.2fx at %d; plan 1 thread/%d threads %
   .. " lod/full (plan:run) %.3fx at %d"):format(r100, opt.small, r1000, opt.large, all_threads,
   res.plan_ns_1000 / res.plan_mt_ns_1000, opt.large, rlod, opt.crowd))
 local function met(ok) return ok and "met" or "MISSED" end
+print(("controller's own part at %d: %.3f ms, with the space synced by markers %.3f ms")
+  :format(opt.large, res.controller_ms_1000, res.markers_ms_1000))
 print(("targets: plan >= 2x faster than stages at %d: %s; plan not slower at %d: %s;"
   .. " lod <= 0.55x full: %s; controller <= 0.25x plan at %d: %s (%.3f / %.3f ms)")
   :format(opt.large, met(r1000 >= 2), opt.small, met(r100 >= 1), met(rlod <= 0.55), opt.large,

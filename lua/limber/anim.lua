@@ -891,6 +891,12 @@ M._snapshot_events = events_of
 -- @local
 function M._has_events(clip) return events_of[clip] ~= nil end
 
+--- What identifies a clip's events as they are (a new value after each
+-- `set_events`; nil without events): limber.controller's marker cache (not
+-- part of the API).
+-- @local
+function M._events_key(clip) return events_of[clip] end
+
 --- The way back from a loaded snapshot (not part of the API): the stored
 -- events of a clip, checked as events given to `clip`, attached to it.
 -- `seen` (side table -> events) keeps events that clips shared (a packed

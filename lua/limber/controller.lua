@@ -661,8 +661,12 @@ end
 -- fraction).
 local function marker_walk(sp, psi, el)
   local K = #sp.mk[1].times
-  local cycle = 0
-  for g = 0, K - 1 do cycle = cycle + seg_len(sp, g) end
+  local cycle = sp.cycle -- (kept until the weights change)
+  if not cycle then
+    cycle = 0
+    for g = 0, K - 1 do cycle = cycle + seg_len(sp, g) end
+    sp.cycle = cycle
+  end
   if not (cycle > 0) then return psi, 0 end -- luacheck: ignore
   local laps = 0
   if abs(el) >= cycle then
@@ -732,6 +736,7 @@ end
 -- marked for a restore.
 marker_rates = function(self, i, n, sp, dt)
   local L, again = seg_len(sp, sp.g), false
+  dt = sp.long and dt -- only a long landing step can miss by more than float drift
   local psi = dt and marker_now(sp)
   for k, s in ipairs(sp.slots) do
     local rate = seg_rate(sp, k, sp.g, L)
@@ -744,7 +749,7 @@ marker_rates = function(self, i, n, sp, dt)
     end
     self.plan_:set_rate(i, n, s, rate)
   end
-  sp.restore = again or nil
+  sp.restore, sp.long = again or nil, again or nil
 end
 
 -- Puts the clips of marker space sp (layer n of instance i) at the first
@@ -785,6 +790,7 @@ local function marker_land(self, i, n, sp, dt)
     local p = psi_of(sp.mk[1], t)
     local dp = (p - psi0) % K
     psi0 = psi0 + (dp >= K / 2 and dp - K or dp)
+    lead = marker_drift(self, i, n, sp, 1, psi0)
   end
   local psi1, laps = marker_walk(sp, psi0, dt)
   -- a step that ends on a marker ends a hair past it, so that every clip's
@@ -793,7 +799,7 @@ local function marker_land(self, i, n, sp, dt)
   if abs(psi1 - near) < 1e-6 then psi1 = near + (dt > 0 and 1e-6 or -1e-6) end
   for k, s in ipairs(sp.slots) do
     local m = sp.mk[k]
-    local drift = marker_drift(self, i, n, sp, k, psi0)
+    local drift = k == 1 and lead or marker_drift(self, i, n, sp, k, psi0)
     if abs(drift) > 1e-6 then -- moved on the plan: back in place, not played
       plan:set_time(i, n, s, time_of(m, psi0 % K))
       drift = 0
@@ -807,7 +813,7 @@ local function marker_land(self, i, n, sp, dt)
     plan:set_rate(i, n, s, rate)
   end
   marker_due(sp, psi1 % K)
-  sp.restore = true
+  sp.restore, sp.long = true, abs(dt) > 0.5 or nil
 end
 
 -- The markers of every clip of a space with `markers` (clip indices ks),
@@ -815,6 +821,23 @@ end
 -- fit (errors at the caller of the caller).
 local function space_markers(self, space, ks, fname, n)
   if not space.markers then return nil end
+  -- the same space on the same clips with the same events: what was found
+  -- (a space is shared by a crowd, which enters it again and again)
+  local ev = {}
+  for k = 1, #ks do ev[k] = anim._events_key(self.clips[ks[k]]) or false end
+  local cache = space.mk_cache
+  if not cache then
+    cache = setmetatable({}, { __mode = "k" })
+    space.mk_cache = cache
+  end
+  local c = cache[self]
+  if c and #c.ks == #ks then
+    local same = true
+    for k = 1, #ks do
+      if c.ks[k] ~= ks[k] or c.ev[k] ~= ev[k] then same = false; break end
+    end
+    if same then return c.mk end
+  end
   local mk = {}
   local set, ref, rk = space.markers.set, nil, nil
   for k = 1, #ks do -- the first clip with markers numbers them
@@ -833,6 +856,9 @@ local function space_markers(self, space, ks, fname, n)
     end
     mk[k] = m
   end
+  local kcopy = {}
+  for k = 1, #ks do kcopy[k] = ks[k] end
+  cache[self] = { ks = kcopy, ev = ev, mk = mk }
   return mk
 end
 
@@ -851,7 +877,7 @@ local function apply_space(self, i, n, sp, x, fade)
   end
   sp.x = type(x) == "table" and { x[1], x[2] } or x
   if sp.mk then
-    sp.w = w
+    sp.w, sp.cycle = w, nil
     marker_sync(self, i, n, sp)
   end
 end
