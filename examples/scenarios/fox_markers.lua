@@ -23,7 +23,8 @@ return {
     },
     transitions = {
       { from = "idle", to = "move", fade = 0.3, when = { { "speed", ">", 0.1 } } },
-      { from = "move", to = "idle", fade = 0.3, at_marker = "L", when = { { "halt", "==", true } } },
+      { from = "move", to = "idle", fade = 0.3, at_marker = "L",
+        when = { { "halt", "==", true } } },
     },
   },
   script = {
