@@ -526,6 +526,9 @@ describe("the public surface table of docs/api-reference.md", function()
       ["limber.ik.TwoBone"] = require("limber.ik").two_bone(limber.skeleton({ { name = "a" },
         { name = "b", parent = 1 }, { name = "c", parent = 2 } }), 1, 2, 3),
       ["limber.ik.Aim"] = require("limber.ik").aim(skel, 1, { forward = { 0, 0, 1 } }),
+      ["limber.MachineDef"] = core.machine_def({ states = { {} } }),
+      ["limber.SpaceDef"] = core.blend_space({ dims = 1, at = { 0 }, durations = { 1 } }),
+      ["limber.Machines"] = core.machines(limber.plan({ pose = limber.pose(skel, 2), clips = { clip } })),
     }
     local modules = {}
     for _, m in ipairs(SURFACE_MODULES) do modules[m.name] = require(m.name) end

@@ -165,6 +165,32 @@ local function build_pool()
       try(ctl.update, ctl, 0.3)
       add(ctl)
     end
+    -- state machines and blend spaces in C, on a plan of their own
+    local mplan = try(limber.plan, { pose = pose, clips = { clip, clip2 },
+      layers = { { sources = 3 }, { sources = 2, mode = "additive" } } })
+    local ms = mplan and try(core.machines, mplan)
+    local mdef = try(core.machine_def, { states = {
+      { timed = true, transitions = { { when = { { 1, ">", 0.5 }, { 3, "==", true } }, trigger = 2,
+                                         at_end = true, at_phase = 0.5, at_marker = true } } },
+      { space = true, params = { 1, 4 }, smooth = 0.1, transitions = { { when = { { 1, "<", 0 } } } } } } })
+    local msp = try(core.blend_space, { dims = 2, at = { { 0, 0 }, { 1, 0 }, { 0, 1 } },
+      durations = { 1, 2, 0 }, tris = { { 1, 2, 3 } }, edges = { { 1, 2 }, { 2, 3 }, { 3, 1 } },
+      sync = true })
+    try(core.blend_space, { dims = 1, at = { 0, 1 }, durations = { 1, 1 } })
+    if ms and mdef and msp then
+      try(ms.set_param, ms, 1, 1, 0.7)
+      try(ms.set_param, ms, 1, 3, true)
+      try(ms.set_run, ms, 1, 1, mdef, 1, 1)
+      try(ms.set_run, ms, 2, 1, mdef, 2)
+      try(ms.bind, ms, 2, 1, msp, { 1, 2, 3 })
+      try(ms.apply, ms, 2, 1, 0.2, 0.3, 0.1)
+      try(mplan.play, mplan, 1, 1, 1, 1, 0.5, 1.5, false)
+      try(mplan.run, mplan, 0.1)
+      try(ms.step, ms, 0.1, {})
+      try(ms.keep, ms, 3)
+      try(ms.source, ms, 3, 1, 2)
+      try(ms.kept, ms)
+    end
     local s = try(core.sampler, pose, { clip, clip2 })
     if s then
       try(s.set, s, 1, 1, 0.25, true, 1)

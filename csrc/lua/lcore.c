@@ -675,6 +675,7 @@ LIMBER_EXPORT int luaopen_limber_core(lua_State *L) {
     lcore_open_scene(L);
     lcore_open_snapshot(L);
     lcore_open_ik(L);
+    lcore_open_machine(L);
     lua_pushcfunction(L, l_simd);
     lua_setfield(L, -2, "simd");
     lua_pushcfunction(L, l_clock);

@@ -146,5 +146,8 @@ struct lmb_pool *lcore_pool(lua_State *L);
 void lcore_open_scene(lua_State *L);
 void lcore_open_snapshot(lua_State *L);
 void lcore_open_ik(lua_State *L);
+void lcore_open_machine(lua_State *L);
+/* The frame plan at arg (raises when it is not a limber.Plan). */
+struct lmb_plan *lcore_check_plan(lua_State *L, int arg);
 
 #endif

@@ -549,6 +549,10 @@ static lplan *check_plan(lua_State *L, int arg) {
     return (lplan *)lmb_align_ptr(luaL_checkudata(L, arg, PLAN_MT), 64);
 }
 
+struct lmb_plan *lcore_check_plan(lua_State *L, int arg) {
+    return &check_plan(L, arg)->plan;
+}
+
 /* Allocates worker scratch for `count` workers as user value 2 of the plan
  * at `obj` (raises on failure, before anything changed). */
 static void plan_workers(lua_State *L, int obj, lplan *lp, uint32_t count, const char *fn) {

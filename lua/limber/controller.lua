@@ -25,7 +25,13 @@
 -- markers passed and the way to the next), so foot-downs stay together;
 -- transitions may wait for a marker (`at_marker`).
 --
--- Not yet here (issue 18): players for events and root motion in C.
+-- State machines and blend spaces step in C for the whole crowd after each
+-- run (`limber.core.machines`): parameters, conditions, clip ends and
+-- phases, and the weights and synced rates of blend spaces that follow a
+-- parameter. Lua only enters the states whose transitions fire and syncs
+-- the spaces that sync by markers.
+--
+-- Not yet here (issue 18): events and root motion summed in C.
 -- @module limber.controller
 local limber = require "limber"
 local anim = require "limber.anim"
@@ -38,6 +44,7 @@ Controller.__index = Controller
 Controller.__name = "limber.Controller"
 
 local floor, abs = math.floor, math.abs
+local core = limber.core
 
 local function fail(fname, msg, level)
   error(fname .. ": " .. msg, (level or 1) + 1)
@@ -146,8 +153,9 @@ function M.new(desc)
     plan_ = plan, pose = pose, clips = clips, by_name = by_name, index = index, S = S,
     L = #pl, layer_index = names, masks = masks, modes = {},
     target = {}, held = {}, spaces = {}, machines = {}, params = {},
-    dirty = {}, spare = {}, timed = {}, synced = {},
-    last_dt = 0, event_weight = ew, handlers = {}, before = {},
+    synced = {}, ms = core.machines(plan), pids = {}, npids = 0, acts = {},
+    cdefs = {}, cspaces = {},
+    last_dt = 0, event_weight = ew, handlers = {},
     N = pose:instance_count(), dropped_ = 0,
   }, Controller)
   for n, ly in ipairs(pl) do self.modes[n] = ly.mode or "override" end
@@ -232,6 +240,7 @@ local function fade_out_others(self, i, n, keep, fade)
   end
   local sp = self.spaces[(i - 1) * self.L + n]
   if sp and sp.restore then marker_rates(self, i, n, sp) end -- fading at its rates
+  if sp then self.ms:bind(i, n, nil) end
   self.spaces[(i - 1) * self.L + n] = nil
   self.synced[(i - 1) * self.L + n] = nil
 end
@@ -334,27 +343,6 @@ function M.blend1d(points, opts)
   end
   return setmetatable({ points = list, sync = opts.sync ~= false, dims = 1, markers = markers },
     SPACE_MT)
-end
-
--- The weights of a 1D space's points at x.
-local function weights_1d(points, x)
-  local w = {}
-  for k = 1, #points do w[k] = 0 end
-  if x <= points[1].at then
-    w[1] = 1
-  elseif x >= points[#points].at then
-    w[#points] = 1
-  else
-    for k = 1, #points - 1 do
-      local a, b = points[k].at, points[k + 1].at
-      if x >= a and x < b then
-        local f = (x - a) / (b - a)
-        w[k], w[k + 1] = 1 - f, f
-        break
-      end
-    end
-  end
-  return w
 end
 
 -- ---- 2D blend spaces: a Delaunay triangulation of the points ----------------
@@ -494,60 +482,6 @@ function M.blend2d(points, opts)
 end
 
 -- The closest point to (x, y) on segment a b: parameter t in [0, 1], squared distance.
-local function on_segment(a, b, x, y)
-  local dx, dy = b[1] - a[1], b[2] - a[2]
-  local len2 = dx * dx + dy * dy
-  local t = len2 > 0 and ((x - a[1]) * dx + (y - a[2]) * dy) / len2 or 0
-  t = t < 0 and 0 or (t > 1 and 1 or t)
-  local px, py = a[1] + t * dx - x, a[2] + t * dy - y
-  return t, px * px + py * py
-end
-
--- The weights of a 2D space's points at (x, y).
-local function weights_2d(space, x, y)
-  local pts, w = space.points, {}
-  for k = 1, #pts do w[k] = 0 end
-  for k = 1, #pts do
-    if pts[k].at[1] == x and pts[k].at[2] == y then
-      w[k] = 1
-      return w
-    end
-  end
-  for _, tr in ipairs(space.tris) do
-    local a, b, c = pts[tr[1]].at, pts[tr[2]].at, pts[tr[3]].at
-    local det = (b[2] - c[2]) * (a[1] - c[1]) + (c[1] - b[1]) * (a[2] - c[2])
-    local l1 = ((b[2] - c[2]) * (x - c[1]) + (c[1] - b[1]) * (y - c[2])) / det
-    local l2 = ((c[2] - a[2]) * (x - c[1]) + (a[1] - c[1]) * (y - c[2])) / det
-    local l3 = 1 - l1 - l2
-    local eps = -1e-9
-    if l1 >= eps and l2 >= eps and l3 >= eps then
-      l1, l2, l3 = math.max(l1, 0), math.max(l2, 0), math.max(l3, 0)
-      local sum = l1 + l2 + l3
-      w[tr[1]], w[tr[2]], w[tr[3]] = l1 / sum, l2 / sum, l3 / sum
-      return w
-    end
-  end
-  -- outside the hull: the nearest point of a hull edge (collinear points:
-  -- of a segment between neighbours along their line)
-  local best
-  for _, e in ipairs(space.edges) do
-    local t, d2 = on_segment(pts[e[1]].at, pts[e[2]].at, x, y)
-    if not best or d2 < best[1] then best = { d2, e[1], e[2], t } end
-  end
-  if not best then
-    w[1] = 1
-    return w
-  end
-  w[best[2]], w[best[3]] = 1 - best[4], best[4]
-  return w
-end
-
--- The weights of a space at parameter value x (a number, or { x, y } in 2D).
-local function space_weights(space, x)
-  if space.dims == 1 then return weights_1d(space.points, x) end
-  return weights_2d(space, x[1], x[2])
-end
-
 -- x as a parameter value for the space (a number, or a fresh { x, y } read
 -- raw, once), or nil when it is not one.
 local function param_of(space, x)
@@ -863,23 +797,32 @@ local function space_markers(self, space, ks, fname, n)
 end
 
 -- Sets the weights (and, synced, the rates) of the space playing on layer n.
+-- (weights and rates in C: limber.core.machines)
 local function apply_space(self, i, n, sp, x, fade)
-  local w = space_weights(sp.space, x)
-  local D = 0
-  for k = 1, #sp.slots do D = D + w[k] * sp.durations[k] end
-  local base = tslot(self, i, n)
-  for k, s in ipairs(sp.slots) do
-    self.plan_:set_weight(i, n, s, w[k], fade)
-    self.target[base + s] = w[k]
-    if sp.space.sync and not sp.mk and D > 0 and sp.durations[k] > 0 then
-      self.plan_:set_rate(i, n, s, sp.durations[k] / D)
-    end
-  end
-  sp.x = type(x) == "table" and { x[1], x[2] } or x
+  local two = type(x) == "table"
+  local px, py = two and x[1] or x, two and x[2] or 0
+  self.ms:apply(i, n, px, py, fade)
+  sp.x = two and { px, py } or x
   if sp.mk then
-    sp.w, sp.cycle = w, nil
+    sp.w, sp.cycle = sp.cspace:weights(px, py), nil
     marker_sync(self, i, n, sp)
   end
+end
+
+-- The space as limber.core.blend_space for this controller's clips (made
+-- once per space).
+local function cspace_of(self, space, ks)
+  local c = self.cspaces[space]
+  if c then return c end
+  local at, durations = {}, {}
+  for k, p in ipairs(space.points) do
+    at[k] = space.dims == 1 and p.at or { p.at[1], p.at[2] }
+    durations[k] = self.clips[ks[k]]:duration()
+  end
+  c = core.blend_space({ dims = space.dims, at = at, durations = durations,
+                         tris = space.tris, edges = space.edges, sync = space.sync })
+  self.cspaces[space] = c
+  return c
 end
 
 --- Plays a blend space (`limber.controller.blend1d`) on `layer` of instance
@@ -922,7 +865,8 @@ function Controller:play_space(i, layer, space, x, opts)
   local ks = {}
   for k, p in ipairs(pts) do ks[k] = clip_of(self, p.clip, fname) end
   -- every clip's markers, checked before anything changes
-  local sp = { space = space, durations = {}, mk = space_markers(self, space, ks, fname, 4) }
+  local sp = { space = space, durations = {}, mk = space_markers(self, space, ks, fname, 4),
+               cspace = cspace_of(self, space, ks) }
   local slots = free_slots(self, i, n, #pts)
   local keep = {}
   for _, s in ipairs(slots) do keep[s] = true end
@@ -938,6 +882,7 @@ function Controller:play_space(i, layer, space, x, opts)
     self.held[base + s] = true
   end
   self.spaces[(i - 1) * self.L + n] = sp
+  self.ms:bind(i, n, sp.cspace, slots, sp.mk ~= nil)
   apply_space(self, i, n, sp, x, fade)
 end
 
@@ -1081,7 +1026,7 @@ function M.machine(def)
           or (type(cond[3]) ~= "number" and type(cond[3]) ~= "boolean") then
         bad(("%s.when[%d] must be { param, op, number or boolean }"):format(where, c))
       end
-      when[c] = { cond[1], OPS[cond[2]], cond[3] }
+      when[c] = { cond[1], OPS[cond[2]], cond[3], cond[2] }
     end
     if tr.trigger ~= nil and type(tr.trigger) ~= "string" then
       bad(where .. ": trigger must be a name")
@@ -1130,6 +1075,57 @@ local function space_param(st, params)
   return { num(st.param[1]), num(st.param[2]) }
 end
 
+-- The number of parameter `name` in this controller (limber.core.machines
+-- keeps parameters by number), given on first use; nil past the most.
+local function pid_of(self, name)
+  local id = self.pids[name]
+  if id == nil and self.npids < 4096 then
+    self.npids = self.npids + 1
+    id = self.npids
+    self.pids[name] = id
+  end
+  return id
+end
+
+-- The machine as limber.core.machine_def for this controller (made once per
+-- machine): states numbered in name order, each with the transitions that
+-- can leave it in firing order. nil, message when it needs more parameter
+-- names than a controller holds.
+local function compile(self, machine)
+  local c = self.cdefs[machine]
+  if c then return c end
+  local names, index, states = {}, {}, {}
+  for name in pairs(machine.states) do names[#names + 1] = name end
+  table.sort(names)
+  for k, name in ipairs(names) do index[name] = k end
+  local full = false
+  local function pid(name)
+    local id = pid_of(self, name)
+    full = full or id == nil
+    return id or 1
+  end
+  for k, name in ipairs(names) do
+    local st, list = machine.states[name], machine.by_from[name]
+    local trs = {}
+    for t, tr in ipairs(list) do
+      local when = {}
+      for w, cond in ipairs(tr.when) do when[w] = { pid(cond[1]), cond[4], cond[3] } end
+      trs[t] = { when = when, trigger = tr.trigger and pid(tr.trigger), at_end = tr.at_end,
+                 at_phase = tr.at_phase, at_marker = tr.at_marker ~= nil }
+    end
+    local params
+    if st.space then
+      params = st.space.dims == 1 and { pid(st.param) } or { pid(st.param[1]), pid(st.param[2]) }
+    end
+    states[k] = { transitions = trs, timed = list.timed, space = st.space ~= nil,
+                  params = params, smooth = st.smooth }
+  end
+  if full then return nil, "more than 4096 parameter names in one controller" end
+  c = { def = core.machine_def({ states = states }), index = index }
+  self.cdefs[machine] = c
+  return c
+end
+
 -- Enters state `st` of the machine running on layer n of instance i.
 local function enter(self, i, n, run, st, fade)
   local ok, slot = pcall(function()
@@ -1145,9 +1141,8 @@ local function enter(self, i, n, run, st, fade)
   end
   run.slot = slot
   run.state = st.name
-  local key = (i - 1) * self.L + n
-  self.dirty[key] = true -- its transitions may hold already
-  self.timed[key] = run.machine.by_from[st.name].timed or nil
+  -- looked at in the next step: its transitions may hold already
+  self.ms:set_run(i, n, run.c.def, run.c.index[st.name], slot)
 end
 
 --- Runs a state machine (`limber.controller.machine`) on `layer` of
@@ -1179,8 +1174,10 @@ function Controller:set_machine(i, layer, machine, fade)
       space_markers(self, st.space, ks, fname, 4) -- the markers fit (as they are now)
     end
   end
+  local c, msg = compile(self, machine)
+  if not c then check.arg_fail(4, fname, msg, 2) end
   self.params[i] = self.params[i] or {}
-  local run = { machine = machine, params = self.params[i] }
+  local run = { machine = machine, params = self.params[i], c = c }
   local key = (i - 1) * self.L + n
   local old = self.machines[key]
   self.machines[key] = run
@@ -1203,12 +1200,13 @@ function Controller:set(i, name, value)
   if type(value) ~= "number" and type(value) ~= "boolean" then
     check.arg_error(4, "limber.Controller:set", "number or boolean", value, 2)
   end
+  local id = pid_of(self, name)
+  if not id then
+    check.arg_fail(3, "limber.Controller:set", "more than 4096 parameter names", 2)
+  end
+  self.ms:set_param(i, id, value) -- (its machines are looked at in the next step)
   self.params[i] = self.params[i] or {}
   self.params[i][name] = value
-  for n = 1, self.L do
-    local key = (i - 1) * self.L + n
-    if self.machines[key] then self.dirty[key] = true end
-  end
 end
 
 --- Sets trigger `name` of instance i (the boolean parameter `name` to
@@ -1243,20 +1241,11 @@ local function crossed_marker(self, i, n, run, name, dt)
   if dt == 0 then return false end
   local sp = self.spaces[(i - 1) * self.L + n]
   local slots = run.slot and { run.slot } or (sp and sp.slots) or {}
-  local kept, found = self.before[i], false
+  local found = false
   local function hit(_, ev) if ev == name then found = true end end
   for _, s in ipairs(slots) do
-    local clip, t, rate, loop, w, prev
-    if kept then
-      for _, e in ipairs(kept[n].list) do
-        if e.slot == s then clip, t, rate, loop, w, prev = e.clip, e.time, e.rate, e.loop,
-          e.weight, e.prev end
-      end
-    else
-      local k
-      k, t, rate, loop, w, prev = self.plan_:source(i, n, s)
-      clip = k and self.clips[k]
-    end
+    local k, t, rate, loop, w, prev = self.ms:source(i, n, s) -- (as the run played it)
+    local clip = k and self.clips[k]
     if clip and w > 0 then
       anim.step(clip, prev, loop and rate * dt or t - prev, loop, hit)
       if found then return true end
@@ -1311,52 +1300,54 @@ local function holds(self, i, n, run, tr, dt)
   return true
 end
 
--- Moves the machines after a step of dt: those whose parameters changed or
--- that entered a state since the last update, and those in a state with a
--- transition on the clip's time.
-
+-- Moves the machines after a step of dt: one C pass (limber.core.machines)
+-- looks at those whose parameters changed or that entered a state since,
+-- and those in a state with a transition on the clip's time; it moves the
+-- blend spaces that follow a parameter and reports the transitions that
+-- fire (and the marker spaces to move, the transitions that wait for a
+-- marker), which are entered here.
 local function step_machines(self, dt)
+  local acts = self.acts
+  local count = self.ms:step(dt, acts)
+  if count == 0 then return nil end
   local machines, spaces, L = self.machines, self.spaces, self.L
   local failed -- the first transition that could not enter its state
-  -- two sets take turns (no table per update): machines that enter a state
-  -- now mark the other one for the next update
-  local todo = self.dirty
-  self.dirty, self.spare = self.spare or {}, nil
-  for key in pairs(self.timed) do todo[key] = true end
-  for key in pairs(todo) do
+  for a = 1, 2 * count, 2 do
+    local key, code = acts[a], acts[a + 1]
     local run = machines[key]
     local i, n = floor((key - 1) / L) + 1, (key - 1) % L + 1
-    local st = run.machine.states[run.state]
-    if st.space then -- a blend space follows its parameter(s)
-      local sp = spaces[key]
-      if sp then
-        local x = space_param(st, run.params)
-        local same = st.space.dims == 1 and x == sp.x
-          or st.space.dims == 2 and x[1] == sp.x[1] and x[2] == sp.x[2]
-        if not same then
-          keep_run(self, i)
-          apply_space(self, i, n, sp, x, st.smooth)
+    if code == 0 then -- a space synced by markers follows its parameter(s)
+      local st = run.machine.states[run.state]
+      keep_run(self, i)
+      apply_space(self, i, n, spaces[key], space_param(st, run.params), st.smooth)
+    else
+      local list = run.machine.by_from[run.state]
+      local k = code < 0 and -code or code
+      local tr = list[k]
+      if code < 0 and not crossed_marker(self, i, n, run, tr.at_marker, dt) then
+        tr = nil -- the next that holds, if any
+        for k2 = k + 1, #list do
+          if holds(self, i, n, run, list[k2], dt) then
+            tr = list[k2]
+            break
+          end
         end
       end
-    end
-    local list = run.machine.by_from[run.state]
-    for k = 1, #list do
-      local tr = list[k]
-      if holds(self, i, n, run, tr, dt) then
+      if tr then
         keep_run(self, i)
         local ok, err = pcall(enter, self, i, n, run, run.machine.states[tr.to], tr.fade)
         if ok then
-          if tr.trigger then run.params[tr.trigger] = false end
+          if tr.trigger then
+            run.params[tr.trigger] = false
+            self.ms:set_param(i, self.pids[tr.trigger], false, true)
+          end
         else -- stays in its state, tried again next update; the others go on
-          self.dirty[key] = true
+          self.ms:touch(i, n)
           failed = failed or err
         end
-        break
       end
     end
   end
-  for key in pairs(todo) do todo[key] = nil end
-  self.spare = todo
   return failed
 end
 
@@ -1421,9 +1412,7 @@ function Controller:update(dt)
   local ok, err = pcall(self.plan_.run, self.plan_, dt)
   if not ok then check.rethrow(err, "limber.Controller:update", "run", 2) end
   self.last_dt = dt
-  local before = self.before
-  for i in pairs(before) do before[i] = nil end
-  local failed = (next(self.dirty) or next(self.timed)) and step_machines(self, dt)
+  local failed = step_machines(self, dt) -- (also forgets what the last update kept)
   if self.handlers[1] then dispatch(self) end
   if failed then error("limber.Controller:update: " .. tostring(failed), 2) end
 end
@@ -1447,8 +1436,8 @@ end
 
 -- The plan's state of instance i's sources: per layer its weight and the
 -- sources with weight ({ layer, slot, clip, time, rate, loop, weight, prev }).
-local function source_state(self, i)
-  local plan, state = self.plan_, {}
+local function source_state(self, i, as_ran)
+  local plan, state = as_ran and self.ms or self.plan_, {}
   for n = 1, self.L do
     local list = {}
     for s = 1, self.S do
@@ -1513,13 +1502,10 @@ end
 -- machine that switched after the run (at once, or with new rates) changed
 -- the plan's sources since; its instance's state was kept before.
 local function ran(self, i, joint)
-  local kept = self.before[i]
-  return effective(self, kept or source_state(self, i), joint, kept ~= nil)
+  return effective(self, source_state(self, i, true), joint)
 end
 
-keep_run = function(self, i)
-  if not self.before[i] then self.before[i] = source_state(self, i) end
-end
+keep_run = function(self, i) self.ms:keep(i) end
 
 -- The step a source made in the last update: its time before, and the
 -- signed distance moved (unwrapped: a looping clip may cross its end).
@@ -1650,7 +1636,7 @@ dispatch = function(self)
   end
   local list, seen = self.plan_:stepped(flags), {}
   for _, i in ipairs(list) do seen[i] = true end
-  for i in pairs(self.before) do
+  for _, i in ipairs(self.ms:kept()) do
     if not seen[i] then list[#list + 1] = i end
   end
   table.sort(list)
