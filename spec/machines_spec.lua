@@ -498,3 +498,103 @@ describe("limber.controller's machines", function()
     end
   end)
 end)
+
+-- ---- root motion in C against plain-Lua sums over the sources ------------------
+
+local function wrap_angle(a)
+  return a - 2 * math.pi * math.floor((a + math.pi) / (2 * math.pi))
+end
+
+-- The plain-Lua rule: every override layer's source with effective weight
+-- at the joint, its root's displacement over its step (anim's players'
+-- unwrapped rule), summed by that weight.
+local function ref_root(ctl, modes, i, joint, dt)
+  local anim = require "limber.anim"
+  local x, y, z, yaw = 0, 0, 0, 0
+  if dt == 0 then return x, y, z, yaw end
+  for _, e in ipairs(ctl:sources(i, joint)) do
+    if modes[e.layer] == "override" and e.effective > 0 then
+      local t0, delta = e.prev, e.loop and e.rate * dt or e.time - e.prev
+      local d = e.clip:duration()
+      local ax, ay, az, ayaw = anim._root_pos(e.clip, joint, t0, e.loop, d)
+      local bx, by, bz, byaw = anim._root_pos(e.clip, joint, t0 + delta, e.loop, d)
+      local w = e.effective
+      x, y, z = x + w * (bx - ax), y + w * (by - ay), z + w * (bz - az)
+      yaw = yaw + w * wrap_angle(byaw - ayaw)
+    end
+  end
+  return x, y, z, yaw
+end
+
+describe("limber.controller root motion in C", function()
+  it("equals the plain-Lua sums on random crowds, layers, masks and steps", function()
+    local skel, clips = fox_parts()
+    local N = 16
+    local modes = { "override", "override", "additive" }
+    local ctl = controller.new({ pose = limber.pose(skel, N), clips = clips, sources = 3,
+      layers = { { name = "base" }, { name = "upper", mask = { root = "b_Spine01_02" } },
+                 { name = "add", mode = "additive" } } })
+    local J = skel:joint_count()
+    local checked, moved = 0, 0
+    for f = 1, 60 do
+      for _ = 1, 6 do
+        local i, layer = math.random(N), math.random(3)
+        ctl:play(i, layer, math.random(#clips), { fade = math.random() < 0.5 and 0 or H.rand(0, 0.4),
+          time = H.rand(0, 3), rate = H.rand(-2, 3), loop = math.random() < 0.8 })
+        if math.random() < 0.3 then ctl:set_weight(i, layer, math.random(), H.rand(0, 0.3)) end
+      end
+      local dt = math.random() < 0.05 and 0 or (math.random() < 0.1 and H.rand(2, 9) or H.rand(-0.05, 0.1))
+      ctl:update(dt)
+      for _, joint in ipairs({ 3, 1, math.random(J) }) do -- (the Fox's hips: 3)
+        local all = ctl:root_motions(joint)
+        for i = 1, N do
+          local got = { ctl:root_motion(i, joint) }
+          local want = { ref_root(ctl, modes, i, joint, dt) }
+          for c = 1, 4 do
+            local tol = 1e-9 * (1 + math.abs(want[c]))
+            if math.abs(got[c] - want[c]) > tol then
+              error(("frame %d, instance %d, joint %d, component %d: %.17g against %.17g")
+                :format(f, i, joint, c, got[c], want[c]))
+            end
+            local b = all:get(i)[c]
+            if math.abs(b - got[c]) > 1e-6 * (1 + math.abs(got[c])) then
+              error(("root_motions: instance %d component %d: %.9g against %.9g"):format(i, c, b, got[c]))
+            end
+          end
+          if joint == 3 and dt ~= 0 then
+            checked = checked + 1
+            if got[1] ~= 0 or got[3] ~= 0 then moved = moved + 1 end
+          end
+        end
+      end
+    end
+    assert.is_true(moved > checked / 2) -- (most of them move)
+  end)
+
+  it("reads the run as it played when a machine switches after it", function()
+    local skel, clips = fox_parts()
+    local ctl = controller.new({ pose = limber.pose(skel, 2), clips = clips })
+    local m = controller.machine({ initial = "walk",
+      states = { walk = { clip = "Walk" }, run = { clip = "Run", rate = 3 } },
+      transitions = { { from = "walk", to = "run", trigger = "go" } } })
+    ctl:set_machine(1, "base", m)
+    ctl:update(0.1)
+    ctl:trigger(1, "go")
+    ctl:update(0.1) -- the run plays Walk; then the machine starts Run at once
+    assert.are.equal("run", ctl:state(1, "base"))
+    local got = { ctl:root_motion(1, 3) } -- (the Fox's hips)
+    -- the same step of Walk as before (a looping clip at a steady rate: the
+    -- same displacement up to where in the clip it is), not Run's
+    assert.are.equal("Walk", clips[2]:name())
+    local walk = { limber.anim._root_pos(clips[2], 3, 0.2, true, clips[2]:duration()) }
+    local walk0 = { limber.anim._root_pos(clips[2], 3, 0.1, true, clips[2]:duration()) }
+    for c = 1, 3 do assert.near(walk[c] - walk0[c], got[c], 1e-9) end
+    assert.is_true(math.abs(got[3]) > 1) -- (the Fox walks along z, ~100 units tall)
+    local ok, err = pcall(ctl.root_motion, ctl, 1, 0)
+    assert.is_false(ok)
+    assert.matches("bad argument #2 to 'limber.Controller:root_motion' (joint must be", err, 1, true)
+    ok, err = pcall(ctl.root_motions, ctl, 1, limber.buffer("f32", 3, 2))
+    assert.is_false(ok)
+    assert.matches("bad argument #2 to 'limber.Controller:root_motions' (out must be", err, 1, true)
+  end)
+end)

@@ -311,3 +311,161 @@ uint32_t lmb_machines_step(lmb_machines *m, double dt, uint32_t *out_key, int32_
     }
     return count;
 }
+
+void lmb_machines_source(const lmb_machines *m, uint32_t i, uint32_t k, lmb_kept *out) {
+    const lmb_plan *p = m->plan;
+    if (m->kept[i]) {
+        *out = m->kept_src[(size_t)i * p->source_count + k];
+        return;
+    }
+    size_t at = (size_t)k * m->instance_count + i;
+    const lmb_sampler *s = p->src + k;
+    out->clip = s->clip[i], out->time = s->time[i], out->rate = s->rate[i];
+    out->loop = s->loop[i], out->weight = p->weight[at], out->prev = p->prev_time[at];
+}
+
+/* ---- root motion ---------------------------------------------------------- */
+
+/* Clip c's track of (joint, path) into out: 1, or 0 when it has none. */
+static int root_track(const lmb_clip *c, uint32_t joint, uint32_t path, lmb_track *out) {
+    memset(out, 0, sizeof *out);
+    if (c->packed.streams) {
+        if (joint >= c->joint_span || !lmb_packed_tracks(&c->packed, joint, path)) return 0;
+        out->target = joint, out->path = (uint8_t)path, out->width = path == LMB_PATH_R ? 4 : 3;
+        return 1;
+    }
+    for (uint32_t k = 0; k < c->joint_track_count; k++)
+        if (c->tracks[k].target == joint && c->tracks[k].path == path) {
+            *out = c->tracks[k];
+            return 1;
+        }
+    return 0;
+}
+
+/* t wrapped into [0, d) as limber.anim does it (fmod where the floor
+ * formula rounds outside). */
+static double wrap_time(double t, double d) {
+    double r = t - d * floor(t / d);
+    if (!(r >= 0.0 && r < d)) {
+        r = fmod(t, d);
+        if (r != r) return 0.0;
+        if (r < 0.0) r += d;
+        if (r >= d) r = 0.0;
+    }
+    return r;
+}
+
+static double wrap_angle(double a) {
+    const double pi = 3.14159265358979323846;
+    return a - 2.0 * pi * floor((a + pi) / (2.0 * pi));
+}
+
+static void sample_at(const lmb_clip *c, const lmb_track *tr, double x, float *v) {
+    lmb_cursor cur = {0, 0.0f, 0.0f};
+    lmb_track_sample(c, tr, lmb_clip_time(c, x, 0), &cur, v);
+}
+
+static double yaw_at(const lmb_clip *c, const lmb_track *tr, double x) {
+    float q[4];
+    sample_at(c, tr, x, q);
+    double qx = q[0], qy = q[1], qz = q[2], qw = q[3];
+    return atan2(2.0 * (qw * qy + qx * qz), 1.0 - 2.0 * (qy * qy + qx * qx));
+}
+
+static void find_roots(lmb_machines *m, uint32_t joint) {
+    if (m->root_joint == joint) return;
+    const lmb_sampler *s = m->plan->src;
+    for (uint32_t c = 0; c < s->clip_count; c++) {
+        const lmb_clip *clip = s->clips[c];
+        lmb_root_tracks *r = m->roots + c;
+        r->has_t = (uint8_t)root_track(clip, joint, LMB_PATH_T, &r->t);
+        r->has_r = (uint8_t)root_track(clip, joint, LMB_PATH_R, &r->r);
+        r->lap[0] = r->lap[1] = r->lap[2] = r->lap[3] = 0.0;
+        if (r->has_t) {
+            double d = (double)clip->duration;
+            float e[3], b[3];
+            sample_at(clip, &r->t, d, e);
+            sample_at(clip, &r->t, 0.0, b);
+            for (int k = 0; k < 3; k++)
+                r->lap[k] = (double)e[k] - (double)b[k];
+            if (r->has_r) r->lap[3] = wrap_angle(yaw_at(clip, &r->r, d) - yaw_at(clip, &r->r, 0.0));
+        }
+    }
+    m->root_joint = joint;
+}
+
+/* The root's position and yaw at unwrapped time x (looping) or clamped x. */
+static void root_pos(const lmb_clip *c, const lmb_root_tracks *r, double x, int loop,
+                     double out[4]) {
+    double d = (double)c->duration, laps = 0.0;
+    if (loop && d > 0.0) {
+        laps = floor(x / d);
+        x = wrap_time(x, d);
+    } else {
+        x = x < 0.0 ? 0.0 : (x > d ? d : x);
+    }
+    out[0] = out[1] = out[2] = out[3] = 0.0;
+    if (!r->has_t) return;
+    float p[3];
+    sample_at(c, &r->t, x, p);
+    out[0] = p[0], out[1] = p[1], out[2] = p[2];
+    out[3] = r->has_r ? yaw_at(c, &r->r, x) : 0.0;
+    if (laps != 0.0) {
+        for (int k = 0; k < 3; k++)
+            out[k] += laps * r->lap[k];
+        if (r->has_r) out[3] += laps * r->lap[3];
+    }
+}
+
+void lmb_machines_root(lmb_machines *m, uint32_t joint, uint32_t i, double out[4]) {
+    const lmb_plan *p = m->plan;
+    const uint32_t Ly = m->layer_count;
+    double dt = p->last_dt, f[LMB_STACK_MAX_LAYERS];
+    uint8_t live[LMB_STACK_MAX_LAYERS];
+    out[0] = out[1] = out[2] = out[3] = 0.0;
+    if (dt == 0.0) return;
+    find_roots(m, joint);
+    /* per layer: its weight at the joint and whether a source has weight */
+    for (uint32_t n = 0; n < Ly; n++) {
+        const lmb_stack_layer *ly = p->layers + n;
+        float lw = m->kept[i] ? m->kept_layer[(size_t)i * Ly + n]
+                              : p->layer_weight[(size_t)n * m->instance_count + i];
+        f[n] = (double)lw * (ly->mask ? (double)ly->mask[joint] : 1.0);
+        live[n] = 0;
+        for (uint32_t k = ly->first_source; k < ly->first_source + ly->source_count; k++) {
+            lmb_kept e;
+            lmb_machines_source(m, i, k, &e);
+            if (e.clip >= 0 && e.weight > 0.0f) live[n] = 1;
+        }
+    }
+    for (uint32_t n = 0; n < Ly; n++) {
+        const lmb_stack_layer *ly = p->layers + n;
+        if (!live[n] || !(f[n] > 0.0) || ly->mode != LMB_LAYER_OVERRIDE) continue;
+        double sum = 0.0;
+        for (uint32_t k = ly->first_source; k < ly->first_source + ly->source_count; k++) {
+            lmb_kept e;
+            lmb_machines_source(m, i, k, &e);
+            if (e.clip >= 0 && e.weight > 0.0f) sum += (double)e.weight;
+        }
+        for (uint32_t k = ly->first_source; k < ly->first_source + ly->source_count; k++) {
+            lmb_kept e;
+            lmb_machines_source(m, i, k, &e);
+            if (e.clip < 0 || !(e.weight > 0.0f)) continue;
+            double w = f[n] * (double)e.weight / sum;
+            for (uint32_t up = n + 1; up < Ly; up++) /* what the override layers above leave */
+                if (live[up] && f[up] > 0.0 && p->layers[up].mode == LMB_LAYER_OVERRIDE)
+                    w = w * (1.0 - f[up]);
+            if (!(w > 0.0)) continue;
+            const lmb_clip *c = p->src[k].clips[e.clip];
+            double t0 = e.prev, delta = e.loop ? (double)e.rate * dt : e.time - e.prev;
+            double t1 = t0 + delta;
+            t1 = t1 > 3.4e38 ? 3.4e38 : (t1 < -3.4e38 ? -3.4e38 : t1);
+            double a[4], b[4];
+            root_pos(c, m->roots + e.clip, t0, e.loop, a);
+            root_pos(c, m->roots + e.clip, t1, e.loop, b);
+            out[0] += w * (b[0] - a[0]), out[1] += w * (b[1] - a[1]), out[2] += w * (b[2] - a[2]);
+            out[3] += w * wrap_angle(b[3] - a[3]);
+        }
+    }
+    if (fabs(out[3]) < 1e-300) out[3] = 0.0;
+}

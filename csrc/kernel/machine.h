@@ -116,6 +116,13 @@ typedef struct lmb_kept {
     double time, prev;
 } lmb_kept;
 
+/* One clip's tracks of the root-motion joint (found once per joint). */
+typedef struct lmb_root_tracks {
+    lmb_track t, r;       /* translation and rotation tracks (a packed clip: their ids) */
+    uint8_t has_t, has_r; /* the clip has them */
+    double lap[4];        /* a lap's displacement: translation at the end minus at 0, wrapped yaw */
+} lmb_root_tracks;
+
 typedef struct lmb_machines {
     lmb_plan *plan; /* borrowed */
     uint32_t instance_count, layer_count;
@@ -126,9 +133,26 @@ typedef struct lmb_machines {
     uint8_t *kept;        /* instance_count: kept since the last step began */
     uint32_t *kept_list;  /* the kept instances, in keeping order */
     uint32_t kept_count;
-    lmb_kept *kept_src; /* instance_count * source_count */
-    float *kept_layer;  /* instance_count * layer_count */
+    lmb_kept *kept_src;     /* instance_count * source_count */
+    float *kept_layer;      /* instance_count * layer_count */
+    lmb_root_tracks *roots; /* per clip of the plan's set, for joint root_joint */
+    uint32_t root_joint;    /* UINT32_MAX: roots not found yet */
 } lmb_machines;
+
+/* Instance i's source k (0-based over the plan) as the last run played it:
+ * kept, or as it is. */
+void lmb_machines_source(const lmb_machines *m, uint32_t i, uint32_t k, lmb_kept *out);
+
+/* The root motion of instance i in the plan's last run (its step of
+ * p->last_dt, as kept): every override layer's source's displacement of
+ * joint `joint` (< the skeleton's joints) from its time before to its time
+ * after (a looping clip unwrapped: laps add the clip's start-to-end
+ * displacement), x, y, z and the yaw about y (wrapped to [-pi, pi) per
+ * source), summed by effective weight at the joint (its share of its
+ * layer times the layer weight times the mask there, times 1 - w for each
+ * override layer above with weight w there). out: dx, dy, dz, dyaw. A clip
+ * without a translation track for the joint moves nothing. */
+void lmb_machines_root(lmb_machines *m, uint32_t joint, uint32_t i, double out[4]);
 
 /* Keeps instance i's sources as they are (once per step). */
 void lmb_machines_keep(lmb_machines *m, uint32_t i);

@@ -333,16 +333,19 @@ static int l_machines(lua_State *L) {
     lmb_plan *p = lcore_check_plan(L, 1);
     uint32_t N = p->pose->instance_count, Ly = p->layer_count, S = p->source_count;
     size_t R = (size_t)N * Ly;
-    size_t bytes = sizeof(lmachines) + R * sizeof(lmb_mrun) +
-                   R * 2 * (sizeof(uint32_t) + sizeof(int32_t)) +
-                   (size_t)N * (1 + sizeof(uint32_t) + Ly * sizeof(float)) +
-                   (size_t)N * S * sizeof(lmb_kept) + 64;
+    size_t bytes =
+        sizeof(lmachines) + R * sizeof(lmb_mrun) + R * 2 * (sizeof(uint32_t) + sizeof(int32_t)) +
+        (size_t)N * (1 + sizeof(uint32_t) + Ly * sizeof(float)) + (size_t)N * S * sizeof(lmb_kept) +
+        (size_t)p->src[0].clip_count * sizeof(lmb_root_tracks) + 64;
     lmachines *lm = (lmachines *)lcore_newobject(L, bytes, 4, MACHINES_MT); /* 2 */
     lmb_machines *m = &lm->m;
     m->plan = p, m->instance_count = N, m->layer_count = Ly;
     unsigned char *mem = (unsigned char *)lmb_align_ptr(lm + 1, 8);
     m->kept_src = (lmb_kept *)(void *)mem;
     mem += (size_t)N * S * sizeof(lmb_kept);
+    m->roots = (lmb_root_tracks *)(void *)mem;
+    mem += (size_t)p->src[0].clip_count * sizeof(lmb_root_tracks);
+    m->root_joint = UINT32_MAX;
     m->runs = (lmb_mrun *)(void *)mem;
     mem += R * sizeof(lmb_mrun);
     lm->out_key = (uint32_t *)(void *)mem;
@@ -595,14 +598,7 @@ static int l_source(lua_State *L) {
     const lmb_stack_layer *ly = p->layers + key % lm->m.layer_count;
     uint32_t k = ly->first_source + lcore_check_index(L, 4, ly->source_count, "source");
     lmb_kept e;
-    if (lm->m.kept[i]) {
-        e = lm->m.kept_src[(size_t)i * p->source_count + k];
-    } else {
-        size_t at = (size_t)k * lm->m.instance_count + i;
-        const lmb_sampler *s = p->src + k;
-        e.clip = s->clip[i], e.time = s->time[i], e.rate = s->rate[i], e.loop = s->loop[i];
-        e.weight = p->weight[at], e.prev = p->prev_time[at];
-    }
+    lmb_machines_source(&lm->m, i, k, &e);
     if (e.clip < 0)
         lua_pushnil(L);
     else
@@ -626,6 +622,52 @@ static int l_layer_weight(lua_State *L) {
     return 1;
 }
 
+/* The joint argument at arg: 0-based, inside the plan's skeleton. */
+static uint32_t check_joint(lua_State *L, lmachines *lm, int arg) {
+    return lcore_check_index(L, arg, lm->m.plan->pose->joint_count, "joint");
+}
+
+/** machines:root_motion(joint, i): instance i's root motion in the plan's
+ * last run (lmb_machines_root): dx, dy, dz, dyaw of joint `joint`. */
+static int l_root_motion(lua_State *L) {
+    lmachines *lm = check_machines(L, 1);
+    uint32_t j = check_joint(L, lm, 2), i = check_instance(L, lm, 3);
+    double out[4];
+    lmb_machines_root(&lm->m, j, i, out);
+    for (int k = 0; k < 4; k++)
+        lua_pushnumber(L, (lua_Number)out[k]);
+    return 4;
+}
+
+/** machines:root_motions(joint [, out]): every instance's root motion in
+ * the plan's last run, as machines:root_motion, in an f32 Buffer of width 4
+ * and one element per instance (`out`, filled, or new). */
+static int l_root_motions(lua_State *L) {
+    lmachines *lm = check_machines(L, 1);
+    uint32_t j = check_joint(L, lm, 2), N = lm->m.instance_count;
+    lbuffer *b;
+    if (lua_isnoneornil(L, 3)) {
+        b = lbuf_push(L, LBUF_F32, 4, N);
+    } else {
+        b = lbuf_check(L, 3);
+        if (b->type != LBUF_F32 || b->width != 4 || b->count != N || b->readonly)
+            return luaL_argerror(L, 3,
+                                 "out must be a writable f32 Buffer of width 4, one element "
+                                 "per instance");
+        lua_pushvalue(L, 3);
+    }
+    float *o = (float *)b->data;
+    for (uint32_t i = 0; i < N; i++) {
+        double v[4];
+        lmb_machines_root(&lm->m, j, i, v);
+        for (size_t k = 0; k < 4; k++) {
+            double x = v[k];
+            o[4 * (size_t)i + k] = (float)(x > 3.4e38 ? 3.4e38 : (x < -3.4e38 ? -3.4e38 : x));
+        }
+    }
+    return 1;
+}
+
 void lcore_open_machine(lua_State *L) {
     static const luaL_Reg mdef_methods[] = {{"state_count", l_mdef_states}, {NULL, NULL}};
     static const luaL_Reg space_methods[] = {{"weights", l_space_weights}, {NULL, NULL}};
@@ -641,6 +683,8 @@ void lcore_open_machine(lua_State *L) {
                                        {"kept", l_kept},
                                        {"source", l_source},
                                        {"layer_weight", l_layer_weight},
+                                       {"root_motion", l_root_motion},
+                                       {"root_motions", l_root_motions},
                                        {NULL, NULL}};
     lcore_class(L, MDEF_MT, NULL, mdef_methods);
     lcore_class(L, SPACE_MT, NULL, space_methods);

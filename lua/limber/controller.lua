@@ -1670,19 +1670,21 @@ dispatch = function(self)
   for _, c in ipairs(calls) do c[1](c[2], c[3]) end
 end
 
-local function wrap_angle(a)
-  return a - 2 * math.pi * floor((a + math.pi) / (2 * math.pi))
-end
-
--- Root position and yaw at unwrapped time x (the players' rule, limber.anim).
-local function root_at(clip, j, x, loop)
-  return anim._root_pos(clip, j, x, loop, clip:duration())
+-- The root-motion joint argument (default 1), checked.
+local function joint_of(self, joint, arg, fname)
+  joint = joint or 1
+  local J = self.pose:joint_count()
+  if check.math_type(joint) ~= "integer" or joint < 1 or joint > J then
+    check.arg_fail(arg, fname, ("joint must be an integer in [1, %d]"):format(J), 3)
+  end
+  return joint
 end
 
 --- The root motion of instance i in the last `update`: every source's
 -- displacement of joint `joint` (default 1) over its step (clip space),
 -- summed by effective weight (additive layers left out). A clip started
--- or moved with set_time in between moved nothing by it.
+-- or moved with set_time in between moved nothing by it. Computed in C
+-- (`Machines:root_motion`); `root_motions` gives every instance's at once.
 -- @tparam integer i
 -- @tparam[opt=1] integer joint
 -- @treturn number dx
@@ -1692,23 +1694,25 @@ end
 function Controller:root_motion(i, joint)
   check_self(self, "root_motion")
   instance_of(self, i, "limber.Controller:root_motion")
-  joint = joint or 1
-  local dt, x, y, z, yaw = self.last_dt, 0, 0, 0, 0
-  if dt == 0 then return 0, 0, 0, 0 end
-  for _, e in ipairs(ran(self, i, joint)) do
-    if self.modes[e.layer] == "override" and e.effective > 0 then
-      local t0, delta = step_of(e, dt)
-      local t1 = t0 + delta -- a step beyond the float range counts as reaching it
-      t1 = t1 > 3.4e38 and 3.4e38 or (t1 < -3.4e38 and -3.4e38 or t1)
-      local ax, ay, az, ayaw = root_at(e.clip, joint, t0, e.loop)
-      local bx, by, bz, byaw = root_at(e.clip, joint, t1, e.loop)
-      local w = e.effective
-      x, y, z = x + w * (bx - ax), y + w * (by - ay), z + w * (bz - az)
-      yaw = yaw + w * wrap_angle(byaw - ayaw)
-    end
+  return self.ms:root_motion(joint_of(self, joint, 2, "limber.Controller:root_motion"), i)
+end
+
+--- The root motion of every instance in the last `update` (as
+-- `root_motion`), in one C pass: an f32 Buffer of width 4 (dx, dy, dz,
+-- dyaw) with one element per instance (`out`, filled, or new).
+-- @tparam[opt=1] integer joint
+-- @param[opt] out f32 Buffer, width 4, one element per instance
+-- @return the Buffer
+function Controller:root_motions(joint, out)
+  check_self(self, "root_motions")
+  local fname = "limber.Controller:root_motions"
+  joint = joint_of(self, joint, 1, fname)
+  local ok, b = pcall(self.ms.root_motions, self.ms, joint, out)
+  if not ok then
+    check.arg_fail(2, fname, "out must be a writable f32 Buffer of width 4, one element per "
+      .. "instance", 2)
   end
-  if abs(yaw) < 1e-300 then yaw = 0 end
-  return x, y, z, yaw
+  return b
 end
 
 return M
