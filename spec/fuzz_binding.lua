@@ -190,6 +190,10 @@ local function build_pool()
       try(ms.keep, ms, 3)
       try(ms.source, ms, 3, 1, 2)
       try(ms.kept, ms)
+      try(ms.set_events, ms, 1, { 0, 0.25, 0.5 }, { 0, 0.25, 0.5 })
+      try(ms.events, ms, 0, {})
+      try(ms.root_motions, ms, 1)
+      try(ms.root_motion, ms, 2, 1)
     end
     local s = try(core.sampler, pose, { clip, clip2 })
     if s then

@@ -426,6 +426,22 @@ describe("limber.core.machines", function()
     bad_def({ states = { { space = true, params = {} } } }, "params")
     bad_def({ states = { { space = true, params = { 1 }, smooth = -1 } } }, "smooth")
   end)
+
+  it("takes extra arguments to its constructors without harm (found by the binding fuzzer)", function()
+    local plan = crowd(2, 2)
+    local co = coroutine.create(function() end)
+    for _ = 1, 3 do
+      local ms = core.machines(plan, co, {}, 1)
+      local def = core.machine_def({ states = { { transitions = { { when = { { 1, "<", 1 } } } } } } },
+        co, 2)
+      local sp = core.blend_space({ dims = 1, at = { 0, 1 }, durations = { 1, 1 } }, co, {})
+      ms:set_run(1, 1, def, 1)
+      ms:bind(1, 2, sp, { 1, 2 })
+      collectgarbage("collect")
+      assert.are.same({ 1 }, { ms:run(1, 1) })
+      assert.are.same({ 0, 1 }, sp:weights(1))
+    end
+  end)
 end)
 
 -- ---- the controller on the C step against plain-Lua stepping -------------------
@@ -596,5 +612,69 @@ describe("limber.controller root motion in C", function()
     ok, err = pcall(ctl.root_motions, ctl, 1, limber.buffer("f32", 3, 2))
     assert.is_false(ok)
     assert.matches("bad argument #2 to 'limber.Controller:root_motions' (out must be", err, 1, true)
+  end)
+end)
+
+-- ---- events in C against limber.anim.step over the sources ----------------------
+
+describe("limber.controller events in C", function()
+  it("equal limber.anim.step over every source, per instance and for the crowd", function()
+    local anim = require "limber.anim"
+    local skel, clips = fox_parts()
+    local N = 12
+    local ctl = controller.new({ pose = limber.pose(skel, N), clips = clips, sources = 3,
+      event_weight = 0.05,
+      layers = { { name = "base" }, { name = "upper", mask = { root = "b_Spine01_02" } } } })
+    local function random_events(clip)
+      local d, ev = clip:duration(), {}
+      for k = 1, math.random(0, 5) do
+        local t = math.random() < 0.2 and (math.random() < 0.5 and 0 or d) or H.rand(0, d)
+        ev[k] = { time = t, name = "e" .. math.random(3), data = math.random() < 0.5 and k or nil }
+      end
+      anim.set_events(clip, ev)
+    end
+    for _, c in ipairs(clips) do random_events(c) end
+    local total = 0
+    for f = 1, 80 do
+      if f % 20 == 0 then random_events(clips[math.random(#clips)]) end -- (given to C again)
+      for _ = 1, 5 do
+        local i, layer = math.random(N), math.random(2)
+        ctl:play(i, layer, math.random(#clips), { fade = math.random() < 0.5 and 0 or H.rand(0, 0.4),
+          time = H.rand(0, 3), rate = H.rand(-3, 3), loop = math.random() < 0.7 })
+        if math.random() < 0.3 then ctl:set_weight(i, layer, math.random(), H.rand(0, 0.3)) end
+      end
+      local dt = math.random() < 0.05 and 0 or (math.random() < 0.1 and H.rand(5, 40) or H.rand(-0.1, 0.2))
+      ctl:update(dt)
+      local all, at = ctl:crowd_events(), 1
+      for i = 1, N do
+        local want = {}
+        if dt ~= 0 then
+          for _, e in ipairs(ctl:sources(i)) do
+            if e.effective > 0.05 then
+              local delta = e.loop and e.rate * dt or e.time - e.prev
+              anim.step(e.clip, e.prev, delta, e.loop, function(_, name, time, data)
+                want[#want + 1] = { clip = e.clip:name(), name = name, time = time,
+                                    weight = e.effective, data = data }
+              end)
+            end
+          end
+        end
+        local got = ctl:events(i)
+        assert.are.equal(#want, #got)
+        for k, w in ipairs(want) do
+          local g = got[k]
+          assert.are.same({ w.clip, w.name, w.time, w.data }, { g.clip, g.name, g.time, g.data })
+          assert.is_true(math.abs(w.weight - g.weight) < 1e-12)
+          local c = all[at]
+          at = at + 1
+          assert.are.same({ i, w.clip, w.name, w.time, w.data }, { c.instance, c.clip, c.name, c.time, c.data })
+          assert.is_true(c.layer == 1 or c.layer == 2)
+        end
+        total = total + #want
+      end
+      assert.are.equal(at - 1, #all)
+    end
+    assert.is_true(total > 100)
+    for _, c in ipairs(clips) do anim.set_events(c, nil) end
   end)
 end)

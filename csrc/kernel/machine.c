@@ -469,3 +469,71 @@ void lmb_machines_root(lmb_machines *m, uint32_t joint, uint32_t i, double out[4
     }
     if (fabs(out[3]) < 1e-300) out[3] = 0.0;
 }
+
+/* ---- events ----------------------------------------------------------------- */
+
+static void clip_events(const lmb_clip_events *ev, double d, double t0, double delta, int loop,
+                        lmb_event_hit *h, lmb_event_fn fn, void *ctx) {
+    uint32_t n = ev->count;
+    if (!loop || d <= 0.0) {
+        double a = t0 < 0.0 ? 0.0 : (t0 > d ? d : t0), b = a + delta;
+        b = b < 0.0 ? 0.0 : (b > d ? d : b);
+        h->looped = 0;
+        if (b > a) {
+            for (uint32_t k = 0; k < n; k++)
+                if (ev->times[k] > a && ev->times[k] <= b) h->event = k, fn(ctx, h);
+        } else if (b < a) {
+            for (uint32_t k = n; k-- > 0;)
+                if (ev->times[k] < a && ev->times[k] >= b) h->event = k, fn(ctx, h);
+        }
+        return;
+    }
+    double a = wrap_time(t0, d), b = a + delta, base = 0.0;
+    h->looped = 1;
+    if (delta > 0.0) {
+        for (int laps = 0; base <= b && laps < 10000; laps++, base += d)
+            for (uint32_t k = 0; k < n; k++) {
+                double e = base + ev->loop_times[k];
+                if (e > a && e <= b) h->event = k, fn(ctx, h);
+            }
+    } else if (delta < 0.0) {
+        for (int laps = 0; base + d > b && laps < 10000; laps++, base -= d)
+            for (uint32_t k = n; k-- > 0;) {
+                double e = base + ev->loop_times[k];
+                if (e < a && e >= b) h->event = k, fn(ctx, h);
+            }
+    }
+}
+
+void lmb_machines_events(const lmb_machines *m, uint32_t i, double threshold, lmb_event_fn fn,
+                         void *ctx) {
+    const lmb_plan *p = m->plan;
+    const uint32_t Ly = m->layer_count;
+    double dt = p->last_dt;
+    if (dt == 0.0) return;
+    for (uint32_t n = 0; n < Ly; n++) {
+        const lmb_stack_layer *ly = p->layers + n;
+        double f = (double)(m->kept[i] ? m->kept_layer[(size_t)i * Ly + n]
+                                       : p->layer_weight[(size_t)n * m->instance_count + i]);
+        double sum = 0.0;
+        for (uint32_t k = ly->first_source; k < ly->first_source + ly->source_count; k++) {
+            lmb_kept e;
+            lmb_machines_source(m, i, k, &e);
+            if (e.clip >= 0 && e.weight > 0.0f) sum += (double)e.weight;
+        }
+        if (!(sum > 0.0) || !(f > 0.0)) continue;
+        for (uint32_t k = ly->first_source; k < ly->first_source + ly->source_count; k++) {
+            lmb_kept e;
+            lmb_machines_source(m, i, k, &e);
+            if (e.clip < 0 || !(e.weight > 0.0f)) continue;
+            double w = f * (double)e.weight / sum;
+            if (!(w > threshold || (threshold == 0.0 && w > 0.0))) continue;
+            const lmb_clip_events *ev = m->events + e.clip;
+            if (ev->count == 0) continue;
+            double t0 = e.prev, delta = e.loop ? (double)e.rate * dt : e.time - e.prev;
+            lmb_event_hit h = {i, n, k - ly->first_source, (uint32_t)e.clip, 0, 0, w};
+            clip_events(ev, (double)p->src[k].clips[e.clip]->duration, t0, delta, e.loop, &h, fn,
+                        ctx);
+        }
+    }
+}

@@ -123,6 +123,25 @@ typedef struct lmb_root_tracks {
     double lap[4];        /* a lap's displacement: translation at the end minus at 0, wrapped yaw */
 } lmb_root_tracks;
 
+/* One clip's events (times in seconds, as limber.anim keeps them): sorted,
+ * and for looping play with an event at the duration moved to 0. */
+typedef struct lmb_clip_events {
+    uint32_t count;
+    const double *times;      /* count, ascending */
+    const double *loop_times; /* count, ascending, in [0, duration) */
+} lmb_clip_events;
+
+/* A crossed event: instance, layer, source within the layer (0-based), the
+ * clip, the event (index into times, or into loop_times when `looped`) and
+ * the source's effective weight. */
+typedef struct lmb_event_hit {
+    uint32_t instance, layer, source, clip, event;
+    int looped;
+    double weight;
+} lmb_event_hit;
+
+typedef void (*lmb_event_fn)(void *ctx, const lmb_event_hit *hit);
+
 typedef struct lmb_machines {
     lmb_plan *plan; /* borrowed */
     uint32_t instance_count, layer_count;
@@ -133,10 +152,11 @@ typedef struct lmb_machines {
     uint8_t *kept;        /* instance_count: kept since the last step began */
     uint32_t *kept_list;  /* the kept instances, in keeping order */
     uint32_t kept_count;
-    lmb_kept *kept_src;     /* instance_count * source_count */
-    float *kept_layer;      /* instance_count * layer_count */
-    lmb_root_tracks *roots; /* per clip of the plan's set, for joint root_joint */
-    uint32_t root_joint;    /* UINT32_MAX: roots not found yet */
+    lmb_kept *kept_src;      /* instance_count * source_count */
+    float *kept_layer;       /* instance_count * layer_count */
+    lmb_root_tracks *roots;  /* per clip of the plan's set, for joint root_joint */
+    uint32_t root_joint;     /* UINT32_MAX: roots not found yet */
+    lmb_clip_events *events; /* per clip of the plan's set (count 0: none) */
 } lmb_machines;
 
 /* Instance i's source k (0-based over the plan) as the last run played it:
@@ -153,6 +173,17 @@ void lmb_machines_source(const lmb_machines *m, uint32_t i, uint32_t k, lmb_kept
  * override layer above with weight w there). out: dx, dy, dz, dyaw. A clip
  * without a translation track for the joint moves nothing. */
 void lmb_machines_root(lmb_machines *m, uint32_t joint, uint32_t i, double out[4]);
+
+/* The events instance i's sources crossed in the plan's last run (as
+ * kept), as limber.anim.step crosses them over each source's step (a
+ * looping clip: t0 < e <= t1 forward, t1 <= e < t0 backward, once per lap,
+ * at most 10000 laps; a clip that does not loop: within its clamped step),
+ * for the sources whose effective weight (share of its layer times the
+ * layer weight) is above `threshold` (or above 0 when it is 0): fn is
+ * called per event, sources in order (layers bottom-up), events in playback
+ * order. */
+void lmb_machines_events(const lmb_machines *m, uint32_t i, double threshold, lmb_event_fn fn,
+                         void *ctx);
 
 /* Keeps instance i's sources as they are (once per step). */
 void lmb_machines_keep(lmb_machines *m, uint32_t i);

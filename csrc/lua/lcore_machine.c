@@ -73,6 +73,7 @@ static uint8_t op_of(const char *s) {
 static int l_machine_def(lua_State *L) {
     const char *fn = "limber.core.machine_def";
     luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1); /* (the indices below count from here) */
     field(L, 1, "states"); /* 2 */
     uint32_t S = table_len(L, 2, fn, "desc.states", MAX_STATES);
     if (S == 0) return luaL_error(L, "%s: desc.states is empty", fn);
@@ -227,6 +228,7 @@ static int l_mdef_states(lua_State *L) {
 static int l_blend_space(lua_State *L) {
     const char *fn = "limber.core.blend_space";
     luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1); /* (the indices below count from here) */
     field(L, 1, "dims"); /* 2 */
     uint32_t dims = top_index(L, fn, "desc.dims", 2) + 1;
     field(L, 1, "at");        /* 2 */
@@ -321,7 +323,8 @@ typedef struct lmachines {
 } lmachines;
 
 /* User values: 1 the plan, 2 defs by run key, 3 spaces by run key, 4 the
- * parameter arrays (a userdata replaced when they grow). */
+ * parameter arrays (a userdata replaced when they grow), 5 the event times
+ * by clip (userdata). */
 
 static lmachines *check_machines(lua_State *L, int arg) {
     return (lmachines *)lmb_align_ptr(luaL_checkudata(L, arg, MACHINES_MT), 64);
@@ -332,12 +335,13 @@ static lmachines *check_machines(lua_State *L, int arg) {
 static int l_machines(lua_State *L) {
     lmb_plan *p = lcore_check_plan(L, 1);
     uint32_t N = p->pose->instance_count, Ly = p->layer_count, S = p->source_count;
+    lua_settop(L, 1); /* the new object at 2 */
     size_t R = (size_t)N * Ly;
     size_t bytes =
         sizeof(lmachines) + R * sizeof(lmb_mrun) + R * 2 * (sizeof(uint32_t) + sizeof(int32_t)) +
         (size_t)N * (1 + sizeof(uint32_t) + Ly * sizeof(float)) + (size_t)N * S * sizeof(lmb_kept) +
-        (size_t)p->src[0].clip_count * sizeof(lmb_root_tracks) + 64;
-    lmachines *lm = (lmachines *)lcore_newobject(L, bytes, 4, MACHINES_MT); /* 2 */
+        (size_t)p->src[0].clip_count * (sizeof(lmb_root_tracks) + sizeof(lmb_clip_events)) + 64;
+    lmachines *lm = (lmachines *)lcore_newobject(L, bytes, 5, MACHINES_MT); /* 2 */
     lmb_machines *m = &lm->m;
     m->plan = p, m->instance_count = N, m->layer_count = Ly;
     unsigned char *mem = (unsigned char *)lmb_align_ptr(lm + 1, 8);
@@ -346,6 +350,8 @@ static int l_machines(lua_State *L) {
     m->roots = (lmb_root_tracks *)(void *)mem;
     mem += (size_t)p->src[0].clip_count * sizeof(lmb_root_tracks);
     m->root_joint = UINT32_MAX;
+    m->events = (lmb_clip_events *)(void *)mem;
+    mem += (size_t)p->src[0].clip_count * sizeof(lmb_clip_events);
     m->runs = (lmb_mrun *)(void *)mem;
     mem += R * sizeof(lmb_mrun);
     lm->out_key = (uint32_t *)(void *)mem;
@@ -365,6 +371,8 @@ static int l_machines(lua_State *L) {
     lua_setiuservalue(L, 2, 2);
     lua_newtable(L);
     lua_setiuservalue(L, 2, 3);
+    lua_newtable(L);
+    lua_setiuservalue(L, 2, 5);
     return 1;
 }
 
@@ -668,6 +676,101 @@ static int l_root_motions(lua_State *L) {
     return 1;
 }
 
+/* Reads `count` numbers of the array at arg into out: finite, ascending,
+ * in [lo, hi] (hi_open: below hi). */
+static void read_times(lua_State *L, int arg, uint32_t count, double lo, double hi, int hi_open,
+                       double *out) {
+    for (uint32_t k = 0; k < count; k++) {
+        lua_rawgeti(L, arg, (lua_Integer)k + 1);
+        double v = lua_type(L, -1) == LUA_TNUMBER ? (double)lua_tonumber(L, -1) : (double)NAN;
+        lua_pop(L, 1);
+        if (!(v >= lo && (hi_open ? v < hi : v <= hi)) || (k > 0 && v < out[k - 1]))
+            luaL_argerror(
+                L, arg,
+                lua_pushfstring(L, "event %d: a number in the clip, in time order", (int)k + 1));
+        out[k] = v;
+    }
+}
+
+/** machines:set_events(clip, times, loop_times): the event times of clip
+ * `clip` (1-based in the plan's set; nil times: none), as limber.anim keeps
+ * them: ascending in [0, duration], and for looping play ascending in [0,
+ * duration) (an event at the duration moved to 0); the same count. */
+static int l_set_events(lua_State *L) {
+    lmachines *lm = check_machines(L, 1);
+    const lmb_sampler *s = lm->m.plan->src;
+    uint32_t c = lcore_check_index(L, 2, s->clip_count, "clip");
+    if (lua_isnil(L, 3)) {
+        lm->m.events[c].count = 0;
+        return 0;
+    }
+    luaL_checktype(L, 3, LUA_TTABLE);
+    luaL_checktype(L, 4, LUA_TTABLE);
+    lua_Integer n = lcore_rawlen(L, 3);
+    if (n < 1 || n > (1 << 20) || lcore_rawlen(L, 4) != n)
+        return luaL_argerror(L, 4, "1 to 2^20 times, as many as loop times");
+    double d = (double)s->clips[c]->duration;
+    double *mem = (double *)lua_newuserdatauv(L, (size_t)n * 2 * sizeof(double), 0);
+    read_times(L, 3, (uint32_t)n, 0.0, d, 0, mem);
+    read_times(L, 4, (uint32_t)n, 0.0, d, d > 0.0, mem + n);
+    lua_getiuservalue(L, 1, 5);
+    lua_pushvalue(L, -2);
+    lua_rawseti(L, -2, (lua_Integer)c + 1); /* the old times go with the GC */
+    lmb_clip_events *ev = lm->m.events + c;
+    ev->times = mem, ev->loop_times = mem + n, ev->count = (uint32_t)n;
+    return 0;
+}
+
+/* Appends a hit to the table at stack index 3 (raw): instance, layer,
+ * source, clip (1-based), event (1-based; negative: loop_times), weight.
+ * (A memory error raised here unwinds lmb_machines_events, which holds no
+ * resource and changes nothing while it calls back.) */
+struct hits {
+    lua_State *L;
+    lua_Integer n;
+};
+
+static void push_hit(void *ctx, const lmb_event_hit *h) {
+    struct hits *o = (struct hits *)ctx;
+    lua_State *L = o->L;
+    lua_Integer at = o->n * 6;
+    lua_pushinteger(L, (lua_Integer)h->instance + 1);
+    lua_rawseti(L, 3, at + 1);
+    lua_pushinteger(L, (lua_Integer)h->layer + 1);
+    lua_rawseti(L, 3, at + 2);
+    lua_pushinteger(L, (lua_Integer)h->source + 1);
+    lua_rawseti(L, 3, at + 3);
+    lua_pushinteger(L, (lua_Integer)h->clip + 1);
+    lua_rawseti(L, 3, at + 4);
+    lua_pushinteger(L, h->looped ? -((lua_Integer)h->event + 1) : (lua_Integer)h->event + 1);
+    lua_rawseti(L, 3, at + 5);
+    lua_pushnumber(L, (lua_Number)h->weight);
+    lua_rawseti(L, 3, at + 6);
+    o->n++;
+}
+
+/** machines:events(threshold, out [, i]): the events the sources of
+ * instance i (nil: every instance, ascending) crossed in the plan's last
+ * run (lmb_machines_events), for sources of effective weight above
+ * threshold (>= 0; 0: above 0): out (raw) gets 6 values per event:
+ * instance, layer, source, clip, event (1-based into the times given to
+ * set_events; negative: into loop_times), weight. Returns the count. */
+static int l_events(lua_State *L) {
+    lmachines *lm = check_machines(L, 1);
+    double thr = luaL_checknumber(L, 2);
+    luaL_argcheck(L, thr >= 0.0, 2, "threshold must be a number >= 0");
+    luaL_checktype(L, 3, LUA_TTABLE);
+    struct hits o = {L, 0};
+    if (!lua_isnoneornil(L, 4)) {
+        lmb_machines_events(&lm->m, check_instance(L, lm, 4), thr, push_hit, &o);
+    } else {
+        for (uint32_t i = 0; i < lm->m.instance_count; i++)
+            lmb_machines_events(&lm->m, i, thr, push_hit, &o);
+    }
+    lua_pushinteger(L, o.n);
+    return 1;
+}
+
 void lcore_open_machine(lua_State *L) {
     static const luaL_Reg mdef_methods[] = {{"state_count", l_mdef_states}, {NULL, NULL}};
     static const luaL_Reg space_methods[] = {{"weights", l_space_weights}, {NULL, NULL}};
@@ -685,6 +788,8 @@ void lcore_open_machine(lua_State *L) {
                                        {"layer_weight", l_layer_weight},
                                        {"root_motion", l_root_motion},
                                        {"root_motions", l_root_motions},
+                                       {"set_events", l_set_events},
+                                       {"events", l_events},
                                        {NULL, NULL}};
     lcore_class(L, MDEF_MT, NULL, mdef_methods);
     lcore_class(L, SPACE_MT, NULL, space_methods);

@@ -31,7 +31,8 @@
 -- parameter. Lua only enters the states whose transitions fire and syncs
 -- the spaces that sync by markers.
 --
--- Not yet here (issue 18): events and root motion summed in C.
+-- Events and root motion are found in C as well (`crowd_events`,
+-- `root_motions`: the whole crowd in one pass).
 -- @module limber.controller
 local limber = require "limber"
 local anim = require "limber.anim"
@@ -154,7 +155,7 @@ function M.new(desc)
     L = #pl, layer_index = names, masks = masks, modes = {},
     target = {}, held = {}, spaces = {}, machines = {}, params = {},
     synced = {}, ms = core.machines(plan), pids = {}, npids = 0, acts = {},
-    cdefs = {}, cspaces = {},
+    cdefs = {}, cspaces = {}, evkeys = {}, hits = {},
     last_dt = 0, event_weight = ew, handlers = {},
     N = pose:instance_count(), dropped_ = 0,
   }, Controller)
@@ -1514,6 +1515,42 @@ local function step_of(e, dt)
   return e.prev, e.time - e.prev
 end
 
+-- The clips' events as limber.core.machines has them, given again after
+-- `limber.anim.set_events` changed them.
+local function sync_events(self)
+  local keys, ms = self.evkeys, self.ms
+  for k, clip in ipairs(self.clips) do
+    local ev = anim._events_key(clip) or false
+    if keys[k] ~= ev then
+      if ev then ms:set_events(k, ev.times, ev.loop_times) else ms:set_events(k, nil) end
+      keys[k] = ev
+    end
+  end
+end
+
+-- The events crossed in the last update (by instance i, or by every
+-- instance), found in C: records { instance =, layer =, slot =, clip =
+-- name, name =, time =, weight =, data = } in instance, source, then
+-- playback order.
+local function crossed(self, i)
+  local out = {}
+  if self.last_dt == 0 then return out end
+  sync_events(self)
+  local hits = self.hits
+  local n = self.ms:events(self.event_weight, hits, i)
+  for h = 0, n - 1 do
+    local b = h * 6
+    local clip = self.clips[hits[b + 4]]
+    local ev, k = anim._events_key(clip), hits[b + 5]
+    local times, names, data = ev.times, ev.names, ev.data
+    if k < 0 then k, times, names, data = -k, ev.loop_times, ev.loop_names, ev.loop_data end
+    out[h + 1] = { instance = hits[b + 1], layer = hits[b + 2], slot = hits[b + 3],
+                   clip = clip:name(), name = names[k], time = times[k], weight = hits[b + 6],
+                   data = data and data[k] }
+  end
+  return out
+end
+
 --- The events the sources of instance i crossed in the last `update`, with
 -- their effective weight (sources below `event_weight` left out): an array
 -- of { clip = name, name =, time =, weight =, data = payload or nil } in
@@ -1526,17 +1563,20 @@ end
 function Controller:events(i)
   check_self(self, "events")
   instance_of(self, i, "limber.Controller:events")
-  local out, dt = {}, self.last_dt
-  if dt == 0 then return out end
-  for _, e in ipairs(ran(self, i)) do
-    if e.effective > self.event_weight or (self.event_weight == 0 and e.effective > 0) then
-      local t0, delta = step_of(e, dt)
-      anim.step(e.clip, t0, delta, e.loop, function(_, name, time, data)
-        out[#out + 1] = { clip = e.clip:name(), name = name, time = time, weight = e.effective,
-                          data = data }
-      end)
-    end
-  end
+  local out = crossed(self, i)
+  for _, r in ipairs(out) do r.instance, r.layer, r.slot = nil, nil, nil end
+  return out
+end
+
+--- The events every instance's sources crossed in the last `update` (as
+-- `events`), found in one C pass over the crowd: an array of { instance =,
+-- layer =, clip = name, name =, time =, weight =, data = } in instance
+-- order, then source order, then playback order.
+-- @treturn table
+function Controller:crowd_events()
+  check_self(self, "crowd_events")
+  local out = crossed(self, nil)
+  for _, r in ipairs(out) do r.slot = nil end
   return out
 end
 
@@ -1637,7 +1677,18 @@ dispatch = function(self)
   local list, seen = self.plan_:stepped(flags), {}
   for _, i in ipairs(list) do seen[i] = true end
   for _, i in ipairs(self.ms:kept()) do
-    if not seen[i] then list[#list + 1] = i end
+    if not seen[i] then list[#list + 1] = i; seen[i] = true end
+  end
+  -- the events: one C pass over the crowd, by (instance, layer, slot)
+  local hits = {}
+  if want.event then
+    for _, r in ipairs(crossed(self, nil)) do
+      local key = ((r.instance - 1) * self.L + r.layer - 1) * self.S + r.slot
+      local l = hits[key]
+      if not l then l = {}; hits[key] = l end
+      l[#l + 1] = r
+      if not seen[r.instance] then list[#list + 1] = r.instance; seen[r.instance] = true end
+    end
   end
   table.sort(list)
   local ew = self.event_weight
@@ -1646,11 +1697,9 @@ dispatch = function(self)
       if e.effective > ew or (ew == 0 and e.effective > 0) then
         local name, d = e.clip:name(), e.clip:duration()
         local t0, delta = step_of(e, dt)
-        if want.event then
-          anim.step(e.clip, t0, delta, e.loop, function(_, ev, time, data)
-            add("event", name, ev, i, { clip = name, name = ev, time = time, weight = e.effective,
-                                        layer = e.layer, data = data })
-          end)
+        for _, r in ipairs(hits[((i - 1) * self.L + e.layer - 1) * self.S + e.slot] or {}) do
+          add("event", name, r.name, i, { clip = name, name = r.name, time = r.time,
+                                          weight = r.weight, layer = e.layer, data = r.data })
         end
         if e.loop and want.loop and d > 0 then
           local laps = floor((t0 + delta) / d) - floor(t0 / d)
