@@ -618,13 +618,14 @@ end)
 -- ---- events in C against limber.anim.step over the sources ----------------------
 
 describe("limber.controller events in C", function()
-  it("equal limber.anim.step over every source, per instance and for the crowd", function()
+  it("equal limber.anim.step over every source, per instance and for the crowd, with per-layer thresholds", function()
     local anim = require "limber.anim"
     local skel, clips = fox_parts()
     local N = 12
     local ctl = controller.new({ pose = limber.pose(skel, N), clips = clips, sources = 3,
-      event_weight = 0.05,
-      layers = { { name = "base" }, { name = "upper", mask = { root = "b_Spine01_02" } } } })
+      event_weight = 0.05, -- and the upper layer its own
+      layers = { { name = "base" },
+                 { name = "upper", mask = { root = "b_Spine01_02" }, event_weight = 0.3 } } })
     local function random_events(clip)
       local d, ev = clip:duration(), {}
       for k = 1, math.random(0, 5) do
@@ -650,7 +651,7 @@ describe("limber.controller events in C", function()
         local want = {}
         if dt ~= 0 then
           for _, e in ipairs(ctl:sources(i)) do
-            if e.effective > 0.05 then
+            if e.effective > (e.layer == 2 and 0.3 or 0.05) then
               local delta = e.loop and e.rate * dt or e.time - e.prev
               anim.step(e.clip, e.prev, delta, e.loop, function(_, name, time, data)
                 want[#want + 1] = { clip = e.clip:name(), name = name, time = time,

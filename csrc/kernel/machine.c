@@ -505,8 +505,8 @@ static void clip_events(const lmb_clip_events *ev, double d, double t0, double d
     }
 }
 
-void lmb_machines_events(const lmb_machines *m, uint32_t i, double threshold, lmb_event_fn fn,
-                         void *ctx) {
+void lmb_machines_events(const lmb_machines *m, uint32_t i, const double *threshold,
+                         lmb_event_fn fn, void *ctx) {
     const lmb_plan *p = m->plan;
     const uint32_t Ly = m->layer_count;
     double dt = p->last_dt;
@@ -527,7 +527,7 @@ void lmb_machines_events(const lmb_machines *m, uint32_t i, double threshold, lm
             lmb_machines_source(m, i, k, &e);
             if (e.clip < 0 || !(e.weight > 0.0f)) continue;
             double w = f * (double)e.weight / sum;
-            if (!(w > threshold || (threshold == 0.0 && w > 0.0))) continue;
+            if (!(w > threshold[n] || (threshold[n] == 0.0 && w > 0.0))) continue;
             const lmb_clip_events *ev = m->events + e.clip;
             if (ev->count == 0) continue;
             double t0 = e.prev, delta = e.loop ? (double)e.rate * dt : e.time - e.prev;
@@ -536,4 +536,19 @@ void lmb_machines_events(const lmb_machines *m, uint32_t i, double threshold, lm
                         ctx);
         }
     }
+}
+
+uint32_t lmb_machines_markers(lmb_machines *m, double dt, uint32_t *out_key, int32_t *out_code,
+                              double *out_el) {
+    uint32_t count = 0, R = m->instance_count * m->layer_count;
+    for (uint32_t key = 0; key < R; key++) {
+        lmb_mrun *r = m->runs + key;
+        if (!r->synced) continue;
+        double el = r->el + dt;
+        int land = (dt > 0.0 && el >= r->hi - 1e-9) || (dt < 0.0 && -el >= r->lo - 1e-9);
+        int code = (r->restore ? 1 : 0) | (land ? 2 : 0);
+        if (code) out_key[count] = key, out_code[count] = code, out_el[count++] = r->el;
+        if (!land) r->el = el;
+    }
+    return count;
 }

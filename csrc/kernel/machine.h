@@ -104,8 +104,11 @@ typedef struct lmb_mrun {
     uint8_t has_x;  /* x holds the value the space was last put at */
     uint8_t marker; /* the space is synced by markers: the caller applies it */
     uint8_t nslots;
+    uint8_t synced;  /* the caller syncs the space by markers and this run is due-checked */
+    uint8_t restore; /* its rates need putting back before the next run */
     uint8_t slots[LMB_SPACE_MAX]; /* the space's sources within the layer */
     double x[2];
+    double el, hi, lo; /* seconds since the last marker record, to the next and previous */
 } lmb_mrun;
 
 /* A kept source: what the run played. */
@@ -179,11 +182,22 @@ void lmb_machines_root(lmb_machines *m, uint32_t joint, uint32_t i, double out[4
  * looping clip: t0 < e <= t1 forward, t1 <= e < t0 backward, once per lap,
  * at most 10000 laps; a clip that does not loop: within its clamped step),
  * for the sources whose effective weight (share of its layer times the
- * layer weight) is above `threshold` (or above 0 when it is 0): fn is
+ * layer weight) is above its layer's `threshold[n]` (or above 0 when it is 0): fn is
  * called per event, sources in order (layers bottom-up), events in playback
  * order. */
-void lmb_machines_events(const lmb_machines *m, uint32_t i, double threshold, lmb_event_fn fn,
-                         void *ctx);
+void lmb_machines_events(const lmb_machines *m, uint32_t i, const double *threshold,
+                         lmb_event_fn fn, void *ctx);
+
+/* Before a plan run of dt (finite): every run whose space syncs by markers
+ * (synced) is reported as (key, code, el) when its rates need putting back
+ * (code bit 1: restore) or when the step passes its next marker forward
+ * (el + dt >= hi - 1e-9) or its previous one backward (-(el + dt) >= lo -
+ * 1e-9) (code bit 2: the caller lands it there); el is its time since the
+ * last record before this step. A run whose step lands nowhere moves el by
+ * dt. out_* hold instance_count * layer_count entries at most. Returns the
+ * count. */
+uint32_t lmb_machines_markers(lmb_machines *m, double dt, uint32_t *out_key, int32_t *out_code,
+                              double *out_el);
 
 /* Keeps instance i's sources as they are (once per step). */
 void lmb_machines_keep(lmb_machines *m, uint32_t i);

@@ -73,7 +73,7 @@ static uint8_t op_of(const char *s) {
 static int l_machine_def(lua_State *L) {
     const char *fn = "limber.core.machine_def";
     luaL_checktype(L, 1, LUA_TTABLE);
-    lua_settop(L, 1); /* (the indices below count from here) */
+    lua_settop(L, 1);      /* (the indices below count from here) */
     field(L, 1, "states"); /* 2 */
     uint32_t S = table_len(L, 2, fn, "desc.states", MAX_STATES);
     if (S == 0) return luaL_error(L, "%s: desc.states is empty", fn);
@@ -228,7 +228,7 @@ static int l_mdef_states(lua_State *L) {
 static int l_blend_space(lua_State *L) {
     const char *fn = "limber.core.blend_space";
     luaL_checktype(L, 1, LUA_TTABLE);
-    lua_settop(L, 1); /* (the indices below count from here) */
+    lua_settop(L, 1);    /* (the indices below count from here) */
     field(L, 1, "dims"); /* 2 */
     uint32_t dims = top_index(L, fn, "desc.dims", 2) + 1;
     field(L, 1, "at");        /* 2 */
@@ -320,6 +320,7 @@ typedef struct lmachines {
     lmb_machines m;
     uint32_t *out_key;
     int32_t *out_code;
+    double *out_el;
 } lmachines;
 
 /* User values: 1 the plan, 2 defs by run key, 3 spaces by run key, 4 the
@@ -340,7 +341,8 @@ static int l_machines(lua_State *L) {
     size_t bytes =
         sizeof(lmachines) + R * sizeof(lmb_mrun) + R * 2 * (sizeof(uint32_t) + sizeof(int32_t)) +
         (size_t)N * (1 + sizeof(uint32_t) + Ly * sizeof(float)) + (size_t)N * S * sizeof(lmb_kept) +
-        (size_t)p->src[0].clip_count * (sizeof(lmb_root_tracks) + sizeof(lmb_clip_events)) + 64;
+        (size_t)p->src[0].clip_count * (sizeof(lmb_root_tracks) + sizeof(lmb_clip_events)) +
+        R * sizeof(double) + 64;
     lmachines *lm = (lmachines *)lcore_newobject(L, bytes, 5, MACHINES_MT); /* 2 */
     lmb_machines *m = &lm->m;
     m->plan = p, m->instance_count = N, m->layer_count = Ly;
@@ -354,6 +356,8 @@ static int l_machines(lua_State *L) {
     mem += (size_t)p->src[0].clip_count * sizeof(lmb_clip_events);
     m->runs = (lmb_mrun *)(void *)mem;
     mem += R * sizeof(lmb_mrun);
+    lm->out_el = (double *)(void *)mem;
+    mem += R * sizeof(double);
     lm->out_key = (uint32_t *)(void *)mem;
     mem += R * 2 * sizeof(uint32_t);
     lm->out_code = (int32_t *)(void *)mem;
@@ -752,13 +756,24 @@ static void push_hit(void *ctx, const lmb_event_hit *h) {
 /** machines:events(threshold, out [, i]): the events the sources of
  * instance i (nil: every instance, ascending) crossed in the plan's last
  * run (lmb_machines_events), for sources of effective weight above
- * threshold (>= 0; 0: above 0): out (raw) gets 6 values per event:
+ * threshold (>= 0; 0: above 0; a number, or a table of one per layer, read
+ * raw): out (raw) gets 6 values per event:
  * instance, layer, source, clip, event (1-based into the times given to
  * set_events; negative: into loop_times), weight. Returns the count. */
 static int l_events(lua_State *L) {
     lmachines *lm = check_machines(L, 1);
-    double thr = luaL_checknumber(L, 2);
-    luaL_argcheck(L, thr >= 0.0, 2, "threshold must be a number >= 0");
+    double thr[LMB_STACK_MAX_LAYERS];
+    for (uint32_t n = 0; n < lm->m.layer_count; n++) {
+        if (lua_type(L, 2) == LUA_TTABLE) {
+            lua_rawgeti(L, 2, (lua_Integer)n + 1);
+            thr[n] = lua_type(L, -1) == LUA_TNUMBER ? (double)lua_tonumber(L, -1) : (double)NAN;
+            lua_pop(L, 1);
+        } else {
+            thr[n] = luaL_checknumber(L, 2);
+        }
+        luaL_argcheck(L, thr[n] >= 0.0, 2,
+                      "thresholds must be numbers >= 0 (one, or one per layer)");
+    }
     luaL_checktype(L, 3, LUA_TTABLE);
     struct hits o = {L, 0};
     if (!lua_isnoneornil(L, 4)) {
@@ -768,6 +783,54 @@ static int l_events(lua_State *L) {
             lmb_machines_events(&lm->m, i, thr, push_hit, &o);
     }
     lua_pushinteger(L, o.n);
+    return 1;
+}
+
+/** machines:set_marker(i, layer, hi, lo): the space on the layer syncs by
+ * markers and was just put at a marker phase: hi seconds to its next
+ * marker, lo back to its previous (finite, >= 0); its time since is 0.
+ * hi nil: it no longer syncs. */
+static int l_set_marker(lua_State *L) {
+    lmachines *lm = check_machines(L, 1);
+    lmb_mrun *r = lm->m.runs + check_key(L, lm, 2);
+    if (lua_isnoneornil(L, 4)) {
+        r->synced = 0, r->restore = 0;
+        return 0;
+    }
+    double hi = luaL_checknumber(L, 4), lo = luaL_checknumber(L, 5);
+    luaL_argcheck(L, hi >= 0.0 && isfinite(hi), 4, "hi must be a finite number >= 0");
+    luaL_argcheck(L, lo >= 0.0 && isfinite(lo), 5, "lo must be a finite number >= 0");
+    r->synced = 1, r->hi = hi, r->lo = lo, r->el = 0.0;
+    return 0;
+}
+
+/** machines:set_restore(i, layer, flag): whether the marker space's rates
+ * need putting back before the next run. */
+static int l_set_restore(lua_State *L) {
+    lmachines *lm = check_machines(L, 1);
+    lmb_mrun *r = lm->m.runs + check_key(L, lm, 2);
+    r->restore = (uint8_t)lua_toboolean(L, 4);
+    return 0;
+}
+
+/** machines:markers(dt, out): before a plan run of dt, the marker spaces
+ * due (lmb_machines_markers): out (raw) gets key, code, el per run; returns
+ * the count. */
+static int l_markers(lua_State *L) {
+    lmachines *lm = check_machines(L, 1);
+    double dt = luaL_checknumber(L, 2);
+    luaL_argcheck(L, isfinite(dt), 2, "dt must be finite");
+    luaL_checktype(L, 3, LUA_TTABLE);
+    uint32_t n = lmb_machines_markers(&lm->m, dt, lm->out_key, lm->out_code, lm->out_el);
+    for (uint32_t k = 0; k < n; k++) {
+        lua_pushinteger(L, (lua_Integer)lm->out_key[k] + 1);
+        lua_rawseti(L, 3, 3 * (lua_Integer)k + 1);
+        lua_pushinteger(L, lm->out_code[k]);
+        lua_rawseti(L, 3, 3 * (lua_Integer)k + 2);
+        lua_pushnumber(L, (lua_Number)lm->out_el[k]);
+        lua_rawseti(L, 3, 3 * (lua_Integer)k + 3);
+    }
+    lua_pushinteger(L, n);
     return 1;
 }
 
@@ -790,6 +853,9 @@ void lcore_open_machine(lua_State *L) {
                                        {"root_motions", l_root_motions},
                                        {"set_events", l_set_events},
                                        {"events", l_events},
+                                       {"set_marker", l_set_marker},
+                                       {"set_restore", l_set_restore},
+                                       {"markers", l_markers},
                                        {NULL, NULL}};
     lcore_class(L, MDEF_MT, NULL, mdef_methods);
     lcore_class(L, SPACE_MT, NULL, space_methods);

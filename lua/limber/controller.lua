@@ -82,9 +82,10 @@ local FIELDS = { pose = true, clips = true, layers = true, sources = true, palet
 -- `desc` = { `pose` = Pose (the crowd), `clips` = { Clip, ... } (played by
 -- Clip, 1-based index or name), `layers` = { { `name`, `mode` = "override"
 -- | "additive", `weight` (default 1), `mask` (as in `limber.plan`),
--- `reference` }, ... } (default one "base" layer), `sources` = slots per
--- layer (default 4), `event_weight` = the effective weight below which a
--- source's events are not reported (default 0), and the plan's `palettes`,
+-- `reference`, `event_weight` (the layer's own: default the controller's)
+-- }, ... } (default one "base" layer), `sources` = slots per layer (default
+-- 4), `event_weight` = the effective weight at or below which a source's
+-- events are not reported (default 0), and the plan's `palettes`,
 -- `slots`, `models`, `locals`, `root_motion`, `ik` (IK constraints: set
 -- their targets on `ctl:plan()`) }.
 -- @tparam table desc
@@ -126,15 +127,21 @@ function M.new(desc)
     fail(fname, "desc.layers must be a non-empty array", 2)
   end
   local skel = pose:skeleton()
-  local pl, names, masks = {}, {}, {}
+  local pl, names, masks, ews = {}, {}, {}, {}
   for n, ly in ipairs(layers) do
     ly = raw(ly)
     if type(ly) ~= "table" then fail(fname, ("desc.layers[%d] must be a table"):format(n), 2) end
     for k in pairs(ly) do
-      if k ~= "name" and k ~= "mode" and k ~= "weight" and k ~= "mask" and k ~= "reference" then
+      if k ~= "name" and k ~= "mode" and k ~= "weight" and k ~= "mask" and k ~= "reference"
+          and k ~= "event_weight" then
         fail(fname, ("desc.layers[%d]: unknown field '%s'"):format(n, tostring(k)), 2)
       end
     end
+    local lew = ly.event_weight or ew
+    if type(lew) ~= "number" or lew ~= lew or lew < 0 then
+      fail(fname, ("desc.layers[%d].event_weight must be a number >= 0"):format(n), 2)
+    end
+    ews[n] = lew
     local name = ly.name or ("layer" .. n)
     if names[name] then fail(fname, ("two layers named '%s'"):format(tostring(name)), 2) end
     names[name] = n
@@ -155,8 +162,8 @@ function M.new(desc)
     L = #pl, layer_index = names, masks = masks, modes = {},
     target = {}, held = {}, spaces = {}, machines = {}, params = {},
     synced = {}, ms = core.machines(plan), pids = {}, npids = 0, acts = {},
-    cdefs = {}, cspaces = {}, evkeys = {}, hits = {},
-    last_dt = 0, event_weight = ew, handlers = {},
+    cdefs = {}, cspaces = {}, evkeys = {}, hits = {}, due = {},
+    last_dt = 0, event_weight = ews, handlers = {},
     N = pose:instance_count(), dropped_ = 0,
   }, Controller)
   for n, ly in ipairs(pl) do self.modes[n] = ly.mode or "override" end
@@ -241,7 +248,10 @@ local function fade_out_others(self, i, n, keep, fade)
   end
   local sp = self.spaces[(i - 1) * self.L + n]
   if sp and sp.restore then marker_rates(self, i, n, sp) end -- fading at its rates
-  if sp then self.ms:bind(i, n, nil) end
+  if sp then
+    self.ms:bind(i, n, nil)
+    self.ms:set_marker(i, n, nil)
+  end
   self.spaces[(i - 1) * self.L + n] = nil
   self.synced[(i - 1) * self.L + n] = nil
 end
@@ -685,6 +695,7 @@ marker_rates = function(self, i, n, sp, dt)
     self.plan_:set_rate(i, n, s, rate)
   end
   sp.restore, sp.long = again or nil, again or nil
+  self.ms:set_restore(i, n, again)
 end
 
 -- Puts the clips of marker space sp (layer n of instance i) at the first
@@ -703,6 +714,7 @@ local function marker_sync(self, i, n, sp)
     end
   end
   marker_due(sp, psi)
+  self.ms:set_marker(i, n, sp.hi, sp.lo)
   marker_rates(self, i, n, sp)
   sp.i, sp.n = i, n
   self.synced[(i - 1) * self.L + n] = sp
@@ -749,6 +761,8 @@ local function marker_land(self, i, n, sp, dt)
   end
   marker_due(sp, psi1 % K)
   sp.restore, sp.long = true, abs(dt) > 0.5 or nil
+  self.ms:set_marker(i, n, sp.hi, sp.lo)
+  self.ms:set_restore(i, n, true)
 end
 
 -- The markers of every clip of a space with `markers` (clip indices ks),
@@ -1398,16 +1412,15 @@ function Controller:update(dt)
   if type(dt) ~= "number" then check.arg_error(2, "limber.Controller:update", "number", dt, 2) end
   dt = dt + 0.0 -- (an integer such as math.mininteger, as a float)
   if next(self.synced) and dt == dt and abs(dt) <= 3.4e38 then
-    -- marker spaces: those that landed in the last step get their
-    -- segment's rates back; those whose step passes a marker now land
-    for _, sp in pairs(self.synced) do
-      if sp.restore then marker_rates(self, sp.i, sp.n, sp, dt) end
-      local el = sp.el + dt -- (a step that ends within 1e-9 s of a marker reaches it)
-      if (dt > 0 and el >= sp.hi - 1e-9) or (dt < 0 and -el >= sp.lo - 1e-9) then
-        marker_land(self, sp.i, sp.n, sp, dt)
-      else
-        sp.el = el
-      end
+    -- marker spaces, found in one C pass: those that landed in the last
+    -- step get their segment's rates back; those whose step passes a
+    -- marker now land (a step that ends within 1e-9 s of one reaches it)
+    local due, synced = self.due, self.synced
+    for a = 1, 3 * self.ms:markers(dt, due), 3 do
+      local sp, code = synced[due[a]], due[a + 1]
+      sp.el = due[a + 2]
+      if code % 2 == 1 then marker_rates(self, sp.i, sp.n, sp, dt) end
+      if code >= 2 then marker_land(self, sp.i, sp.n, sp, dt) end
     end
   end
   local ok, err = pcall(self.plan_.run, self.plan_, dt)
@@ -1691,9 +1704,10 @@ dispatch = function(self)
     end
   end
   table.sort(list)
-  local ew = self.event_weight
+  local ews = self.event_weight
   for _, i in ipairs(list) do
     for _, e in ipairs(ran(self, i)) do
+      local ew = ews[e.layer]
       if e.effective > ew or (ew == 0 and e.effective > 0) then
         local name, d = e.clip:name(), e.clip:duration()
         local t0, delta = step_of(e, dt)
