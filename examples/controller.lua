@@ -1,4 +1,4 @@
---- The controller in six short scenes on the Fox (limber.controller,
+--- The controller in seven short scenes on the Fox (limber.controller,
 -- docs/controller.md), each printing what a game would look at:
 --   1. fades that never pop: Walk -> Run, interrupted by Survey, then Walk;
 --   2. a 1D blend space by speed (Walk at 0.5, Run at 2), its clips synced;
@@ -8,7 +8,9 @@
 --      come down in the same frame, where normalised time lets them drift;
 --   5. a 2D blend space (Survey, Walk and Run on a plane), its weights;
 --   6. callbacks (a step event by name, with its payload; laps of Walk)
---      over a small crowd, after each update.
+--      over a small crowd, after each update;
+--   7. a crowd moved by its root motion and counting its steps, each read
+--      for every fox in one C pass (root_motions, crowd_events).
 --
 --   lua5.4 examples/controller.lua
 package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
@@ -209,4 +211,31 @@ do
     print(("callbacks: fox %d (rate %.1f): %d steps (%s foot), %d laps in 2 s")
       :format(i, 0.5 * i, steps[i], foot, laps[i]))
   end
+end
+
+-- 7. a crowd of foxes walking at different rates: each update, every fox's
+-- root motion (the hips, joint 3) in one pass moves it on, and the crowd's
+-- step events come in one pass too
+do
+  local N = 40
+  local ctl = controller.new({ pose = limber.pose(skel, N), clips = clips })
+  local named = {}
+  for _, c in ipairs(clips) do named[c:name()] = c end
+  limber.anim.set_events(named.Walk, { { time = 0.3, name = "step" } })
+  local z, steps, motion = {}, {}, nil
+  for i = 1, N do
+    z[i], steps[i] = 0, 0
+    ctl:play(i, "base", "Walk", { rate = 0.5 + i / N })
+  end
+  for _ = 1, 120 do
+    ctl:update(DT)
+    motion = ctl:root_motions(3, motion) -- dx, dy, dz, dyaw per fox
+    for i = 1, N do z[i] = z[i] + motion:get(i)[3] end
+    for _, e in ipairs(ctl:crowd_events()) do steps[e.instance] = steps[e.instance] + 1 end
+  end
+  for _, i in ipairs({ 1, N / 2, N }) do
+    print(("crowd: fox %d (rate %.3f): root motion %.3f units along z, %d steps in 2 s")
+      :format(i, 0.5 + i / N, z[i], steps[i]))
+  end
+  limber.anim.set_events(named.Walk, nil)
 end

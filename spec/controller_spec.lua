@@ -754,7 +754,7 @@ describe("limber.controller", function()
 end)
 
 describe("examples/controller.lua", function()
-  it("runs its six scenes and prints what they did", function()
+  it("runs its seven scenes and prints what they did", function()
     local ok, out = H.run(H.lua_env() .. " " .. H.lua_exe .. " examples/controller.lua")
     assert.is_true(ok, out)
     -- four sources in the interrupted fade, their shares summing to 1
@@ -786,6 +786,23 @@ describe("examples/controller.lua", function()
       local steps, laps = math.floor((2 * r - 0.3) / d) + 1, math.floor(2 * r / d)
       assert.truthy(out:find(("callbacks: fox %d (rate %.1f): %d steps (left foot), %d laps in 2 s")
         :format(i, r, steps, laps), 1, true), out)
+    end
+    -- the crowd moved by its root motion: each fox's distance is the hips'
+    -- displacement over 2 s of Walk at its rate (the plain-Lua rule), and
+    -- its steps as above
+    -- (the example's clips: packed, as a glTF load makes them by default)
+    local walk = fox_clips(gltf.load(H.assets .. "Fox/Fox.glb"))[2]
+    local N = 40
+    for _, i in ipairs({ 1, N / 2, N }) do
+      local r = 0.5 + i / N
+      local dist, steps = out:match(("crowd: fox %d %%(rate %.3f%%): root motion (%%S+) units along z, (%%d+) steps")
+        :format(i, r))
+      assert.truthy(dist, out)
+      local _, _, z1 = limber.anim._root_pos(walk, 3, 2 * r, true, walk:duration())
+      local _, _, z0 = limber.anim._root_pos(walk, 3, 0, true, walk:duration())
+      assert.near(z1 - z0, tonumber(dist), 1e-3 * math.abs(z1 - z0) + 1e-3)
+      assert.truthy(math.abs(z1 - z0) > 0.1) -- (the Fox walks nearly in place)
+      assert.equal(math.floor((2 * r - 0.3) / d) + 1, tonumber(steps))
     end
   end)
 end)
