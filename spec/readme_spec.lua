@@ -47,6 +47,7 @@ describe("README tour", function()
     assert.equal(3, said[1])
     assert.equal(5, #said)
     assert.same({ "move" }, said_all[2])
+    assert.same({ 100, 0 }, said_all[3]) -- every fox's root motion; no events yet
     -- the packed clips' block: what it prints is what its comment says
     local pack_block = text:match("%*%*Clips a game can afford.-```lua\n(.-)```")
     assert.truthy(pack_block, "README has the packed clips' Lua block")
