@@ -438,6 +438,29 @@ local function controller_row(markers)
     plan_part[f] = ctl:plan():timings().total
     own[f] = total[f] - plan_part[f]
   end
+  if markers then -- (f) also reads what a game reads each frame, for the whole crowd:
+    -- events and root motion in one C pass each, against a call per instance
+    local rm, ev, rm1, ev1 = {}, {}, {}, {}
+    local out
+    for f = 1, 20 do
+      ctl:update(DT)
+      local t0 = clock()
+      out = ctl:root_motions(1, out)
+      local t1 = clock()
+      local n = #ctl:crowd_events()
+      local t2 = clock()
+      for i = 1, N do ctl:root_motion(i) end
+      local t3 = clock()
+      local count = 0
+      for i = 1, N do count = count + #ctl:events(i) end
+      local t4 = clock()
+      assert(count == n, "crowd_events and events(i) disagree")
+      rm[f], ev[f], rm1[f], ev1[f] = (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3,
+        (t4 - t3) * 1e3
+      res.events_per_frame = n
+    end
+    res.reads = { C.stats(rm), C.stats(ev), C.stats(rm1), C.stats(ev1) }
+  end
   local tm, pm = C.stats(total), C.stats(plan_part)
   rows[#rows + 1] = { markers and "(f) the same, the space synced by markers"
     or "(e) controller: machines + plan:run", N, tm, (select(2, C.stats(total))), ns(tm, N) }
@@ -512,6 +535,9 @@ print(("ratios: stages/plan %.2fx at %d, %.2fx at %d; plan 1 thread/%d threads %
 local function met(ok) return ok and "met" or "MISSED" end
 print(("controller's own part at %d: %.3f ms, with the space synced by markers %.3f ms")
   :format(opt.large, res.controller_ms_1000, res.markers_ms_1000))
+print(("reads at %d (row (f), %d events a frame): root_motions %.3f ms and crowd_events %.3f ms"
+  .. " in one C pass each; root_motion(i) for every i %.3f ms, events(i) %.3f ms")
+  :format(opt.large, res.events_per_frame, res.reads[1], res.reads[2], res.reads[3], res.reads[4]))
 print(("targets: plan >= 2x faster than stages at %d: %s; plan not slower at %d: %s;"
   .. " lod <= 0.55x full: %s; controller <= 0.25x plan at %d: %s (%.3f / %.3f ms)")
   :format(opt.large, met(r1000 >= 2), opt.small, met(r100 >= 1), met(rlod <= 0.55), opt.large,
