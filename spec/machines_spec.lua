@@ -376,6 +376,14 @@ describe("limber.core.machines", function()
     assert.are.same({ 2 }, ms:kept())
     assert.are.equal(0, ms:step(0.05, out)) -- the same value: nothing moves, nothing kept
     assert.are.same({}, ms:kept())
+    ms:set_param(2, 4, 0 / 0) -- NaN: as 0 (the first point's clip alone), as unset
+    plan:run(0.05)
+    ms:step(0.05, out)
+    assert.are.equal(1, select(5, plan:source(2, 1, 3)))
+    assert.are.equal(0, select(5, plan:source(2, 1, 1)))
+    ms:set_param(2, 4, 1.75)
+    plan:run(0.05)
+    ms:step(0.05, out)
     -- a space synced by markers is reported, not applied
     ms:bind(2, 1, space, { 3, 1, 2 }, true)
     assert.are.equal(0, ms:step(0.05, out)) -- (not dirty)

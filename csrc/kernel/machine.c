@@ -268,11 +268,12 @@ int lmb_machines_holds(const lmb_machines *m, uint32_t key, const lmb_mtrans *t,
     return 1;
 }
 
-/* A space parameter's value: 0 unset or not a number, clamped to 1e15. */
+/* A space parameter's value: 0 unset, not a number or NaN, clamped to 1e15. */
 static double space_value(const lmb_machines *m, uint32_t i, uint32_t param) {
     size_t at = (size_t)i * m->param_count + param;
     if (m->param_type[at] != LMB_PARAM_NUMBER) return 0.0;
     double v = m->param[at];
+    if (v != v) return 0.0;
     return v < -1e15 ? -1e15 : (v > 1e15 ? 1e15 : v);
 }
 

@@ -1467,20 +1467,14 @@ local function source_state(self, i, as_ran)
 end
 
 -- The sources of a state (source_state) with their effective weights (see
--- Controller:sources); `kept` (a state kept for later calls): its entries
--- are copied, not written.
-local function effective(self, state, joint, kept)
+-- Controller:sources), written into its entries.
+local function effective(self, state, joint)
   local out = {}
   for n = 1, self.L do
     local list, sum = {}, 0
     for _, e in ipairs(state[n].list) do
-      local c = e
-      if kept then
-        c = {}
-        for key, v in pairs(e) do c[key] = v end
-      end
-      list[#list + 1] = c
-      sum = sum + c.weight
+      list[#list + 1] = e
+      sum = sum + e.weight
     end
     local f = state[n].weight * (joint and mask_at(self, n, joint) or 1)
     if #list > 0 and f > 0 then
