@@ -835,4 +835,21 @@ describe("limber.scene", function()
       assert.is_true(grown < 1, ("grew %.2f KiB"):format(grown))
     end)
   end)
+
+  it("gives a translation-only node the world the full TRS path gives (its fast path)", function()
+    -- the same translation under random parents: once as a translation
+    -- alone (the fast path), once with a rotation of (-0, 0, 0, 1), which
+    -- takes the quaternion path; the worlds must be equal
+    for _ = 1, 200 do
+      local sc = scene.new()
+      local p = sc:create({ translation = { H.rand(-5, 5), H.rand(-5, 5), H.rand(-5, 5) },
+        rotation = H.rand_quat(), scale = { H.rand(0.5, 2), H.rand(0.5, 2), H.rand(0.5, 2) } })
+      local t = { H.rand(-3, 3), H.rand(-3, 3), H.rand(-3, 3) }
+      local fast = sc:create({ parent = p, translation = t })
+      local full = sc:create({ parent = p, translation = t, rotation = { -0.0, 0, 0, 1 } })
+      sc:update()
+      local a, b = sc:world(fast), sc:world(full)
+      for k = 1, 16 do assert.are.equal(b[k], a[k]) end
+    end
+  end)
 end)

@@ -291,8 +291,17 @@ static inline void compute_world(lmb_hier *h, uint32_t id) {
         memcpy(world, base, 16 * sizeof(float));
         return;
     }
+    const float *srt = h->node[id].srt;
     float local[16];
-    lmb_trs_to_mat4(h->node[id].srt, local);
+    if (memcmp(srt + 3, IDENTITY_SRT + 3, 7 * sizeof(float)) == 0) {
+        /* a translation alone (an attachment's offset, say): the matrix
+         * lmb_trs_to_mat4 makes of it, bit for bit, without its quaternion
+         * arithmetic */
+        memcpy(local, IDENTITY, sizeof IDENTITY);
+        local[12] = srt[0], local[13] = srt[1], local[14] = srt[2];
+    } else {
+        lmb_trs_to_mat4(srt, local);
+    }
     mul_affine(base, local, world);
 }
 
