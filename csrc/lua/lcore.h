@@ -149,5 +149,8 @@ void lcore_open_ik(lua_State *L);
 void lcore_open_machine(lua_State *L);
 /* The frame plan at arg (raises when it is not a limber.Plan). */
 struct lmb_plan *lcore_check_plan(lua_State *L, int arg);
+/* Runs the plan at idx for dt (finite, float range): plan:run(dt) without
+ * its argument checks; returns the instances it evaluated. */
+uint32_t lcore_plan_run(lua_State *L, int idx, double dt);
 
 #endif

@@ -563,11 +563,8 @@ static int l_touch(lua_State *L) {
  * * layers + layer; code 0: a marker space's parameter changed, k: the
  * state's k-th transition holds, -k: it holds if its marker was crossed)
  * and returns the number of pairs. */
-static int l_step(lua_State *L) {
-    lmachines *lm = check_machines(L, 1);
-    double dt = luaL_checknumber(L, 2);
-    luaL_argcheck(L, isfinite(dt), 2, "dt must be finite");
-    luaL_checktype(L, 3, LUA_TTABLE);
+/* A step of dt, its reports into the table at 3; pushes their count. */
+static int step_into(lua_State *L, lmachines *lm, double dt) {
     uint32_t n = lmb_machines_step(&lm->m, dt, lm->out_key, lm->out_code);
     for (uint32_t k = 0; k < n; k++) {
         lua_pushinteger(L, (lua_Integer)lm->out_key[k] + 1);
@@ -577,6 +574,29 @@ static int l_step(lua_State *L) {
     }
     lua_pushinteger(L, n);
     return 1;
+}
+
+static int l_step(lua_State *L) {
+    lmachines *lm = check_machines(L, 1);
+    double dt = luaL_checknumber(L, 2);
+    luaL_argcheck(L, isfinite(dt), 2, "dt must be finite");
+    luaL_checktype(L, 3, LUA_TTABLE);
+    return step_into(L, lm, dt);
+}
+
+/** machines:update(dt, out): the plan's run of dt (plan:run(dt): times,
+ * fades, the crowd's evaluation), then machines:step(dt, out), in one
+ * call. dt a finite float. Returns step's count. */
+static int l_update(lua_State *L) {
+    lmachines *lm = check_machines(L, 1);
+    lcore_check_float(L, 2, "dt");
+    double dt = (double)lua_tonumber(L, 2); /* (checked as a float, used as given) */
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_settop(L, 3);
+    lua_getiuservalue(L, 1, 1); /* the plan, 4 */
+    lcore_plan_run(L, 4, dt);
+    lua_settop(L, 3);
+    return step_into(L, lm, dt);
 }
 
 /** machines:keep(i): keeps instance i's sources as the last run played
@@ -856,6 +876,7 @@ void lcore_open_machine(lua_State *L) {
                                        {"set_marker", l_set_marker},
                                        {"set_restore", l_set_restore},
                                        {"markers", l_markers},
+                                       {"update", l_update},
                                        {NULL, NULL}};
     lcore_class(L, MDEF_MT, NULL, mdef_methods);
     lcore_class(L, SPACE_MT, NULL, space_methods);

@@ -1540,16 +1540,22 @@ static double wall(void) {
  * changed (blocks of 8 over the worker pool). Returns how many it
  * evaluated. */
 static int l_plan_run(lua_State *L) {
-    lplan *lp = check_plan(L, 1);
-    lmb_plan *p = &lp->plan;
+    check_plan(L, 1);
     double dt = 0.0;
     if (!lua_isnoneornil(L, 2)) {
         lcore_check_float(L, 2, "dt");
         dt = (double)lua_tonumber(L, 2);
     }
+    lua_pushinteger(L, lcore_plan_run(L, 1, dt));
+    return 1;
+}
+
+uint32_t lcore_plan_run(lua_State *L, int idx, double dt) {
+    lplan *lp = check_plan(L, idx);
+    lmb_plan *p = &lp->plan;
     lmb_pool *pool = lcore_pool(L);
     uint32_t threads = lmb_pool_threads(pool);
-    if (threads > p->worker_count) plan_workers(L, 1, lp, threads, "limber.Plan:run");
+    if (threads > p->worker_count) plan_workers(L, idx, lp, threads, "limber.Plan:run");
     double t0 = wall();
     if (lp->follow_count) follow_nodes(lp);
     uint32_t blocks = lmb_plan_advance(p, dt);
@@ -1562,8 +1568,7 @@ static int l_plan_run(lua_State *L) {
     }
     lmb_plan_finish(p);
     lp->total = wall() - t0;
-    lua_pushinteger(L, p->active_count);
-    return 1;
+    return p->active_count;
 }
 
 /** plan:timings(): { advance, sample, blend, model, ik, output, total } in

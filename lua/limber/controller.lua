@@ -1321,9 +1321,8 @@ end
 -- blend spaces that follow a parameter and reports the transitions that
 -- fire (and the marker spaces to move, the transitions that wait for a
 -- marker), which are entered here.
-local function step_machines(self, dt)
+local function step_machines(self, dt, count)
   local acts = self.acts
-  local count = self.ms:step(dt, acts)
   if count == 0 then return nil end
   local machines, spaces, L = self.machines, self.spaces, self.L
   local failed -- the first transition that could not enter its state
@@ -1403,9 +1402,11 @@ end
 
 local dispatch -- after Controller:events (below)
 
---- Advances every instance by dt seconds and evaluates the crowd (one C
--- call: `plan:run(dt)`), then moves the state machines (a transition
--- starts its fade there: the pose shows it from the next update).
+--- Advances every instance by dt seconds, evaluates the crowd and steps
+-- every state machine and blend space, in one C call (`Machines:update`:
+-- `plan:run(dt)`, then `Machines:step`; spaces synced by markers take one
+-- C pass more, before). A transition starts its fade there: the pose shows
+-- it from the next update.
 -- @tparam number dt
 function Controller:update(dt)
   check_self(self, "update")
@@ -1423,10 +1424,12 @@ function Controller:update(dt)
       if code >= 2 then marker_land(self, sp.i, sp.n, sp, dt) end
     end
   end
-  local ok, err = pcall(self.plan_.run, self.plan_, dt)
-  if not ok then check.rethrow(err, "limber.Controller:update", "run", 2) end
+  -- one C call: the plan's run (times, fades, the crowd's evaluation), then
+  -- the machines' step (which also forgets what the last update kept)
+  local ok, count = pcall(self.ms.update, self.ms, dt, self.acts)
+  if not ok then check.rethrow(count, "limber.Controller:update", "update", 2) end
   self.last_dt = dt
-  local failed = step_machines(self, dt) -- (also forgets what the last update kept)
+  local failed = step_machines(self, dt, count)
   if self.handlers[1] then dispatch(self) end
   if failed then error("limber.Controller:update: " .. tostring(failed), 2) end
 end
