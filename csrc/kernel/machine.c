@@ -17,7 +17,7 @@ lmb_status lmb_mdef_validate(const lmb_mdef *d, uint32_t param_count, lmb_error 
         if (st->space) {
             if (!(st->smooth >= 0.0f) || !isfinite(st->smooth))
                 return lmb_error_set(err, LMB_EINVAL, "states", "state {i}: smooth must be >= 0", s,
-                                     0, st->smooth, 0);
+                                     0, (double)st->smooth, 0);
             if (st->dims != 1 && st->dims != 2)
                 return lmb_error_set(err, LMB_EINVAL, "states", "state {i}: dims must be 1 or 2", s,
                                      0, st->dims, 2);
@@ -369,7 +369,7 @@ static void sample_at(const lmb_clip *c, const lmb_track *tr, double x, float *v
 static double yaw_at(const lmb_clip *c, const lmb_track *tr, double x) {
     float q[4];
     sample_at(c, tr, x, q);
-    double qx = q[0], qy = q[1], qz = q[2], qw = q[3];
+    double qx = (double)q[0], qy = (double)q[1], qz = (double)q[2], qw = (double)q[3];
     return atan2(2.0 * (qw * qy + qx * qz), 1.0 - 2.0 * (qy * qy + qx * qx));
 }
 
@@ -409,7 +409,7 @@ static void root_pos(const lmb_clip *c, const lmb_root_tracks *r, double x, int 
     if (!r->has_t) return;
     float p[3];
     sample_at(c, &r->t, x, p);
-    out[0] = p[0], out[1] = p[1], out[2] = p[2];
+    out[0] = (double)p[0], out[1] = (double)p[1], out[2] = (double)p[2];
     out[3] = r->has_r ? yaw_at(c, &r->r, x) : 0.0;
     if (laps != 0.0) {
         for (int k = 0; k < 3; k++)
