@@ -525,6 +525,18 @@ end)
 
 -- ---- root motion in C against plain-Lua sums over the sources ------------------
 
+-- `count` random plays on a controller of N instances and L layers (C
+-- clips): random fades, start times, rates in [-rate, rate + 1) (backward
+-- too), looping with probability `loops`; some layer weights fading.
+local function random_plays(ctl, count, N, L, C, rate, loops)
+  for _ = 1, count do
+    local i, layer = math.random(N), math.random(L)
+    ctl:play(i, layer, math.random(C), { fade = math.random() < 0.5 and 0 or H.rand(0, 0.4),
+      time = H.rand(0, 3), rate = H.rand(-rate, rate + 1), loop = math.random() < loops })
+    if math.random() < 0.3 then ctl:set_weight(i, layer, math.random(), H.rand(0, 0.3)) end
+  end
+end
+
 local function wrap_angle(a)
   return a - 2 * math.pi * math.floor((a + math.pi) / (2 * math.pi))
 end
@@ -561,12 +573,7 @@ describe("limber.controller root motion in C", function()
     local J = skel:joint_count()
     local checked, moved = 0, 0
     for f = 1, 60 do
-      for _ = 1, 6 do
-        local i, layer = math.random(N), math.random(3)
-        ctl:play(i, layer, math.random(#clips), { fade = math.random() < 0.5 and 0 or H.rand(0, 0.4),
-          time = H.rand(0, 3), rate = H.rand(-2, 3), loop = math.random() < 0.8 })
-        if math.random() < 0.3 then ctl:set_weight(i, layer, math.random(), H.rand(0, 0.3)) end
-      end
+      random_plays(ctl, 6, N, 3, #clips, 2, 0.8)
       local dt = math.random() < 0.05 and 0 or (math.random() < 0.1 and H.rand(2, 9) or H.rand(-0.05, 0.1))
       ctl:update(dt)
       for _, joint in ipairs({ 3, 1, math.random(J) }) do -- (the Fox's hips: 3)
@@ -646,12 +653,7 @@ describe("limber.controller events in C", function()
     local total = 0
     for f = 1, 80 do
       if f % 20 == 0 then random_events(clips[math.random(#clips)]) end -- (given to C again)
-      for _ = 1, 5 do
-        local i, layer = math.random(N), math.random(2)
-        ctl:play(i, layer, math.random(#clips), { fade = math.random() < 0.5 and 0 or H.rand(0, 0.4),
-          time = H.rand(0, 3), rate = H.rand(-3, 3), loop = math.random() < 0.7 })
-        if math.random() < 0.3 then ctl:set_weight(i, layer, math.random(), H.rand(0, 0.3)) end
-      end
+      random_plays(ctl, 5, N, 2, #clips, 3, 0.7)
       local dt = math.random() < 0.05 and 0 or (math.random() < 0.1 and H.rand(5, 40) or H.rand(-0.1, 0.2))
       ctl:update(dt)
       local all, at = ctl:crowd_events(), 1
@@ -685,5 +687,73 @@ describe("limber.controller events in C", function()
     end
     assert.is_true(total > 100)
     for _, c in ipairs(clips) do anim.set_events(c, nil) end
+  end)
+end)
+
+-- ---- bad input: refused by name, before anything changes ---------------------
+
+describe("bad input to the machines in C and the controller's new reads", function()
+  local function refuses(what, f, ...)
+    local ok, err = pcall(f, ...)
+    assert.is_false(ok)
+    assert.matches(what, tostring(err), 1, true)
+  end
+
+  it("leaves a Machines object as it was", function()
+    local plan, clips = crowd(2, 2)
+    local ms = core.machines(plan)
+    local d = clips[1]:duration()
+    ms:set_events(1, { 0, d / 2 }, { 0, d / 2 })
+    plan:play(1, 1, 1, 1, 0, 1, true)
+    plan:run(d * 0.75)
+    local out = {}
+    local before = ms:events(0, out)
+    assert.are.equal(1, before) -- the event at d / 2
+    refuses("in time order", ms.set_events, ms, 1, { d / 2, 0 }, { d / 2, 0 })
+    refuses("in the clip", ms.set_events, ms, 1, { 0, d * 2 }, { 0, d / 2 })
+    refuses("as many as loop times", ms.set_events, ms, 1, { 0, d / 2 }, { 0 })
+    refuses("clip index 4", ms.set_events, ms, 4, { 0 }, { 0 })
+    assert.are.equal(before, ms:events(0, out)) -- the events given before still hold
+    refuses("thresholds must be numbers >= 0", ms.events, ms, -1, out)
+    refuses("thresholds must be numbers >= 0", ms.events, ms, { 0 }, out) -- one per layer: 2
+    refuses("hi must be a finite number >= 0", ms.set_marker, ms, 1, 1, -1, 0)
+    refuses("lo must be a finite number >= 0", ms.set_marker, ms, 1, 1, 1, 0 / 0)
+    assert.are.equal(0, ms:markers(0.1, out)) -- nothing became synced
+    refuses("dt must be finite", ms.markers, ms, math.huge, out)
+    local frame = plan:frame()
+    refuses("dt is not a finite float", ms.update, ms, 0 / 0, out)
+    refuses("dt is not a finite float", ms.update, ms, 1e39, out)
+    assert.are.equal(frame, plan:frame()) -- the plan did not run
+    refuses("joint index 0", ms.root_motion, ms, 0, 1)
+    refuses("out must be a writable f32 Buffer", ms.root_motions, ms, 1, limber.buffer("f32", 4, 3))
+  end)
+
+  it("leaves a controller as it was", function()
+    local skel, clips = fox_parts()
+    refuses("desc.layers[2].event_weight must be a number >= 0", controller.new,
+      { pose = limber.pose(skel, 2), clips = clips,
+        layers = { { name = "base" }, { name = "upper", event_weight = -1 } } })
+    local ctl = controller.new({ pose = limber.pose(skel, 2), clips = clips })
+    local m = controller.machine({ initial = "a", states = { a = { clip = "Walk" } } })
+    ctl:set_machine(1, "base", m)
+    for k = 1, 4095 do ctl:set(1, "p" .. k, k) end
+    -- a machine naming two new parameters does not fit: refused, and the
+    -- one free name is still free
+    local big = controller.machine({ initial = "a", states = { a = { clip = "Walk" } },
+      transitions = { { from = "a", to = "a", when = { { "x", ">", 1 }, { "y", ">", 1 } } } } })
+    refuses("more than 4096 parameter names", ctl.set_machine, ctl, 2, "base", big)
+    assert.is_nil(ctl:state(2, "base"))
+    ctl:set(2, "z", true) -- the 4096th name
+    refuses("more than 4096 parameter names", ctl.set, ctl, 2, "w", 1)
+    assert.are.equal("a", ctl:state(1, "base"))
+    ctl:update(0.1)
+    local x = ctl:root_motion(1, 3)
+    refuses("joint must be an integer in [1, 24]", ctl.root_motion, ctl, 1, 25)
+    refuses("joint must be an integer in [1, 24]", ctl.root_motions, ctl, 0.5)
+    local out = limber.buffer("f32", 4, 2)
+    out:set(1, { 7, 7, 7, 7 })
+    refuses("out must be a writable f32 Buffer", ctl.root_motions, ctl, 3, limber.buffer("f32", 3, 2))
+    assert.are.same({ 7, 7, 7, 7 }, out:get(1))
+    assert.are.equal(x, ctl:root_motion(1, 3)) -- nothing moved
   end)
 end)

@@ -24,11 +24,6 @@ typedef struct lmdef {
 
 /* ---- reading raw tables ---------------------------------------------------- */
 
-/* t[key] read raw and pushed; returns its type. */
-static int field(lua_State *L, int t, const char *key) {
-    return lcore_rawfield(L, t, key);
-}
-
 /* A 1-based integer in [1, n] at the top (popped), or a raised error naming
  * `what`. */
 static uint32_t top_index(lua_State *L, const char *fn, const char *what, uint32_t n) {
@@ -73,8 +68,8 @@ static uint8_t op_of(const char *s) {
 static int l_machine_def(lua_State *L) {
     const char *fn = "limber.core.machine_def";
     luaL_checktype(L, 1, LUA_TTABLE);
-    lua_settop(L, 1);      /* (the indices below count from here) */
-    field(L, 1, "states"); /* 2 */
+    lua_settop(L, 1);               /* (the indices below count from here) */
+    lcore_rawfield(L, 1, "states"); /* 2 */
     uint32_t S = table_len(L, 2, fn, "desc.states", MAX_STATES);
     if (S == 0) return luaL_error(L, "%s: desc.states is empty", fn);
     /* count transitions and conditions first */
@@ -84,14 +79,14 @@ static int l_machine_def(lua_State *L) {
         if (lua_type(L, -1) != LUA_TTABLE)
             return luaL_error(L, "%s: state %d must be a table", fn, (int)s);
         int st = lua_gettop(L);
-        if (field(L, st, "transitions") != LUA_TNIL) {
+        if (lcore_rawfield(L, st, "transitions") != LUA_TNIL) {
             uint32_t n = table_len(L, st + 1, fn, "transitions", MAX_TRANS);
             for (uint32_t t = 1; t <= n; t++) {
                 lua_rawgeti(L, st + 1, t);
                 if (lua_type(L, -1) != LUA_TTABLE)
                     return luaL_error(L, "%s: state %d: transition %d must be a table", fn, (int)s,
                                       (int)t);
-                if (field(L, -1, "when") != LUA_TNIL)
+                if (lcore_rawfield(L, -1, "when") != LUA_TNIL)
                     C += table_len(L, lua_gettop(L), fn, "when", MAX_TRANS);
                 lua_pop(L, 2);
             }
@@ -116,13 +111,13 @@ static int l_machine_def(lua_State *L) {
         lua_rawgeti(L, 2, s);
         int st = lua_gettop(L);
         lmb_mstate *ms = d->states + s - 1;
-        field(L, st, "timed");
+        lcore_rawfield(L, st, "timed");
         ms->timed = (uint8_t)lua_toboolean(L, -1);
-        field(L, st, "space");
+        lcore_rawfield(L, st, "space");
         ms->space = (uint8_t)lua_toboolean(L, -1);
         lua_settop(L, st);
         if (ms->space) {
-            field(L, st, "params");
+            lcore_rawfield(L, st, "params");
             uint32_t n = table_len(L, st + 1, fn, "params", 2);
             if (n < 1) return luaL_error(L, "%s: state %d: params is empty", fn, (int)s);
             ms->dims = (uint8_t)n;
@@ -132,7 +127,7 @@ static int l_machine_def(lua_State *L) {
                 PARAM(ms->param[k]);
             }
             lua_settop(L, st);
-            field(L, st, "smooth");
+            lcore_rawfield(L, st, "smooth");
             double sm = lua_isnil(L, -1) ? 0.0 : top_number(L, fn, "smooth");
             if (!(sm >= 0.0) || sm > (double)LMB_FLOAT_LIMIT)
                 return luaL_error(L, "%s: state %d: smooth must be a finite number >= 0", fn,
@@ -141,7 +136,7 @@ static int l_machine_def(lua_State *L) {
             lua_settop(L, st);
         }
         ms->tr_first = t_at;
-        if (field(L, st, "transitions") != LUA_TNIL) {
+        if (lcore_rawfield(L, st, "transitions") != LUA_TNIL) {
             uint32_t n = (uint32_t)lcore_rawlen(L, st + 1);
             for (uint32_t t = 1; t <= n; t++, t_at++) {
                 if (t_at >= T) return luaL_error(L, "%s: desc changed while read", fn);
@@ -150,22 +145,22 @@ static int l_machine_def(lua_State *L) {
                 lmb_mtrans *tr = d->trans + t_at;
                 tr->cond_first = c_at;
                 tr->trigger = -1;
-                if (field(L, tt, "trigger") != LUA_TNIL) {
+                if (lcore_rawfield(L, tt, "trigger") != LUA_TNIL) {
                     tr->trigger = (int32_t)top_index(L, fn, "trigger", MAX_PARAMS);
                     PARAM((uint32_t)tr->trigger);
                 }
                 lua_settop(L, tt);
-                field(L, tt, "at_end");
+                lcore_rawfield(L, tt, "at_end");
                 tr->at_end = (uint8_t)lua_toboolean(L, -1);
-                field(L, tt, "at_marker");
+                lcore_rawfield(L, tt, "at_marker");
                 tr->at_marker = (uint8_t)lua_toboolean(L, -1);
                 lua_settop(L, tt);
-                if (field(L, tt, "at_phase") != LUA_TNIL) {
+                if (lcore_rawfield(L, tt, "at_phase") != LUA_TNIL) {
                     tr->has_phase = 1;
                     tr->phase = top_number(L, fn, "at_phase");
                 }
                 lua_settop(L, tt);
-                if (field(L, tt, "when") != LUA_TNIL) {
+                if (lcore_rawfield(L, tt, "when") != LUA_TNIL) {
                     uint32_t nc = (uint32_t)lcore_rawlen(L, tt + 1);
                     for (uint32_t c = 1; c <= nc; c++, c_at++) {
                         if (c_at >= C) return luaL_error(L, "%s: desc changed while read", fn);
@@ -228,13 +223,13 @@ static int l_mdef_states(lua_State *L) {
 static int l_blend_space(lua_State *L) {
     const char *fn = "limber.core.blend_space";
     luaL_checktype(L, 1, LUA_TTABLE);
-    lua_settop(L, 1);    /* (the indices below count from here) */
-    field(L, 1, "dims"); /* 2 */
+    lua_settop(L, 1);             /* (the indices below count from here) */
+    lcore_rawfield(L, 1, "dims"); /* 2 */
     uint32_t dims = top_index(L, fn, "desc.dims", 2) + 1;
-    field(L, 1, "at");        /* 2 */
-    field(L, 1, "durations"); /* 3 */
-    field(L, 1, "tris");      /* 4 */
-    field(L, 1, "edges");     /* 5 */
+    lcore_rawfield(L, 1, "at");        /* 2 */
+    lcore_rawfield(L, 1, "durations"); /* 3 */
+    lcore_rawfield(L, 1, "tris");      /* 4 */
+    lcore_rawfield(L, 1, "edges");     /* 5 */
     uint32_t n = table_len(L, 2, fn, "desc.at", LMB_SPACE_MAX);
     if (n < 1) return luaL_error(L, "%s: desc.at is empty", fn);
     if (table_len(L, 3, fn, "desc.durations", LMB_SPACE_MAX) != n)
@@ -285,7 +280,7 @@ static int l_blend_space(lua_State *L) {
         }
         lua_pop(L, 1);
     }
-    field(L, 1, "sync");
+    lcore_rawfield(L, 1, "sync");
     sp->sync = (uint32_t)lua_toboolean(L, -1);
     lua_pop(L, 1);
     lmb_error err;

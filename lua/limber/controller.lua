@@ -880,7 +880,7 @@ function Controller:play_space(i, layer, space, x, opts)
   local ks = {}
   for k, p in ipairs(pts) do ks[k] = clip_of(self, p.clip, fname) end
   -- every clip's markers, checked before anything changes
-  local sp = { space = space, durations = {}, mk = space_markers(self, space, ks, fname, 4),
+  local sp = { space = space, mk = space_markers(self, space, ks, fname, 4),
                cspace = cspace_of(self, space, ks) }
   local slots = free_slots(self, i, n, #pts)
   local keep = {}
@@ -891,7 +891,6 @@ function Controller:play_space(i, layer, space, x, opts)
   local psi = sp.mk and psi_of(sp.mk[1], phase * sp.mk[1].d - floor(phase) * sp.mk[1].d)
   for k, s in ipairs(slots) do
     local d = self.clips[ks[k]]:duration()
-    sp.durations[k] = d
     self.plan_:play(i, n, s, ks[k], sp.mk and time_of(sp.mk[k], psi) or phase * d, 1, true)
     self.plan_:set_weight(i, n, s, 0)
     self.held[base + s] = true
@@ -1113,11 +1112,17 @@ local function compile(self, machine)
   for name in pairs(machine.states) do names[#names + 1] = name end
   table.sort(names)
   for k, name in ipairs(names) do index[name] = k end
-  local full = false
+  -- names not yet known get the next numbers here, and are kept only once
+  -- the definition is made (a refused machine leaves the controller as it was)
+  local fresh, nfresh = {}, 0
   local function pid(name)
-    local id = pid_of(self, name)
-    full = full or id == nil
-    return id or 1
+    local id = self.pids[name] or fresh[name]
+    if not id then
+      nfresh = nfresh + 1
+      id = self.npids + nfresh
+      fresh[name] = id
+    end
+    return id
   end
   for k, name in ipairs(names) do
     local st, list = machine.states[name], machine.by_from[name]
@@ -1135,8 +1140,12 @@ local function compile(self, machine)
     states[k] = { transitions = trs, timed = list.timed, space = st.space ~= nil,
                   params = params, smooth = st.smooth }
   end
-  if full then return nil, "more than 4096 parameter names in one controller" end
+  if self.npids + nfresh > 4096 then
+    return nil, "more than 4096 parameter names in one controller"
+  end
   c = { def = core.machine_def({ states = states }), index = index }
+  for name, id in pairs(fresh) do self.pids[name] = id end
+  self.npids = self.npids + nfresh
   self.cdefs[machine] = c
   return c
 end
