@@ -170,7 +170,7 @@ local function build_pool()
       layers = { { sources = 3 }, { sources = 2, mode = "additive" } } })
     local ms = mplan and try(core.machines, mplan)
     local mdef = try(core.machine_def, { states = {
-      { timed = true, transitions = { { when = { { 1, ">", 0.5 }, { 3, "==", true } }, trigger = 2,
+      { transitions = { { when = { { 1, ">", 0.5 }, { 3, "==", true } }, trigger = 2,
                                          at_end = true, at_phase = 0.5, at_marker = true } } },
       { space = true, params = { 1, 4 }, smooth = 0.1, transitions = { { when = { { 1, "<", 0 } } } } } } })
     local msp = try(core.blend_space, { dims = 2, at = { { 0, 0 }, { 1, 0 }, { 0, 1 } },

@@ -61,7 +61,7 @@ static uint8_t op_of(const char *s) {
 /** core.machine_def(desc): a state machine's definition for
  * core.machines. desc = { states = { { transitions = { { when = { { param,
  * op, value }, ... }, trigger = param, at_end = bool, at_phase = p,
- * at_marker = bool }, ... }, timed = bool, space = bool, params = { param
+ * at_marker = bool }, ... }, space = bool, params = { param
  * [, param] }, smooth = seconds }, ... } }: parameters are numbers in [1,
  * 4096], ops "<", "<=", ">", ">=", "==", "~=", values numbers or booleans,
  * transitions in firing order. */
@@ -111,8 +111,6 @@ static int l_machine_def(lua_State *L) {
         lua_rawgeti(L, 2, s);
         int st = lua_gettop(L);
         lmb_mstate *ms = d->states + s - 1;
-        lcore_rawfield(L, st, "timed");
-        ms->timed = (uint8_t)lua_toboolean(L, -1);
         lcore_rawfield(L, st, "space");
         ms->space = (uint8_t)lua_toboolean(L, -1);
         lua_settop(L, st);
@@ -189,6 +187,8 @@ static int l_machine_def(lua_State *L) {
                     }
                 }
                 tr->cond_count = c_at - tr->cond_first;
+                /* the state is looked at every step when one waits on time */
+                ms->timed |= (uint8_t)(tr->at_end || tr->has_phase || tr->at_marker);
                 lua_settop(L, st + 1);
             }
         }

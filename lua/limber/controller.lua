@@ -1060,17 +1060,12 @@ function M.machine(def)
     if a.priority ~= b.priority then return a.priority > b.priority end
     return a.k < b.k
   end)
-  -- per state, the transitions that can leave it, in firing order, and
-  -- whether one of them waits on the clip's time (checked every update;
-  -- the others only when a parameter changed or the state was entered)
+  -- per state, the transitions that can leave it, in firing order
   local by_from = {}
   for name in pairs(states) do
-    local l = { timed = false }
+    local l = {}
     for _, tr in ipairs(list) do
-      if tr.from == name or (tr.from == "any" and tr.to ~= name) then
-        l[#l + 1] = tr
-        l.timed = l.timed or tr.at_end or tr.at_phase ~= nil or tr.at_marker ~= nil
-      end
+      if tr.from == name or (tr.from == "any" and tr.to ~= name) then l[#l + 1] = tr end
     end
     by_from[name] = l
   end
@@ -1137,7 +1132,7 @@ local function compile(self, machine)
     if st.space then
       params = st.space.dims == 1 and { pid(st.param) } or { pid(st.param[1]), pid(st.param[2]) }
     end
-    states[k] = { transitions = trs, timed = list.timed, space = st.space ~= nil,
+    states[k] = { transitions = trs, space = st.space ~= nil,
                   params = params, smooth = st.smooth }
   end
   if self.npids + nfresh > 4096 then
