@@ -390,10 +390,24 @@ describe("limber.core.machines", function()
     ms:set_param(2, 4, 0.5)
     assert.are.equal(1, ms:step(0.05, out))
     assert.are.same({ 3, 0 }, { out[1], out[2] })
-    ms:apply(2, 1, 0.5, 0, 0) -- as the caller does: weights, no rates
+    -- as the caller does: weights, no rates; it returns the seconds since
+    -- the run's marker phase was set (0 while it has none)
+    assert.are.equal(0, ms:apply(2, 1, 0.5, 0, 0))
     local _, _, rate = plan:source(2, 1, 3)
     assert.is_true(math.abs(rate - durs[1] / D) < 1e-6)
     assert.is_true(math.abs(select(5, plan:source(2, 1, 3)) - 0.5) < 1e-6)
+    ms:set_marker(2, 1, 1, 0.5)
+    local due = {}
+    assert.are.equal(0, ms:markers(0.25, due)) -- (not due: 0.25 s of 1)
+    assert.are.equal(0, ms:markers(0.5, due))
+    assert.are.equal(0.75, ms:apply(2, 1, 0.5, 0, 0))
+    assert.are.equal(1, ms:markers(0.25, due)) -- lands: 1 s reached
+    assert.are.same({ (2 - 1) * 2 + 1, 2, 0.75 }, due) -- key (i - 1) * layers + n
+    ms:set_marker(2, 1, 1, 0.5)
+    assert.are.equal(0, ms:apply(2, 1, 0.5, 0, 0))
+    ms:set_marker(2, 1, nil)
+    assert.are.equal(0, ms:markers(5, due))
+    assert.are.equal(0, ms:apply(2, 1, 0.5, 0, 0))
   end)
 
   it("refuses bad arguments by name and leaves the runs unchanged", function()

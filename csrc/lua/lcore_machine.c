@@ -532,7 +532,9 @@ static int l_bind(lua_State *L) {
 
 /** machines:apply(i, layer, x, y, fade): the space on the layer goes to
  * (x, y) (1D: y ignored): weights over `fade` seconds, synced rates at once
- * (not for a space synced by markers). x, y not NaN; fade finite >= 0. */
+ * (not for a space synced by markers). x, y not NaN; fade finite >= 0.
+ * Returns the seconds since the run's marker phase was set (set_marker),
+ * 0 when it does not sync by markers. */
 static int l_apply(lua_State *L) {
     lmachines *lm = check_machines(L, 1);
     uint32_t key = check_key(L, lm, 2);
@@ -542,7 +544,9 @@ static int l_apply(lua_State *L) {
     float fade = lua_isnoneornil(L, 6) ? 0.0f : lcore_check_float(L, 6, "fade");
     luaL_argcheck(L, fade >= 0.0f, 6, "fade must be >= 0");
     lmb_machines_apply(&lm->m, key, x, y, fade);
-    return 0;
+    const lmb_mrun *r = lm->m.runs + key;
+    lua_pushnumber(L, r->synced ? (lua_Number)r->el : 0.0);
+    return 1;
 }
 
 /** machines:touch(i, layer): the run is looked at in the next step. */

@@ -699,13 +699,18 @@ marker_rates = function(self, i, n, sp, dt)
 end
 
 -- Puts the clips of marker space sp (layer n of instance i) at the first
--- clip's marker phase (from its time), with the rates of the segment it is
--- in (after a run: a parameter changed the weights; the space follows a
--- clip moved on the plan).
-local function marker_sync(self, i, n, sp)
+-- clip's marker phase (from its time, or rec: the phase its record gives),
+-- with the rates of the segment it is in (after a run: a parameter changed
+-- the weights; the space follows a clip moved on the plan).
+local function marker_sync(self, i, n, sp, rec)
   local plan = self.plan_
   local _, t = plan:source(i, n, sp.slots[1])
   local psi = psi_of(sp.mk[1], t)
+  -- the phase it was at (rec), unless the first clip was moved since: a
+  -- phase taken again from a clip's time would take its float drift too
+  if rec and abs(marker_drift(self, i, n, sp, 1, rec)) <= 1e-6 then
+    psi = rec % #sp.mk[1].times
+  end
   if seg_len(sp, floor(psi)) <= 0 then return end
   keep_run(self, i)
   for k, s in ipairs(sp.slots) do
@@ -816,11 +821,12 @@ end
 local function apply_space(self, i, n, sp, x, fade)
   local two = type(x) == "table"
   local px, py = two and x[1] or x, two and x[2] or 0
-  self.ms:apply(i, n, px, py, fade)
+  local el = self.ms:apply(i, n, px, py, fade)
   sp.x = two and { px, py } or x
   if sp.mk then
+    local rec = sp.psi and sp.psi + el / seg_len(sp, sp.g) -- (at the weights before)
     sp.w, sp.cycle = sp.cspace:weights(px, py), nil
-    marker_sync(self, i, n, sp)
+    marker_sync(self, i, n, sp, rec)
   end
 end
 
