@@ -81,38 +81,54 @@ static inline V FOLD(sinv)(V y) {
  * (a flip would jump the blend in one frame). */
 static void FOLD(layer_pose)(const lmb_stack_layer *ly, const float *const *src, const float *src_w,
                              uint32_t j, const float *rq, float *a) {
-    V acc[LMB_TRS_FLOATS], one[LMB_TRS_FLOATS];
+    /* the sources' weights first, then one component (or the rotation) at a
+     * time over the sources: few values live at once, none spilled */
+    const float *s[LMB_STACK_MAX_SOURCES];
+    V w[LMB_STACK_MAX_SOURCES], wq[LMB_STACK_MAX_SOURCES];
+    VI on[LMB_STACK_MAX_SOURCES];
     V zero = FOLD(splat)(0.0f), wsum = zero, cnt = zero;
-    for (int c = 0; c < LMB_TRS_FLOATS; c++)
-        acc[c] = zero, one[c] = zero;
+    uint32_t n = 0;
     for (uint32_t k = ly->first_source; k < ly->first_source + ly->source_count; k++) {
         if (!src[k]) continue;
-        const float *s = src[k] + (size_t)j * JS;
-        V w = FOLD(ld)(src_w + (size_t)k * W);
-        VI on = w > 0.0f;
-        V sv[LMB_TRS_FLOATS];
-        for (int c = 0; c < LMB_TRS_FLOATS; c++)
-            sv[c] = FOLD(ld)(s + c * W);
-        V dot = rq[0] * sv[3] + rq[1] * sv[4] + rq[2] * sv[5] + rq[3] * sv[6];
-        V wq = FOLD(sel)(dot < 0.0f, -w, w);
-        wsum += w;
-        cnt += FOLD(sel)(on, FOLD(splat)(1.0f), zero);
-        for (int c = 0; c < LMB_TRS_FLOATS; c++) {
-            acc[c] += ((c >= 3 && c < 7) ? wq : w) * sv[c];
-            one[c] = FOLD(sel)(on, sv[c], one[c]);
-        }
+        const float *sk = src[k] + (size_t)j * JS;
+        V wk = FOLD(ld)(src_w + (size_t)k * W);
+        V dot = rq[0] * FOLD(ld)(sk + 3 * W) + rq[1] * FOLD(ld)(sk + 4 * W) +
+                rq[2] * FOLD(ld)(sk + 5 * W) + rq[3] * FOLD(ld)(sk + 6 * W);
+        s[n] = sk, w[n] = wk, on[n] = wk > 0.0f;
+        wq[n] = FOLD(sel)(dot < 0.0f, -wk, wk);
+        wsum += wk;
+        cnt += FOLD(sel)(on[n], FOLD(splat)(1.0f), zero);
+        n++;
     }
     VI pos = wsum > 0.0f;
     V inv = FOLD(sel)(pos, 1.0f / FOLD(sel)(pos, wsum, FOLD(splat)(1.0f)), zero);
-    V q2 = acc[3] * acc[3] + acc[4] * acc[4] + acc[5] * acc[5] + acc[6] * acc[6];
+    VI single = cnt == 1.0f;
+    static const int tcomp[6] = {0, 1, 2, 7, 8, 9};
+    for (int t = 0; t < 6; t++) {
+        const int c = tcomp[t];
+        V acc = zero, one = zero;
+        for (uint32_t m = 0; m < n; m++) {
+            V v = FOLD(ld)(s[m] + c * W);
+            acc += w[m] * v;
+            one = FOLD(sel)(on[m], v, one);
+        }
+        FOLD(st)(a + c * W, FOLD(sel)(single, one, acc * inv));
+    }
+    V q[4] = {zero, zero, zero, zero}, one[4] = {zero, zero, zero, zero};
+    for (uint32_t m = 0; m < n; m++)
+        for (int c = 0; c < 4; c++) {
+            V v = FOLD(ld)(s[m] + (3 + c) * W);
+            q[c] += wq[m] * v;
+            one[c] = FOLD(sel)(on[m], v, one[c]);
+        }
+    V q2 = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3];
     /* opposite rotations that cancel exactly: identity (any choice is a jump) */
     VI qok = q2 > 1e-30f;
     V qi = FOLD(sel)(qok, FOLD(rsqrt)(FOLD(sel)(qok, q2, FOLD(splat)(1.0f))), FOLD(splat)(1.0f));
-    acc[3] = FOLD(sel)(qok, acc[3], zero), acc[4] = FOLD(sel)(qok, acc[4], zero);
-    acc[5] = FOLD(sel)(qok, acc[5], zero), acc[6] = FOLD(sel)(qok, acc[6], FOLD(splat)(1.0f));
-    VI single = cnt == 1.0f;
-    for (int c = 0; c < LMB_TRS_FLOATS; c++)
-        FOLD(st)(a + c * W, FOLD(sel)(single, one[c], acc[c] * ((c >= 3 && c < 7) ? qi : inv)));
+    q[0] = FOLD(sel)(qok, q[0], zero), q[1] = FOLD(sel)(qok, q[1], zero);
+    q[2] = FOLD(sel)(qok, q[2], zero), q[3] = FOLD(sel)(qok, q[3], FOLD(splat)(1.0f));
+    for (int c = 0; c < 4; c++)
+        FOLD(st)(a + (3 + c) * W, FOLD(sel)(single, one[c], q[c] * qi));
 }
 
 /* P = fold of A into P by f per lane: override (weights strictly between
@@ -189,7 +205,20 @@ void FOLD(lmb_stack_block)(const lmb_skeleton *sk, const lmb_stack_layer *layers
                            uint32_t layer_count, const float *const *src, const float *src_w,
                            const float *layer_w, const int16_t *top, float *out) {
     const uint32_t J = sk->joint_count;
+    /* The usual first layer (override, no mask, weight 1 and a source
+     * playing in every lane) replaces the rest pose everywhere it is
+     * folded: its joints are written once, straight from the sources, and
+     * only the others start at the rest pose. */
+    int first_full = layer_count > 0 && layers[0].mode == LMB_LAYER_OVERRIDE && !layers[0].mask;
+    for (int l = 0; first_full && l < W; l++) {
+        int plays = layer_w[l] == 1.0f ? 0 : -1;
+        for (uint32_t k = layers[0].first_source;
+             plays == 0 && k < layers[0].first_source + layers[0].source_count; k++)
+            plays = src[k] && src_w[(size_t)k * W + (size_t)l] > 0.0f;
+        first_full = plays == 1;
+    }
     for (uint32_t j = 0; j < J; j++) {
+        if (first_full && !(top && top[j] > 0)) continue;
         const float *rest = sk->rest + (size_t)j * LMB_TRS_FLOATS;
         float *p = out + (size_t)j * JS;
         for (int c = 0; c < LMB_TRS_FLOATS; c++)
@@ -232,6 +261,11 @@ void FOLD(lmb_stack_block)(const lmb_skeleton *sk, const lmb_stack_layer *layers
             float abuf[JS] __attribute__((aligned(32)));
             const float *a = abuf;
             const float *rq = sk->rest + (size_t)j * LMB_TRS_FLOATS + 3;
+            if (n == 0 && first_full && playing != 1) {
+                /* (the weight-1 fold below would copy A as it is) */
+                FOLD(layer_pose)(ly, src, src_w, j, rq, out + (size_t)j * JS);
+                continue;
+            }
             if (playing == 1)
                 a = src[last] + (size_t)j * JS;
             else
