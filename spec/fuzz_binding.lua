@@ -65,7 +65,21 @@ end
 local function add(v)
   if classof(v) == nil then return end
   for _, p in ipairs(pool) do if p == v then return end end
-  if #pool < MAXPOOL then pool[#pool + 1] = v else pool[rnd(#pool)] = v end
+  if #pool < MAXPOOL then pool[#pool + 1] = v; return end
+  -- full: v replaces an object whose class has another one in the pool, so
+  -- that no class once met leaves it (with --only, the class called must
+  -- keep an object to call)
+  local count = {}
+  for _, p in ipairs(pool) do
+    local c = classof(p)
+    count[c] = (count[c] or 0) + 1
+  end
+  local start = rnd(#pool)
+  for k = 0, #pool - 1 do
+    local at = (start + k - 1) % #pool + 1
+    if count[classof(pool[at])] > 1 then pool[at] = v; return end
+  end
+  pool[start] = v
 end
 -- Calls that worked: templates that later calls mutate one argument of, so
 -- the fuzzer reaches deep into functions whose arguments must mostly be
