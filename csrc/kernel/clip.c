@@ -726,7 +726,7 @@ static void finish_lane(const lmb_sampler *s, int32_t k, const lmb_clip *c, floa
     const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
     for (uint32_t u = s->untracked_first[k]; u < s->untracked_first[k + 1]; u++) {
         uint32_t code = s->untracked[u], j = code >> 2, path = code & 3u;
-        if (need && !(need[j >> 3] >> lane & 1u)) continue;
+        if (need && !((unsigned)need[j >> 3] >> lane & 1u)) continue;
         float *d = local + (size_t)j * jstride + path_offset[path];
         const float *r = rest + (size_t)j * LMB_TRS_FLOATS + (path == 0 ? 0 : path == 1 ? 3 : 7);
         uint32_t w = path == LMB_PATH_R ? 4 : 3;
