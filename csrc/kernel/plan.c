@@ -221,6 +221,15 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
         inst[l] = e < p->active_count ? p->active[e] : 0;
         if (e < p->active_count) valid |= 1u << l;
     }
+    /* the slot joints' model matrices this block writes at its end: their
+     * lines start coming now, so the writes do not wait for them */
+    if (!p->all_models)
+        for (uint32_t l = 0; l < LMB_LANES; l++) {
+            if (!(valid >> l & 1u)) continue;
+            const float *to = pose->model + (size_t)inst[l] * J * 16;
+            for (uint32_t m = 0; m < p->slot_count; m++)
+                __builtin_prefetch(to + (size_t)p->slots[m] * 16, 1);
+        }
     double t0 = now();
     /* 1. every source that plays with weight in some lane, into its scratch block */
     const float *src[LMB_STACK_MAX_LAYERS * LMB_STACK_MAX_SOURCES];

@@ -5,6 +5,11 @@
 
 #if LMB_HAVE_X86
 
+/* joints ahead whose palette lines lmb_palette_block_avx2 asks for */
+#ifndef LMB_PALETTE_AHEAD
+#define LMB_PALETTE_AHEAD 8
+#endif
+
 LMB_AVX2 void lmb_palette_run_avx2(const lmb_pose *pose, const lmb_skin *skin, int layout,
                                    float *out, uint32_t first, uint32_t count) {
     const uint32_t J = pose->joint_count, K = skin->joint_count;
@@ -60,7 +65,14 @@ LMB_AVX2 void lmb_palette_block_avx2(const lmb_skin *skin, int layout, const flo
                                      float *const out[LMB_LANES]) {
     const uint32_t K = skin->joint_count;
     const __m256 zero = _mm256_setzero_ps();
+    const uint32_t width = lmb_palette_width(layout);
     for (uint32_t k = 0; k < K; k++) {
+        /* the output lines a few joints ahead, in every lane: the 8
+         * instances' palettes are 8 streams of writes, which would otherwise
+         * wait for each line to be read */
+        if (k + LMB_PALETTE_AHEAD < K)
+            for (int l = 0; l < LMB_LANES; l++)
+                if (out[l]) __builtin_prefetch(out[l] + (size_t)(k + LMB_PALETTE_AHEAD) * width, 1);
         const float *S = soa + (size_t)skin->joint[k] * 12 * LMB_LANES;
         const float *ib = skin->inverse_bind + (size_t)k * 16;
         __m256 m[12];
