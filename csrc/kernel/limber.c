@@ -146,8 +146,20 @@ int lmb_cpu_has_avx512(void) {
 
 /* The level cap is per thread: the Lua binding sets it from its state's
  * setting (lmb_simd_use) on entry to every call and in every pool job, so
- * a setting made in one lua_State never shows in another. */
-static __thread int simd_limit = LMB_SIMD_AVX512;
+ * a setting made in one lua_State never shows in another.
+ *
+ * The initial-exec model puts these 4 bytes in the static TLS block that
+ * glibc keeps spare for modules loaded later, instead of a block allocated
+ * by __tls_get_addr at first use: reads are a plain load from the thread
+ * pointer, and nothing outlives a dlclose of the module. (LeakSanitizer's
+ * exit scan crashed on the stale dynamic block of an unloaded copy: the
+ * test suite loads and unloads several modules that hold this variable.) */
+#if defined(__GNUC__) && defined(__ELF__)
+#define LMB_TLS_MODEL __attribute__((tls_model("initial-exec")))
+#else
+#define LMB_TLS_MODEL
+#endif
+static __thread int simd_limit LMB_TLS_MODEL = LMB_SIMD_AVX512;
 
 static int clamp_level(int level) {
     return level < LMB_SIMD_PORTABLE ? LMB_SIMD_PORTABLE
