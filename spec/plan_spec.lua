@@ -508,6 +508,38 @@ describe("limber.stack", function()
     end
   end)
 
+  it("equals the layer formulas when the first layer covers every lane (weight 1, no mask)", function()
+    -- the fold's usual case, written straight from the sources: several of
+    -- them playing in every lane of every block (16 instances: two full
+    -- blocks), with masked layers above, on both SIMD levels
+    keep_simd(finally)
+    for round = 1, 6 do
+      limber.core.simd(round % 2 == 0)
+      local skel = round % 3 == 0 and humanoid() or random_skeleton(math.random(7, 20))
+      local N = 16
+      local clips = rand_clips(skel, 3)
+      local stack, out, model
+      repeat -- (a first layer that overrides, with 2 to 4 sources)
+        stack, out, model = random_stack(skel, N, math.random(2, 3), clips)
+      until not model.layers[1].additive and #model.layers[1].vals > 1
+      local L1 = model.layers[1]
+      stack:set_mask(1)
+      for j = 1, skel:joint_count() do L1.mask[j] = 1 end
+      randomize_weights(stack, model, N)
+      for i = 1, N do
+        for s2 = 1, #L1.vals do
+          local w = H.rand(0.1, 4)
+          stack:set_weight(i, 1, s2, w)
+          L1.w[i][s2] = f32(w)
+        end
+        stack:set_layer_weight(i, 1, 1)
+        L1.lw[i] = 1
+      end
+      stack:run()
+      check_formulas(out, model, 2e-5, "first layer full, round " .. round, all_instances(N))
+    end
+  end)
+
   it("gives exactly the source at layer weight 1 and mask 1, exactly the pose below at 0", function()
     keep_simd(finally)
     for round = 1, 6 do

@@ -214,8 +214,8 @@ uint32_t lmb_hier_changed(lmb_hier *h);
  * computed. Non-leaves are always current after an update. */
 void lmb_hier_refresh(lmb_hier *h, uint32_t id);
 
-/* Starts loading what lmb_hier_refresh(h, id) reads (the node, its slot
- * matrix, its parent's world, its own matrices), so that a caller refreshing
+/* Starts loading what lmb_hier_refresh(h, id) misses most (the node, its
+ * slot matrix, its world), so that a caller refreshing
  * many leaves in a row can overlap their cache misses: call it a few nodes
  * ahead. `stage` 0 loads the node and its slot pointer, 1 what they point
  * to (call stage 0 further ahead than stage 1). Changes nothing. */

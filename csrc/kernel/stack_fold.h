@@ -211,11 +211,11 @@ void FOLD(lmb_stack_block)(const lmb_skeleton *sk, const lmb_stack_layer *layers
      * only the others start at the rest pose. */
     int first_full = layer_count > 0 && layers[0].mode == LMB_LAYER_OVERRIDE && !layers[0].mask;
     for (int l = 0; first_full && l < W; l++) {
-        int plays = layer_w[l] == 1.0f ? 0 : -1;
+        int plays = 0;
         for (uint32_t k = layers[0].first_source;
-             plays == 0 && k < layers[0].first_source + layers[0].source_count; k++)
-            plays = src[k] && src_w[(size_t)k * W + (size_t)l] > 0.0f;
-        first_full = plays == 1;
+             k < layers[0].first_source + layers[0].source_count; k++)
+            plays |= src[k] && src_w[(size_t)k * W + (size_t)l] > 0.0f;
+        first_full = plays && layer_w[l] == 1.0f;
     }
     for (uint32_t j = 0; j < J; j++) {
         if (first_full && !(top && top[j] > 0)) continue;
