@@ -195,11 +195,29 @@ PK(interp)(int ch, const lmb_v8f *va, const lmb_v8f *vb, float al, lmb_v8f *r) {
         r[m] *= iv;
 }
 
+/* Whether stream s (channel ch) is one key whose values are the result as
+ * they are stored: a translation or scale, or a rotation of stored floats
+ * (CONST rows, or SKIP: the identity), which the compressor keeps unit.
+ * Interpolating one key with itself would give the same values up to the
+ * rounding of a renormalisation; quantized or derived rotations are still
+ * renormalised. */
+static inline int PK(as_stored)(const lmb_pstream *s, int ch) {
+    if (s->keys > 1) return 0;
+    if (ch != 1) return 1;
+    for (int r = 0; r < 4; r++)
+        if (s->kind[r] != LMB_PK_CONST && s->kind[r] != LMB_PK_SKIP) return 0;
+    return 1;
+}
+
 /* Stream s (channel ch: 0 T, 1 R, 2 S) at frame position pos: r[m] holds
  * row m for the chunk's 8 joints. */
 static inline void PK(stream)(const lmb_packed *p, const lmb_pstream *s, int ch, float pos,
                               lmb_v8f *r) {
     int n = ch == 1 ? 4 : 3;
+    if (PK(as_stored)(s, ch)) {
+        PK(key_rows)(p, s, 0, n, PK(fill)[ch], r);
+        return;
+    }
     float al;
     uint32_t a = PK(key)(p, s, pos, 0, &al);
     lmb_v8f va[4], vb[4];
@@ -235,9 +253,14 @@ PK(cached_stream)(const lmb_packed *p, const lmb_pstream *s, const int ch, float
     lmb_v8f va[4], vb[4], r[4];
     if (s->keys < 2) { /* constant or skipped: nothing to cache (the stream's own data) */
         PK(key_rows)(p, s, 0, n, PK(fill)[ch], va);
-        PK(interp)(ch, va, va, 0.0f, r);
-        for (int m = 0; m < n; m++)
-            memcpy(out + (size_t)(f0 + m) * cstride, &r[m], sizeof r[m]);
+        if (PK(as_stored)(s, ch)) {
+            for (int m = 0; m < n; m++)
+                memcpy(out + (size_t)(f0 + m) * cstride, &va[m], sizeof va[m]);
+        } else {
+            PK(interp)(ch, va, va, 0.0f, r);
+            for (int m = 0; m < n; m++)
+                memcpy(out + (size_t)(f0 + m) * cstride, &r[m], sizeof r[m]);
+        }
         return;
     }
     uint32_t a = PK(key)(p, s, pos, *tag ? *tag - 1 : 0, &al);
