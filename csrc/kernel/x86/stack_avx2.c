@@ -1,15 +1,19 @@
 /* stack_avx2.c: the layer-stack fold (stack_fold.h) compiled with AVX2 +
  * FMA enabled, so the vectoriser uses 8-float registers (one per component
- * of a block's 8 lanes). Chosen at run time by lmb_stack_block. */
+ * of a block's 8 lanes). Chosen at run time by lmb_stack_block. Its
+ * a * b + c are contracted to FMAs (ISO C mode leaves GCC's contraction
+ * off): 6% of the fold, and results a float rounding or so away from the
+ * portable fold's. */
 #include "simd.h"
 
 #if LMB_HAVE_X86
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#pragma clang fp contract(fast)
 #else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
-#pragma GCC optimize("no-trapping-math")
+#pragma GCC optimize("no-trapping-math", "fp-contract=fast")
 #endif
 
 #define FOLD(name) name##_avx2
