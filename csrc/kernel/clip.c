@@ -736,6 +736,37 @@ static void finish_lane(const lmb_sampler *s, int32_t k, const lmb_clip *c, floa
     if (s->root_joint >= 0) remove_root_motion(s, c, local + (size_t)s->root_joint * jstride);
 }
 
+/* finish_lane for the lanes in `lanes` at once, all playing clip k of the
+ * sampler: the rest values of an untracked property go to every such lane
+ * that reads its chunk with one 8-wide row per component. `local` is the
+ * block's joint 0. */
+static void finish_lanes(const lmb_sampler *s, int32_t k, const lmb_clip *c, float *local,
+                         const uint8_t *need, unsigned lanes) {
+    const float *rest = s->pose->skel->rest;
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
+    for (uint32_t u = s->untracked_first[k]; u < s->untracked_first[k + 1]; u++) {
+        uint32_t code = s->untracked[u], j = code >> 2, path = code & 3u;
+        unsigned m = need ? lanes & need[j >> 3] : lanes;
+        if (!m) continue;
+        float *d = local + (size_t)j * jstride + path_offset[path];
+        const float *r = rest + (size_t)j * LMB_TRS_FLOATS + (path == 0 ? 0 : path == 1 ? 3 : 7);
+        uint32_t w = path == LMB_PATH_R ? 4 : 3;
+        if (m == 0xFFu) {
+            for (uint32_t c2 = 0; c2 < w; c2++)
+                for (uint32_t l = 0; l < LMB_LANES; l++)
+                    d[c2 * LMB_LANES + l] = r[c2];
+        } else {
+            for (uint32_t c2 = 0; c2 < w; c2++)
+                for (uint32_t l = 0; l < LMB_LANES; l++)
+                    if (m >> l & 1u) d[c2 * LMB_LANES + l] = r[c2];
+        }
+    }
+    if (s->root_joint >= 0)
+        for (uint32_t l = 0; l < LMB_LANES; l++)
+            if (lanes >> l & 1u)
+                remove_root_motion(s, c, local + l + (size_t)s->root_joint * jstride);
+}
+
 /* GCC only if-converts (and so vectorises) the selects of the rotation loop
  * below without -ftrapping-math; the code raises no trap either way. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -935,11 +966,15 @@ unsigned lmb_sampler_lanes(lmb_sampler *s, const uint32_t inst[LMB_LANES], unsig
     unsigned done = plan->lanes;
     if (done) {
         lmb_sample_dense_avx2(blk, J, plan, next);
-        for (uint32_t l = 0; l < LMB_LANES; l++)
-            if (done >> l & 1u) {
-                int32_t k = s->clip[inst[l]];
-                finish_lane(s, k, s->clips[k], blk + l, plan->need, l);
-            }
+        /* the rest values, for the lanes of one clip at a time */
+        for (unsigned left = done; left;) {
+            int32_t k = s->clip[inst[__builtin_ctz(left)]];
+            unsigned same = 0;
+            for (uint32_t l = 0; l < LMB_LANES; l++)
+                if ((left >> l & 1u) && s->clip[inst[l]] == k) same |= 1u << l;
+            finish_lanes(s, k, s->clips[k], blk, plan->need, same);
+            left &= ~same;
+        }
     }
     done |= ~sampled & 0xFFu;
     /* the other lanes: lanes sharing the first remaining lane's clip go together */
