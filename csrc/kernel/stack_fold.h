@@ -71,6 +71,35 @@ static inline V FOLD(sinv)(V y) {
     return y + y * y2 * p;
 }
 
+/* A layer's playing sources in a block and their weights, which do not
+ * depend on the joint: found once per layer, not once per joint. */
+typedef struct FOLD(lsrc) {
+    const float *s[LMB_STACK_MAX_SOURCES];
+    V w[LMB_STACK_MAX_SOURCES];
+    VI on[LMB_STACK_MAX_SOURCES];
+    V inv;     /* 1 / the lane's weight sum (0 where it is 0) */
+    VI single; /* lanes where one source plays */
+    uint32_t n;
+} FOLD(lsrc);
+
+static void FOLD(layer_sources)(const lmb_stack_layer *ly, const float *const *src,
+                                const float *src_w, FOLD(lsrc) * o) {
+    V zero = FOLD(splat)(0.0f), wsum = zero, cnt = zero;
+    uint32_t n = 0;
+    for (uint32_t k = ly->first_source; k < ly->first_source + ly->source_count; k++) {
+        if (!src[k]) continue;
+        V wk = FOLD(ld)(src_w + (size_t)k * W);
+        o->s[n] = src[k], o->w[n] = wk, o->on[n] = wk > 0.0f;
+        wsum += wk;
+        cnt += FOLD(sel)(o->on[n], FOLD(splat)(1.0f), zero);
+        n++;
+    }
+    VI pos = wsum > 0.0f;
+    o->inv = FOLD(sel)(pos, 1.0f / FOLD(sel)(pos, wsum, FOLD(splat)(1.0f)), zero);
+    o->single = cnt == 1.0f;
+    o->n = n;
+}
+
 /* The layer pose A of joint j (all lanes) from its sources, when more than
  * one source plays: the weighted mean with weights normalised in each lane;
  * a lane where one source plays gets exactly that source's values. Each
@@ -79,30 +108,24 @@ static inline V FOLD(sinv)(V y) {
  * forward in one clip, back in the other) then blend through the rest
  * pose, and the sign of one does not flip against the other as they move
  * (a flip would jump the blend in one frame). */
-static void FOLD(layer_pose)(const lmb_stack_layer *ly, const float *const *src, const float *src_w,
-                             uint32_t j, const float *rq, float *a) {
-    /* the sources' weights first, then one component (or the rotation) at a
-     * time over the sources: few values live at once, none spilled */
+static void FOLD(layer_pose)(const FOLD(lsrc) * ls, uint32_t j, const float *rq, float *a) {
+    /* the sources' rotation signs first, then one component (or the
+     * rotation) at a time over the sources: few values live at once, none
+     * spilled */
     const float *s[LMB_STACK_MAX_SOURCES];
-    V w[LMB_STACK_MAX_SOURCES], wq[LMB_STACK_MAX_SOURCES];
-    VI on[LMB_STACK_MAX_SOURCES];
-    V zero = FOLD(splat)(0.0f), wsum = zero, cnt = zero;
-    uint32_t n = 0;
-    for (uint32_t k = ly->first_source; k < ly->first_source + ly->source_count; k++) {
-        if (!src[k]) continue;
-        const float *sk = src[k] + (size_t)j * JS;
-        V wk = FOLD(ld)(src_w + (size_t)k * W);
+    V wq[LMB_STACK_MAX_SOURCES];
+    const V *w = ls->w;
+    const VI *on = ls->on;
+    const V zero = FOLD(splat)(0.0f), inv = ls->inv;
+    const VI single = ls->single;
+    const uint32_t n = ls->n;
+    for (uint32_t m = 0; m < n; m++) {
+        const float *sk = ls->s[m] + (size_t)j * JS;
         V dot = rq[0] * FOLD(ld)(sk + 3 * W) + rq[1] * FOLD(ld)(sk + 4 * W) +
                 rq[2] * FOLD(ld)(sk + 5 * W) + rq[3] * FOLD(ld)(sk + 6 * W);
-        s[n] = sk, w[n] = wk, on[n] = wk > 0.0f;
-        wq[n] = FOLD(sel)(dot < 0.0f, -wk, wk);
-        wsum += wk;
-        cnt += FOLD(sel)(on[n], FOLD(splat)(1.0f), zero);
-        n++;
+        s[m] = sk;
+        wq[m] = FOLD(sel)(dot < 0.0f, -w[m], w[m]);
     }
-    VI pos = wsum > 0.0f;
-    V inv = FOLD(sel)(pos, 1.0f / FOLD(sel)(pos, wsum, FOLD(splat)(1.0f)), zero);
-    VI single = cnt == 1.0f;
     static const int tcomp[6] = {0, 1, 2, 7, 8, 9};
     for (int t = 0; t < 6; t++) {
         const int c = tcomp[t];
@@ -255,6 +278,8 @@ void FOLD(lmb_stack_block)(const lmb_skeleton *sk, const lmb_stack_layer *layers
             exact1 &= f1[l] == 1.0f || f1[l] == 0.0f;
             ones1 &= f1[l] == 1.0f;
         }
+        FOLD(lsrc) ls;
+        if (playing != 1) FOLD(layer_sources)(ly, src, src_w, &ls);
         for (uint32_t j = 0; j < J; j++) {
             float m = ly->mask ? ly->mask[j] : 1.0f;
             if (m == 0.0f || (top && top[j] > (int32_t)n)) continue;
@@ -263,13 +288,13 @@ void FOLD(lmb_stack_block)(const lmb_skeleton *sk, const lmb_stack_layer *layers
             const float *rq = sk->rest + (size_t)j * LMB_TRS_FLOATS + 3;
             if (n == 0 && first_full && playing != 1) {
                 /* (the weight-1 fold below would copy A as it is) */
-                FOLD(layer_pose)(ly, src, src_w, j, rq, out + (size_t)j * JS);
+                FOLD(layer_pose)(&ls, j, rq, out + (size_t)j * JS);
                 continue;
             }
             if (playing == 1)
                 a = src[last] + (size_t)j * JS;
             else
-                FOLD(layer_pose)(ly, src, src_w, j, rq, abuf);
+                FOLD(layer_pose)(&ls, j, rq, abuf);
             V f = f1;
             int exact = exact1, all_ones = ones1;
             if (m != 1.0f) {
