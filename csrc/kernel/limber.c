@@ -154,7 +154,9 @@ int lmb_cpu_has_avx512(void) {
  * pointer, and nothing outlives a dlclose of the module. (LeakSanitizer's
  * exit scan crashed on the stale dynamic block of an unloaded copy: the
  * test suite loads and unloads several modules that hold this variable.) */
-#if defined(__GNUC__) && defined(__ELF__)
+#if defined(__GNUC__) && defined(__ELF__) && defined(__GLIBC__) && !defined(__ANDROID__)
+/* (glibc only: musl and Android's bionic refuse to dlopen a library with
+ * initial-exec TLS) */
 #define LMB_TLS_MODEL __attribute__((tls_model("initial-exec")))
 #else
 #define LMB_TLS_MODEL

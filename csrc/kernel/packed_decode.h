@@ -195,17 +195,16 @@ PK(interp)(int ch, const lmb_v8f *va, const lmb_v8f *vb, float al, lmb_v8f *r) {
         r[m] *= iv;
 }
 
-/* Whether stream s (channel ch) is one key whose values are the result as
- * they are stored: a translation or scale, or a rotation of stored floats
- * (CONST rows, or SKIP: the identity), which the compressor keeps unit.
- * Interpolating one key with itself would give the same values up to the
- * rounding of a renormalisation; quantized or derived rotations are still
- * renormalised. */
+/* Whether stream s (channel ch) is one key whose stored values are the
+ * result: a translation or scale (interpolating one key with itself gives
+ * the same value), or a rotation every row of which is SKIP (the identity).
+ * Other one-key rotations are still renormalised: their rows may be
+ * quantized, derived or (in a snapshot from elsewhere) not unit. */
 static inline int PK(as_stored)(const lmb_pstream *s, int ch) {
     if (s->keys > 1) return 0;
     if (ch != 1) return 1;
     for (int r = 0; r < 4; r++)
-        if (s->kind[r] != LMB_PK_CONST && s->kind[r] != LMB_PK_SKIP) return 0;
+        if (s->kind[r] != LMB_PK_SKIP) return 0;
     return 1;
 }
 
