@@ -716,30 +716,13 @@ static void remove_root_motion(const lmb_sampler *s, const lmb_clip *c, float *d
 static const uint32_t path_offset[3] = {0, 3 * LMB_LANES, 7 * LMB_LANES};
 
 /* Rest values for untracked properties and root motion removal: what every
- * sampled lane needs besides its tracks. `local` is the lane's joint 0;
- * `need` (or NULL: all), the chunks of 8 joints the lane reads (a masked
- * layer's clip keyed on its joints alone leaves the others untracked: they
- * are not written where nobody reads them). */
-static void finish_lane(const lmb_sampler *s, int32_t k, const lmb_clip *c, float *local,
-                        const uint8_t *need, uint32_t lane) {
-    const float *rest = s->pose->skel->rest;
-    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
-    for (uint32_t u = s->untracked_first[k]; u < s->untracked_first[k + 1]; u++) {
-        uint32_t code = s->untracked[u], j = code >> 2, path = code & 3u;
-        if (need && !((unsigned)need[j >> 3] >> lane & 1u)) continue;
-        float *d = local + (size_t)j * jstride + path_offset[path];
-        const float *r = rest + (size_t)j * LMB_TRS_FLOATS + (path == 0 ? 0 : path == 1 ? 3 : 7);
-        uint32_t w = path == LMB_PATH_R ? 4 : 3;
-        for (uint32_t m = 0; m < w; m++)
-            d[m * LMB_LANES] = r[m];
-    }
-    if (s->root_joint >= 0) remove_root_motion(s, c, local + (size_t)s->root_joint * jstride);
-}
-
-/* finish_lane for the lanes in `lanes` at once, all playing clip k of the
- * sampler: the rest values of an untracked property go to every such lane
- * that reads its chunk with one 8-wide row per component. `local` is the
- * block's joint 0. */
+ * sampled lane needs besides its tracks, for the lanes in `lanes` at once,
+ * all playing clip k of the sampler (the rest values of a property go to
+ * every such lane that reads its chunk as one 8-wide row per component).
+ * `local` is the block's joint 0; `need` (or NULL: all), the chunks of 8
+ * joints each lane reads (a masked layer's clip keyed on its joints alone
+ * leaves the others untracked: they are not written where nobody reads
+ * them). */
 static void finish_lanes(const lmb_sampler *s, int32_t k, const lmb_clip *c, float *local,
                          const uint8_t *need, unsigned lanes) {
     const float *rest = s->pose->skel->rest;
@@ -879,13 +862,13 @@ static void sample_lane(lmb_sampler *s, uint32_t i, float *local, const uint8_t 
     float t = lmb_clip_time(c, s->time[i], s->loop[i]);
     if (c->dense.data) {
         sample_dense_lane(c, t, local, need, lane);
-        finish_lane(s, k, c, local, need, lane);
+        finish_lanes(s, k, c, local - lane, need, 1u << lane);
         return;
     }
     if (c->packed.streams) {
         sample_packed_lane(c, t, (float *)(void *)(s->cursors + (size_t)i * s->cursor_stride),
                            local, need, lane);
-        finish_lane(s, k, c, local, need, lane);
+        finish_lanes(s, k, c, local - lane, need, 1u << lane);
         return;
     }
     const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
@@ -908,7 +891,7 @@ static void sample_lane(lmb_sampler *s, uint32_t i, float *local, const uint8_t 
         d[2 * LMB_LANES] = v[2];
         if (tr->width == 4) d[3 * LMB_LANES] = v[3];
     }
-    finish_lane(s, k, c, local, need, lane);
+    finish_lanes(s, k, c, local - lane, need, 1u << lane);
 }
 
 void lmb_sampler_dense_plan(const lmb_sampler *s, const uint32_t inst[LMB_LANES], unsigned valid,
@@ -998,8 +981,7 @@ unsigned lmb_sampler_lanes(lmb_sampler *s, const uint32_t inst[LMB_LANES], unsig
         done |= lanes;
         if (n >= group_min) {
             lmb_sample_lanes_avx2(c, blk, cur, lanes, t);
-            for (uint32_t l = 0; l < LMB_LANES; l++)
-                if (lanes >> l & 1u) finish_lane(s, k, c, blk + l, need, l);
+            finish_lanes(s, k, c, blk, need, lanes);
         } else {
             for (uint32_t l = 0; l < LMB_LANES; l++)
                 if (lanes >> l & 1u) sample_lane(s, inst[l], blk + l, need, l);
