@@ -463,6 +463,39 @@ describe("limber.snapshot", function()
     return true
   end
 
+  it("renormalises a packed constant rotation a blob made not unit", function()
+    -- a one-key rotation is the one stream a sampler does not interpolate: a
+    -- blob from elsewhere may hold any finite value there, and what comes
+    -- out must still be a unit rotation
+    local J = 8
+    local desc, tracks = {}, {}
+    for j = 1, J do
+      desc[j] = { parent = j > 1 and j - 1 or nil, translation = { 0, 1, 0 } }
+      tracks[j] = { joint = j, path = "rotation", times = { 0 }, values = { 0.6, 0, 0, 0.8 } }
+    end
+    local skel = limber.skeleton(desc)
+    local packed = assert(anim.pack(anim.clip({ tracks = tracks }, skel), skel))
+    assert.is_true(packed:packed())
+    local blob = snapshot.save({ clip = packed, skel = skel })
+    local at = blob:find(H.pack("<f", 0.6):rep(8), 1, true) -- the x row of the chunk
+    assert.truthy(at, "the constant x row is in the blob")
+    local v = snapshot.load(blob:sub(1, at - 1) .. H.pack("<f", 3):rep(8) .. blob:sub(at + 32))
+    local pose = limber.pose(v.skel, 1)
+    local s = anim.sampler(pose, { v.clip })
+    s:set(1, 1, 0, false)
+    local old = limber.core.simd()
+    finally(function() limber.core.simd(old) end)
+    for _, simd in ipairs { true, false } do
+      limber.core.simd(simd)
+      s:run()
+      for j = 1, J do
+        local _, r = pose:trs(1, j)
+        assert.near(1, math.sqrt(r[1] ^ 2 + r[2] ^ 2 + r[3] ^ 2 + r[4] ^ 2), 1e-6)
+        assert.near(1, r[1], 1e-6) -- (3, 0, 0, w) with w derived from x, y, z: 0
+      end
+    end
+  end)
+
   it("refuses hostile blobs by name: truncated, damaged, newer, other byte order", function()
     local skel = limber.skeleton(H.rand_joints(5, 1))
     local clip = anim.clip({ events = { { time = 0.5, name = "e" } }, tracks = {

@@ -252,14 +252,13 @@ PK(cached_stream)(const lmb_packed *p, const lmb_pstream *s, const int ch, float
     lmb_v8f va[4], vb[4], r[4];
     if (s->keys < 2) { /* constant or skipped: nothing to cache (the stream's own data) */
         PK(key_rows)(p, s, 0, n, PK(fill)[ch], va);
-        if (PK(as_stored)(s, ch)) {
-            for (int m = 0; m < n; m++)
-                memcpy(out + (size_t)(f0 + m) * cstride, &va[m], sizeof va[m]);
-        } else {
+        const lmb_v8f *res = va;
+        if (!PK(as_stored)(s, ch)) {
             PK(interp)(ch, va, va, 0.0f, r);
-            for (int m = 0; m < n; m++)
-                memcpy(out + (size_t)(f0 + m) * cstride, &r[m], sizeof r[m]);
+            res = r;
         }
+        for (int m = 0; m < n; m++)
+            memcpy(out + (size_t)(f0 + m) * cstride, &res[m], sizeof res[m]);
         return;
     }
     uint32_t a = PK(key)(p, s, pos, *tag ? *tag - 1 : 0, &al);

@@ -5,10 +5,9 @@
 
 #if LMB_HAVE_X86
 
-/* joints ahead whose palette lines lmb_palette_block_avx2 asks for */
-#ifndef LMB_PALETTE_AHEAD
+/* joints ahead whose palette lines lmb_palette_block_avx2 asks for (4, 8
+ * and 16 tried: 8 is best) */
 #define LMB_PALETTE_AHEAD 8
-#endif
 
 LMB_AVX2 void lmb_palette_run_avx2(const lmb_pose *pose, const lmb_skin *skin, int layout,
                                    float *out, uint32_t first, uint32_t count) {
