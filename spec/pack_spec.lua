@@ -268,6 +268,29 @@ describe("limber.anim.pack", function()
     end
   end)
 
+  it("measures a long clip as a short one (past the compressor's cache of the source)", function()
+    -- 9 joints x 10,000 frames: more samples than the compressor keeps the
+    -- source's model matrices for (32 MB), so each budget samples it again
+    local skel = limber.skeleton(H.rand_joints(9, 1))
+    local clip, times = rand_clip(skel, { keys = 10000, uniform = true, interpolation = "LINEAR" })
+    local tol, d = 2e-3, 0.05
+    local packed, why = anim.pack(clip, skel, { tolerance = tol, distance = d })
+    assert.is_nil(why)
+    local e = packed:error()
+    assert.is_true(e.max_error_distance <= tol)
+    assert.is_true(e.samples >= 4 * (#times - 1) + 1) -- x 9 joints x 96 bytes > 32 MB
+    local again = packed:error(clip, skel, d)
+    assert.near(e.max_error_distance, again.max_error_distance, 1e-9)
+    assert.near(e.p99_error_distance, again.p99_error_distance, 1e-9)
+    -- plain Lua at a run of the key times (and the points between)
+    local at = math.random(1, #times - 60)
+    local some = {}
+    for k = at, at + 59 do some[#some + 1] = f32(times[k]) end
+    local mj, md = lua_error(clip, packed, skel, some, f32(d))
+    assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6)
+    assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6)
+  end)
+
   it("samples the packed values on every path (sampler portable and AVX2, reseeks, clip switches)",
     function()
       local was = limber.core.simd()

@@ -646,12 +646,19 @@ void lmb_clip_sample_pose(const lmb_clip *c, float t, const lmb_skeleton *s, flo
         }
         return;
     }
+    lmb_clip_sample_pose_cursors(c, t, s, trs, NULL);
+}
+
+void lmb_clip_sample_pose_cursors(const lmb_clip *c, float t, const lmb_skeleton *s, float *trs,
+                                  lmb_cursor *cur) {
+    static const uint32_t at[3] = {0, 3, 7};
+    if (cur) memcpy(trs, s->rest, (size_t)s->joint_count * LMB_TRS_FLOATS * sizeof(float));
     for (uint32_t m = 0; m < c->joint_track_count; m++) {
         const lmb_track *tr = c->tracks + m;
         if (tr->target >= s->joint_count) continue;
-        lmb_cursor cursor = {0, 0.0f, 0.0f};
+        lmb_cursor fresh = {0, 0.0f, 0.0f};
         float v[4];
-        sample_inline(c, tr, t, &cursor, v);
+        sample_inline(c, tr, t, cur ? cur + m : &fresh, v);
         memcpy(trs + (size_t)tr->target * LMB_TRS_FLOATS + at[tr->path], v,
                tr->width * sizeof(float));
     }

@@ -23,6 +23,8 @@ static const uint16_t step_list[] = {32, 24, 16, 12, 8, 6, 5, 4, 3, 2, 1};
 #define HIST_PER_DECADE 200
 #define HIST_BINS (18 * HIST_PER_DECADE + 2)
 #define SECTION 16
+/* Largest cache of the source's model matrices (measure). */
+#define SRC_CACHE_BYTES ((size_t)32 << 20)
 /* Sample positions per key interval: the keys and the points a quarter,
  * half and three quarters of the way (interpolation errors of rotations
  * peak off the midpoint). */
@@ -38,20 +40,26 @@ typedef struct pack_lay {
     uint16_t *kfc, *kfb; /* Fmax: a candidate's key frames, the best candidate's */
     uint16_t *kf;        /* Q * 3 * Fmax: the chosen streams' key frames */
     uint32_t kf_count;
-    float *G;        /* (2 Fmax - 1) * Q * 80: exact values at half frames */
-    float *K;        /* Fmax * 32: one stream's kept key values */
-    float *rg;       /* Q * 3 * 64: ranges of every stream */
-    uint8_t *data;   /* Q * 3 * Fmax * 128: records of every stream */
-    lmb_pstream *st; /* Q * 3 */
-    uint8_t *has;    /* Q * 8 * 3: the source animates (joint, path) */
-    uint8_t *keep;   /* Q * 8 * 3: the packed clip keeps it */
-    double *reach;   /* Q * 8 */
-    double *chain;   /* Q * 8: joints on the longest chain through the joint */
-    float *fill;     /* Q * 80: rest values (constants past the skeleton) */
-    lmb_cursor *cur; /* jt */
-    float *times;    /* key_total */
+    float *G;               /* (SUB (Fmax - 1) + 1) * Q * 80: exact values (grid_rows) */
+    float *K;               /* Fmax * 32: one stream's kept key values */
+    float klo[32], khi[32]; /* per row and lane: the smallest and largest of K's keys */
+    float *rg;              /* Q * 3 * 64: ranges of every stream */
+    uint8_t *data;          /* Q * 3 * Fmax * 128: records of every stream */
+    lmb_pstream *st;        /* Q * 3 */
+    uint8_t *has;           /* Q * 8 * 3: the source animates (joint, path) */
+    uint8_t *keep;          /* Q * 8 * 3: the packed clip keeps it */
+    double *reach;          /* Q * 8 */
+    double *chain;          /* Q * 8: joints on the longest chain through the joint */
+    float *fill;            /* Q * 80: rest values (constants past the skeleton) */
+    lmb_cursor *cur;        /* jt */
+    float *times;           /* key_total */
     float *poseE, *poseD;
     double *mE, *mD;
+    double *srcM; /* srcM_cap joint samples: the source's model matrices at measure's
+                   * times (NULL: too large to keep) */
+    size_t srcM_cap;
+    uint32_t srcM_ns; /* samples srcM holds for the current grid (0: none) */
+    float *pcache;    /* Q * LMB_PK_CACHE_FLOATS: pose_packed's decoded keys */
     uint32_t *hist;
     uint32_t range_floats, data_bytes, kept, node_tracks, node_times, node_values;
     lmb_packed pk;
@@ -203,6 +211,17 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pa
     size_t opose = carve(&off, (size_t)L.J * LMB_TRS_FLOATS * 2 * sizeof(float));
     size_t om = carve(&off, (size_t)L.J * 12 * 2 * sizeof(double));
     size_t ohist = carve(&off, HIST_BINS * sizeof(uint32_t));
+    size_t opc = carve(&off, (size_t)L.Q * LMB_PK_CACHE_FLOATS * sizeof(float));
+    /* the source's model matrices at the times measure samples (the same at
+     * every budget of a grid): room for all of them, or SRC_CACHE_BYTES if
+     * that holds at least the source grid's (measure checks each grid) */
+    double most = (double)SUB * ((double)src->key_total + L.Fmax) + 1.0;
+    double room = (double)SRC_CACHE_BYTES / (12.0 * sizeof(double) * (L.J ? L.J : 1));
+    size_t ocache = 0, cap = 0;
+    if (most <= room || (double)SUB * L.F0 + 1.0 <= room) {
+        cap = (size_t)(most < room ? most : room) * L.J;
+        ocache = carve(&off, cap * 12 * sizeof(double));
+    }
     size_t ogt = carve(&off, (size_t)L.Fmax * sizeof(float));
     size_t okfc = carve(&off, (size_t)L.Fmax * 2 * sizeof(uint16_t));
     size_t okf = carve(&off, (size_t)L.Q * 3 * L.Fmax * sizeof(uint16_t));
@@ -228,6 +247,9 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pa
         P->mE = (double *)(void *)(b + om);
         P->mD = P->mE + (size_t)L.J * 12;
         P->hist = (uint32_t *)(void *)(b + ohist);
+        P->pcache = (float *)(void *)(b + opc);
+        P->srcM = cap ? (double *)(void *)(b + ocache) : NULL;
+        P->srcM_cap = cap, P->srcM_ns = 0;
         P->gt = (float *)(void *)(b + ogt);
         P->kfc = (uint16_t *)(void *)(b + okfc);
         P->kfb = P->kfc + L.Fmax;
@@ -363,7 +385,9 @@ static void pose_packed(const void *ctx, pack_lay *L, float t, float *trs) {
     memcpy(trs, sk->rest, (size_t)sk->joint_count * LMB_TRS_FLOATS * sizeof(float));
     float pos = lmb_packed_pos(&L->pk, t), buf[80];
     for (uint32_t q = 0; q < L->pk.chunks; q++) {
-        lmb_packed_chunk(&L->pk, q, pos, buf, 8);
+        /* measure's times increase: each key pair is decoded once */
+        lmb_packed_chunk_cached(&L->pk, q, pos, L->pcache + (size_t)q * LMB_PK_CACHE_FLOATS, buf,
+                                8);
         for (uint32_t l = 0; l < 8; l++) {
             uint32_t j = q * 8 + l;
             if (j >= sk->joint_count) break;
@@ -402,19 +426,29 @@ static void measure(const lmb_clip *src, const lmb_skeleton *sk, float distance,
         if (nu == 0 || L->times[k] != L->times[nu - 1]) L->times[nu++] = L->times[k];
     if (nu == 0) L->times[nu++] = 0.0f;
     memset(L->hist, 0, HIST_BINS * sizeof(uint32_t));
+    memset(L->pcache, 0, (size_t)L->Q * LMB_PK_CACHE_FLOATS * sizeof(float)); /* pose_packed's */
+    memset(L->cur, 0, (size_t)L->jt * sizeof(lmb_cursor));
     uint64_t count = 0;
     uint32_t J = sk->joint_count;
     uint32_t ns = SUB * (nu - 1) + 1;
+    /* the source's side from the cache when it holds this grid's samples */
+    int keep = L->srcM && (size_t)ns * J <= L->srcM_cap, have = keep && L->srcM_ns == ns;
     for (uint32_t s = 0; s < ns; s++) {
         uint32_t seg = s / SUB, f = s % SUB;
         float t = f ? L->times[seg] + (L->times[seg + 1] - L->times[seg]) * ((float)f / (float)SUB)
                     : L->times[seg];
-        lmb_clip_sample_pose(src, t, sk, L->poseE);
+        double *mE = keep ? L->srcM + (size_t)s * J * 12 : L->mE;
+        if (!have) {
+            if (src->packed.streams)
+                lmb_clip_sample_pose(src, t, sk, L->poseE);
+            else /* the times increase: each track's cursor walks forward */
+                lmb_clip_sample_pose_cursors(src, t, sk, L->poseE, L->cur);
+            model_of(sk, L->poseE, mE);
+        }
         fn(ctx, L, t, L->poseD);
-        model_of(sk, L->poseE, L->mE);
         model_of(sk, L->poseD, L->mD);
         for (uint32_t j = 0; j < J; j++) {
-            const double *a = L->mE + (size_t)j * 12, *b = L->mD + (size_t)j * 12;
+            const double *a = mE + (size_t)j * 12, *b = L->mD + (size_t)j * 12;
             double ej = dist3(a + 9, b + 9), ed = 0.0;
             for (int k = 0; k < 3; k++) {
                 double pa[3], pb[3];
@@ -435,6 +469,7 @@ static void measure(const lmb_clip *src, const lmb_skeleton *sk, float distance,
             count++;
         }
     }
+    if (keep) L->srcM_ns = ns;
     out->samples = ns;
     out->p99_distance = hist_quantile(L->hist, count, 0.99);
     if (out->p99_distance > out->max_distance) out->p99_distance = out->max_distance;
@@ -448,6 +483,15 @@ static float grid_time(const pack_lay *L, uint32_t p) {
     return f ? L->gt[i] + (L->gt[i + 1] - L->gt[i]) * ((float)f / (float)SUB) : L->gt[i];
 }
 
+/* Channel ch's rows of chunk q at position p of the exact grid (L->G): n * 8
+ * floats, row after row (n = 4 for rotations, else 3). G keeps each chunk's
+ * channels apart, each with every position's rows one after the other, so a
+ * stream's checks read its part of G in order. */
+static inline float *grid_rows(const pack_lay *L, uint32_t p, uint32_t q, uint32_t ch) {
+    size_t P = (size_t)SUB * (L->F - 1) + 1;
+    return L->G + (size_t)q * P * 80 + first_comp[ch] * 8 * P + (size_t)p * (ch == 1 ? 32 : 24);
+}
+
 static void build_grid(const lmb_clip *src, const lmb_skeleton *sk, pack_lay *L) {
     static const float fill[10] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
     uint32_t Q = L->Q;
@@ -457,16 +501,19 @@ static void build_grid(const lmb_clip *src, const lmb_skeleton *sk, pack_lay *L)
                 j < sk->joint_count ? sk->rest[(size_t)j * LMB_TRS_FLOATS + c] : fill[c];
     memset(L->cur, 0, (size_t)L->jt * sizeof(lmb_cursor));
     for (uint32_t p = 0; p < SUB * (L->F - 1) + 1; p++) {
-        float *g = L->G + (size_t)p * Q * 80;
-        memcpy(g, L->fill, (size_t)Q * 80 * sizeof(float));
+        for (uint32_t q = 0; q < Q; q++)
+            for (uint32_t ch = 0; ch < 3; ch++)
+                memcpy(grid_rows(L, p, q, ch), L->fill + q * 80 + first_comp[ch] * 8,
+                       (ch == 1 ? 32u : 24u) * sizeof(float));
         float t = grid_time(L, p);
         for (uint32_t m = 0; m < L->jt; m++) {
             const lmb_track *tr = src->tracks + m;
             float v[4];
             lmb_track_sample(src, tr, t, L->cur + m, v);
             uint32_t j = tr->target;
+            float *g = grid_rows(L, p, j / 8, tr->path);
             for (uint32_t c = 0; c < tr->width; c++)
-                g[(j / 8) * 80 + (first_comp[tr->path] + c) * 8 + j % 8] = v[c];
+                g[c * 8 + j % 8] = v[c];
         }
     }
 }
@@ -474,7 +521,8 @@ static void build_grid(const lmb_clip *src, const lmb_skeleton *sk, pack_lay *L)
 /* ---- one stream ------------------------------------------------------------ */
 
 /* Error of lane l of channel ch (model units, estimated from the reach). */
-static double lane_error(uint32_t ch, double reach, const float *e, const float *d, uint32_t l) {
+static inline __attribute__((always_inline)) double
+lane_error(uint32_t ch, double reach, const float *e, const float *d, uint32_t l) {
     if (ch == 0) {
         double x = (double)(e[l] - d[l]), y = (double)(e[8 + l] - d[8 + l]),
                z = (double)(e[16 + l] - d[16 + l]);
@@ -503,12 +551,36 @@ static double lane_weight(uint32_t ch, double reach) {
 }
 
 /* Joint j's error (lane_error) and weight (lane_weight) scaled by its chain. */
-static double joint_error(const pack_lay *L, uint32_t ch, uint32_t j, const float *e,
-                          const float *d, uint32_t l) {
+static inline double joint_error(const pack_lay *L, uint32_t ch, uint32_t j, const float *e,
+                                 const float *d, uint32_t l) {
     return lane_error(ch, L->reach[j], e, d, l) * L->chain[j];
 }
 static double joint_weight(const pack_lay *L, uint32_t ch, uint32_t j) {
     return lane_weight(ch, L->reach[j]) * L->chain[j];
+}
+
+/* Rotation lanes of chunk q against a budget without asin per sample: lane
+ * l's joint_error exceeds `budget` exactly when its squared chord (the
+ * smaller of |a - b|^2 and |a + b|^2) exceeds thr[l] (INFINITY: never, the
+ * largest rotation error being 2 pi reach chain). */
+static void rotation_limits(const pack_lay *L, uint32_t q, double budget, double *thr) {
+    for (uint32_t l = 0; l < 8; l++) {
+        double g = L->reach[q * 8 + l] * L->chain[q * 8 + l];
+        double x = g > 0.0 ? budget / (4.0 * g) : (double)INFINITY;
+        double c = x < 1.5707963267948966 ? 2.0 * sin(x) : (double)INFINITY;
+        thr[l] = c * c;
+    }
+}
+
+/* Whether lane l of rotation rows e and d is over its limit (rotation_limits). */
+static int rotation_over(const float *e, const float *d, uint32_t l, double thr) {
+    double sm = 0.0, sp = 0.0;
+    for (uint32_t r = 0; r < 4; r++) {
+        double a = (double)e[r * 8 + l], b = (double)d[r * 8 + l];
+        sm += (a - b) * (a - b), sp += (a + b) * (a + b);
+    }
+    double c2 = sm < sp ? sm : sp;
+    return !(c2 <= thr);
 }
 
 /* Kept key values of stream (q, ch) at frames fr[0 .. m) into L->K
@@ -519,13 +591,13 @@ static void stream_keys(pack_lay *L, uint32_t q, uint32_t ch, const uint16_t *fr
     uint32_t F = L->F, n = ch == 1 ? 4 : 3;
     for (uint32_t i = 0; i < m; i++) {
         uint32_t f = fr ? fr[i] : (i * k < F - 1 ? i * k : F - 1);
-        const float *g = L->G + ((size_t)SUB * f * L->Q + q) * 80;
+        const float *g = grid_rows(L, SUB * f, q, ch);
         float *o = L->K + (size_t)i * 32;
         for (uint32_t r = 0; r < n; r++)
             for (uint32_t l = 0; l < 8; l++) {
                 uint32_t c = (uint32_t)first_comp[ch] + r;
                 o[r * 8 + l] =
-                    L->keep[(q * 8 + l) * 3 + ch] ? g[c * 8 + l] : L->fill[q * 80 + c * 8 + l];
+                    L->keep[(q * 8 + l) * 3 + ch] ? g[r * 8 + l] : L->fill[q * 80 + c * 8 + l];
             }
         if (ch == 1 && derive) { /* w >= 0 (w is derived from x y z) */
             for (uint32_t l = 0; l < 8; l++)
@@ -544,15 +616,24 @@ static void stream_keys(pack_lay *L, uint32_t q, uint32_t ch, const uint16_t *fr
             }
         }
     }
+    /* each row's range over the keys (row_range) */
+    for (uint32_t c = 0; c < n * 8; c++) {
+        float a = L->K[c], b = a;
+        for (uint32_t i = 1; i < m; i++) {
+            float v = L->K[(size_t)i * 32 + c];
+            if (v < a) a = v;
+            if (v > b) b = v;
+        }
+        L->klo[c] = a, L->khi[c] = b;
+    }
 }
 
 /* Whether interpolating frames a and b of stream (q, ch) (exact values)
  * keeps every kept lane within budget at the positions between them. */
-static int seg_ok(const pack_lay *L, uint32_t q, uint32_t ch, uint32_t a, uint32_t b,
-                  double budget) {
+static int seg_ok(const pack_lay *L, uint32_t q, uint32_t ch, uint32_t a, uint32_t b, double budget,
+                  const double *thr) {
     uint32_t n = ch == 1 ? 4 : 3;
-    const float *ga = L->G + ((size_t)SUB * a * L->Q + q) * 80 + first_comp[ch] * 8;
-    const float *gb = L->G + ((size_t)SUB * b * L->Q + q) * 80 + first_comp[ch] * 8;
+    const float *ga = grid_rows(L, SUB * a, q, ch), *gb = grid_rows(L, SUB * b, q, ch);
     lmb_v8f va[4], vb[4], r[4];
     float d[32];
     for (uint32_t m = 0; m < n; m++)
@@ -562,10 +643,12 @@ static int seg_ok(const pack_lay *L, uint32_t q, uint32_t ch, uint32_t a, uint32
             L->interp == LMB_STEP ? 0.0f : ((float)p / (float)SUB - (float)a) / (float)(b - a);
         pack_interp((int)ch, va, vb, al, r);
         memcpy(d, r, sizeof(lmb_v8f) * n);
-        const float *e = L->G + ((size_t)p * L->Q + q) * 80 + first_comp[ch] * 8;
+        const float *e = grid_rows(L, p, q, ch);
         for (uint32_t l = 0; l < 8; l++) {
             uint32_t j = q * 8 + l;
-            if (L->keep[j * 3 + ch] && joint_error(L, ch, j, e, d, l) > budget) return 0;
+            if (!L->keep[j * 3 + ch]) continue;
+            if (ch == 1 ? rotation_over(e, d, l, thr[l]) : joint_error(L, ch, j, e, d, l) > budget)
+                return 0;
         }
     }
     return 1;
@@ -578,11 +661,13 @@ static int seg_ok(const pack_lay *L, uint32_t q, uint32_t ch, uint32_t a, uint32
 static uint32_t irregular_keys(const pack_lay *L, uint32_t q, uint32_t ch, double budget,
                                uint16_t *fr) {
     uint32_t F = L->F, m = 0, a = 0;
+    double thr[8];
+    if (ch == 1) rotation_limits(L, q, budget, thr);
     fr[m++] = 0;
     while (a < F - 1) {
         uint32_t best = a + 1;
         for (uint32_t b = a + 2; b <= F - 1 && b - a <= IRREGULAR_GAP; b++) {
-            if (!seg_ok(L, q, ch, a, b, budget)) break;
+            if (!seg_ok(L, q, ch, a, b, budget, thr)) break;
             best = b;
         }
         fr[m++] = (uint16_t)best;
@@ -591,14 +676,9 @@ static uint32_t irregular_keys(const pack_lay *L, uint32_t q, uint32_t ch, doubl
     return m;
 }
 
-static void row_range(const pack_lay *L, uint32_t m, uint32_t r, uint32_t l, float *lo, float *hi) {
-    float a = L->K[r * 8 + l], b = a;
-    for (uint32_t i = 1; i < m; i++) {
-        float v = L->K[(size_t)i * 32 + r * 8 + l];
-        if (v < a) a = v;
-        if (v > b) b = v;
-    }
-    *lo = a, *hi = b;
+/* Smallest and largest key value of row r, lane l (stream_keys keeps them). */
+static void row_range(const pack_lay *L, uint32_t r, uint32_t l, float *lo, float *hi) {
+    *lo = L->klo[r * 8 + l], *hi = L->khi[r * 8 + l];
 }
 
 /* Encodes L->K (m keys) with the given kinds at the data / range cursors. */
@@ -618,7 +698,7 @@ static void stream_encode(pack_lay *L, uint32_t m, uint32_t n, uint32_t k, const
         if (kind[r] == LMB_PK_SKIP || kind[r] == LMB_PK_DERIVE) continue;
         float lo[8], hi[8];
         for (uint32_t l = 0; l < 8; l++)
-            row_range(L, m, (uint32_t)r, l, lo + l, hi + l);
+            row_range(L, (uint32_t)r, l, lo + l, hi + l);
         if (kind[r] == LMB_PK_CONST) {
             for (uint32_t l = 0; l < 8; l++)
                 rg[l] = lo[l] == hi[l] ? lo[l] : 0.5f * (lo[l] + hi[l]);
@@ -658,22 +738,36 @@ static void stream_encode(pack_lay *L, uint32_t m, uint32_t n, uint32_t k, const
                 continue;
             }
             float top = (float)((1u << b) - 1u);
-            if (kd != LMB_PK_U8 && kd != LMB_PK_U16) memset(dst, 0, b);
+            uint32_t qv[8];
             for (uint32_t l = 0; l < 8; l++) {
                 float sc = rr[8 + l], x = sc > 0.0f ? (v[l] - rr[l]) / sc : 0.0f;
                 x = x > 0.0f ? (x < top ? x : top) : 0.0f;
-                uint32_t qv = (uint32_t)lrintf(x);
-                if (kd == LMB_PK_U8) {
-                    dst[l] = (uint8_t)qv;
-                } else if (kd == LMB_PK_U16) {
-                    uint16_t h = (uint16_t)qv;
-                    memcpy(dst + l * 2, &h, 2);
+                qv[l] = (uint32_t)lrintf(x);
+            }
+            if (kd == LMB_PK_U8 || kd == LMB_PK_U16) { /* the decoder reads native u8 / u16 */
+                for (uint32_t l = 0; l < 8; l++) {
+                    uint16_t h = (uint16_t)qv[l];
+                    if (kd == LMB_PK_U8)
+                        dst[l] = (uint8_t)h;
+                    else
+                        memcpy(dst + l * 2, &h, 2);
+                }
+                continue;
+            }
+            /* lane l's b bits at bit l * b of the row, low bit first: the 8
+             * lanes fill b < 16 bytes, gathered in two 64-bit words */
+            uint64_t word[2] = {0, 0};
+            for (uint32_t l = 0; l < 8; l++) {
+                uint32_t at = l * b;
+                if (at < 64) {
+                    word[0] |= (uint64_t)qv[l] << at;
+                    if (at + b > 64) word[1] |= (uint64_t)qv[l] >> (64 - at);
                 } else {
-                    for (uint32_t bit = 0; bit < b; bit++)
-                        if (qv >> bit & 1u)
-                            dst[(l * b + bit) >> 3] |= (uint8_t)(1u << ((l * b + bit) & 7u));
+                    word[1] |= (uint64_t)qv[l] << (at - 64);
                 }
             }
+            for (uint32_t y = 0; y < b; y++)
+                dst[y] = (uint8_t)(word[y >> 3] >> ((y & 7u) * 8u));
         }
         off += lmb_pk_row_bytes(kd);
         rr += lmb_pk_range_floats(kd);
@@ -684,14 +778,28 @@ static void stream_encode(pack_lay *L, uint32_t m, uint32_t n, uint32_t k, const
 static int stream_ok(pack_lay *L, uint32_t q, uint32_t ch, const lmb_pstream *s, double budget) {
     lmb_v8f r[4];
     float d[32];
+    /* the decoder's key cache (chunk layout: keys a and b of the 10 rows)
+     * decodes each key pair once, not at each of its SUB positions */
+    float cache[160] __attribute__((aligned(32)));
+    uint32_t tag = 0, f0 = first_comp[ch];
+    double thr[8];
+    if (ch == 1) rotation_limits(L, q, budget, thr);
     for (uint32_t p = 0; p < SUB * (L->F - 1) + 1; p++) {
-        pack_stream(&L->pk, s, (int)ch, (float)p / (float)SUB, r);
-        memcpy(d, r, sizeof d);
-        const float *e = L->G + ((size_t)p * L->Q + q) * 80 + first_comp[ch] * 8;
+        float pos = (float)p / (float)SUB;
+        if (s->keys < 2) {
+            pack_stream(&L->pk, s, (int)ch, pos, r);
+            memcpy(d, r, sizeof d);
+        } else {
+            float out[80];
+            pack_cached_stream(&L->pk, s, (int)ch, pos, cache, &tag, out, 8);
+            memcpy(d, out + f0 * 8, (ch == 1 ? 32u : 24u) * sizeof(float));
+        }
+        const float *e = grid_rows(L, p, q, ch);
         for (uint32_t l = 0; l < 8; l++) {
             uint32_t j = q * 8 + l;
             if (!L->keep[j * 3 + ch]) continue;
-            if (joint_error(L, ch, j, e, d, l) > budget) return 0;
+            if (ch == 1 ? rotation_over(e, d, l, thr[l]) : joint_error(L, ch, j, e, d, l) > budget)
+                return 0;
         }
     }
     return 1;
@@ -754,7 +862,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
                 int exact = 1;
                 for (uint32_t l = 0; l < 8; l++) {
                     float lo, hi;
-                    row_range(L, m, (uint32_t)r, l, &lo, &hi);
+                    row_range(L, (uint32_t)r, l, &lo, &hi);
                     uint32_t j = q * 8 + l;
                     if (!L->keep[j * 3 + ch]) continue;
                     if (hi != lo) exact = 0;
@@ -829,9 +937,13 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
 static int rest_fits(const pack_lay *L, uint32_t j, uint32_t ch, double budget) {
     uint32_t q = j / 8, l = j % 8;
     const float *f = L->fill + q * 80 + first_comp[ch] * 8;
+    double thr[8];
+    if (ch == 1) rotation_limits(L, q, 0.25 * budget, thr);
     for (uint32_t p = 0; p < SUB * (L->F - 1) + 1; p++) {
-        const float *e = L->G + ((size_t)p * L->Q + q) * 80 + first_comp[ch] * 8;
-        if (joint_error(L, ch, j, e, f, l) > 0.25 * budget) return 0;
+        const float *e = grid_rows(L, p, q, ch);
+        if (ch == 1 ? rotation_over(e, f, l, thr[l])
+                    : joint_error(L, ch, j, e, f, l) > 0.25 * budget)
+            return 0;
     }
     return 1;
 }
@@ -904,6 +1016,7 @@ lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
             if (L->F < 2 || 2 * L->F - 1 > L->Fmax) break;
             grid_refine(L);
         }
+        L->srcM_ns = 0; /* measure samples this grid's times */
         uint32_t F = L->F;
         L->pk.chunks = L->Q, L->pk.frames = F, L->pk.interp = (uint32_t)L->interp;
         L->pk.stream_count = L->Q * 3;
