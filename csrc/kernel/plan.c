@@ -315,6 +315,21 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
             lmb_sampler_dense_plan(p->src + k2, inst, want[k2], dp + (cur ^ 1));
             dp[cur ^ 1].need = needs ? wk->need + (size_t)p->layer_of[k2] * chunks : NULL;
             next = dp + (cur ^ 1);
+        } else if (simd && (b + 1) * LMB_LANES < p->active_count) {
+            /* the last source: the next block's first source's frames (the
+             * block usually runs next on this worker; else they wait in L3) */
+            uint32_t in2[LMB_LANES];
+            unsigned v2 = 0;
+            for (uint32_t l = 0; l < LMB_LANES; l++) {
+                uint32_t e = (b + 1) * LMB_LANES + l;
+                in2[l] = e < p->active_count ? p->active[e] : 0;
+                if (e < p->active_count && p->src[0].clip[in2[l]] >= 0) v2 |= 1u << l;
+            }
+            if (v2) {
+                lmb_sampler_dense_plan(p->src, in2, v2, dp + (cur ^ 1));
+                dp[cur ^ 1].need = NULL;
+                next = dp + (cur ^ 1);
+            }
         }
         unsigned got =
             lmb_sampler_lanes(s, inst, want[k], blk, 1, simd ? dp + cur : NULL, next, need);
