@@ -124,6 +124,12 @@ void lmb_packed_chunk_cached(const lmb_packed *p, uint32_t q, float pos, float *
                              uint32_t cstride);
 void lmb_packed_chunk_cached_avx2(const lmb_packed *p, uint32_t q, float pos, float *cache,
                                   float *out, uint32_t cstride);
+/* Chunk q's two keys per stream at frame position pos into the cache
+ * (keys a at cache[0 .. 80), b at cache[80 .. 160), the dense frames'
+ * layout) and the T, R, S factors into al[0 .. 3), for the AVX2 sampler to
+ * interpolate as it does dense frames (x86 builds only). */
+void lmb_packed_chunk_keys_avx2(const lmb_packed *p, uint32_t q, float pos, float *cache,
+                                float *al);
 
 /* Largest grid of a packed clip (streams with irregular keys only on grids
  * of at most 65536 frames: their key frames are 16-bit). */

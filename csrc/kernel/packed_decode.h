@@ -284,6 +284,53 @@ PK(cached_stream)(const lmb_packed *p, const lmb_pstream *s, const int ch, float
         memcpy(out + (size_t)(f0 + m) * cstride, &r[m], sizeof r[m]);
 }
 
+/* Stream s's keys a and b at pos into the cache (as cached_stream keeps
+ * them; a one-key stream: its key as both, once) and its factor into *al. */
+static inline __attribute__((always_inline)) void
+PK(stream_keys)(const lmb_packed *p, const lmb_pstream *s, const int ch, float pos, float *cache,
+                uint32_t *tag, float *al) {
+    const int n = ch == 1 ? 4 : 3, f0 = ch == 0 ? 0 : ch == 1 ? 3 : 7;
+    float *ca = cache + f0 * 8, *cb = cache + 80 + f0 * 8;
+    uint32_t a = PK(key)(p, s, pos, *tag ? *tag - 1 : 0, al);
+    if (*tag == a + 1) return;
+    lmb_v8f va[4], vb[4];
+    if (a > 0 && *tag == a) { /* one key forward: the old b is the new a */
+        for (int m = 0; m < n; m++)
+            va[m] = PK(ld)(cb + m * 8);
+    } else {
+        PK(key_rows)(p, s, a, n, PK(fill)[ch], va);
+    }
+    if (s->keys > 1) {
+        PK(key_rows)(p, s, a + 1, n, PK(fill)[ch], vb);
+    } else {
+        for (int m = 0; m < n; m++)
+            vb[m] = va[m];
+    }
+    for (int m = 0; m < n; m++) {
+        memcpy(ca + m * 8, &va[m], sizeof va[m]);
+        memcpy(cb + m * 8, &vb[m], sizeof vb[m]);
+    }
+    *tag = a + 1;
+}
+
+/* Chunk q's keys at pos for an interpolation by the caller: the cache then
+ * holds every stream's key a (cache[0 .. 80)) and key b (cache[80 .. 160))
+ * in the dense frames' layout (component-major, 8 joints), and al[0 .. 3)
+ * the T, R and S factors (0 for one-key streams). Interpolating them as the
+ * dense path does (lerp; slerp on the shorter arc, normalised) gives
+ * chunk_cached_impl's values within float rounding (a skipped stream: its
+ * fill values, which samplers overwrite with the rest pose). */
+static inline void PK(chunk_keys_impl)(const lmb_packed *p, uint32_t q, float pos, float *cache,
+                                       float *al) {
+    const lmb_pstream *st = p->streams + (size_t)q * 3;
+    uint32_t tags[3];
+    memcpy(tags, cache + 160, sizeof tags);
+    PK(stream_keys)(p, st, 0, pos, cache, tags, al);
+    PK(stream_keys)(p, st + 1, 1, pos, cache, tags + 1, al + 1);
+    PK(stream_keys)(p, st + 2, 2, pos, cache, tags + 2, al + 2);
+    memcpy(cache + 160, tags, sizeof tags);
+}
+
 /* The same through an instance's cache of decoded keys
  * (LMB_PK_CACHE_FLOATS per chunk, all zero = empty): a stream decodes its
  * keys only when its key interval changes, so forward play mostly

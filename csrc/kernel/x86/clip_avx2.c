@@ -194,26 +194,32 @@ LMB_AVX2 void lmb_sample_lanes_avx2(const lmb_clip *c, float *blk, lmb_cursor *c
  * the pose's (joint, component, lane) layout: 10 transposes per 8 joints
  * of 8 instances. */
 
-/* Interpolates one lane's chunk: out[c * 8 + j] for components c, joints j. */
-LMB_AVX2 static inline void dense_lane(const float *a, const float *b, float alpha, float *out) {
+/* Interpolates one lane's chunk: out[c * 8 + j] for components c, joints j;
+ * translations at factor at, rotations ar, scales as (a dense clip's three
+ * are one; a packed clip's streams keep keys at steps of their own). */
+LMB_AVX2 static inline __attribute__((always_inline)) void
+dense_lane(const float *a, const float *b, float at, float ar, float as, float *out,
+           const int aligned) {
+#define LD(p) (aligned ? _mm256_load_ps(p) : _mm256_loadu_ps(p))
     const __m256 one = _mm256_set1_ps(1.0f), signbit = _mm256_set1_ps(-0.0f);
-    const __m256 al = _mm256_set1_ps(alpha);
+    const __m256 alt = _mm256_set1_ps(at), als = _mm256_set1_ps(as);
     for (int c = 0; c < 3; c++) {
-        __m256 ta = _mm256_load_ps(a + c * 8), tb = _mm256_load_ps(b + c * 8);
-        _mm256_store_ps(out + c * 64, _mm256_fmadd_ps(_mm256_sub_ps(tb, ta), al, ta));
-        __m256 sa = _mm256_load_ps(a + (7 + c) * 8), sb = _mm256_load_ps(b + (7 + c) * 8);
-        _mm256_store_ps(out + (7 + c) * 64, _mm256_fmadd_ps(_mm256_sub_ps(sb, sa), al, sa));
+        __m256 ta = LD(a + c * 8), tb = LD(b + c * 8);
+        _mm256_store_ps(out + c * 64, _mm256_fmadd_ps(_mm256_sub_ps(tb, ta), alt, ta));
+        __m256 sa = LD(a + (7 + c) * 8), sb = LD(b + (7 + c) * 8);
+        _mm256_store_ps(out + (7 + c) * 64, _mm256_fmadd_ps(_mm256_sub_ps(sb, sa), als, sa));
     }
-    __m256 ax = _mm256_load_ps(a + 24), ay = _mm256_load_ps(a + 32);
-    __m256 az = _mm256_load_ps(a + 40), aw = _mm256_load_ps(a + 48);
-    __m256 bx = _mm256_load_ps(b + 24), by = _mm256_load_ps(b + 32);
-    __m256 bz = _mm256_load_ps(b + 40), bw = _mm256_load_ps(b + 48);
+    const __m256 al = _mm256_set1_ps(ar);
+    __m256 ax = LD(a + 24), ay = LD(a + 32);
+    __m256 az = LD(a + 40), aw = LD(a + 48);
+    __m256 bx = LD(b + 24), by = LD(b + 32);
+    __m256 bz = LD(b + 40), bw = LD(b + 48);
     __m256 dot = _mm256_fmadd_ps(
         ax, bx, _mm256_fmadd_ps(ay, by, _mm256_fmadd_ps(az, bz, _mm256_mul_ps(aw, bw))));
     __m256 sgn = _mm256_and_ps(dot, signbit);
     __m256 x = _mm256_andnot_ps(signbit, dot);
     __m256 wa = _mm256_sub_ps(one, al), wb = al;
-    if (alpha != 0.0f) {
+    if (ar != 0.0f) {
         __m256 far = _mm256_cmp_ps(x, _mm256_set1_ps(LMB_NLERP_DOT), _CMP_LE_OQ);
         if (_mm256_movemask_ps(far)) {
             /* slerp weights without the common 1 / sin(theta): the result
@@ -232,14 +238,19 @@ LMB_AVX2 static inline void dense_lane(const float *a, const float *b, float alp
     __m256 qw = _mm256_fmadd_ps(bw, wb, _mm256_mul_ps(aw, wa));
     __m256 len2 = _mm256_fmadd_ps(
         qx, qx, _mm256_fmadd_ps(qy, qy, _mm256_fmadd_ps(qz, qz, _mm256_mul_ps(qw, qw))));
-    /* 1 / sqrt(len2): rsqrt estimate and one Newton step (~2 ulp) */
-    __m256 r = _mm256_rsqrt_ps(len2);
+    /* 1 / sqrt(len2): rsqrt estimate and one Newton step (~2 ulp); lanes
+     * whose keys cancel (a packed clip's keys from a damaged snapshot: exact
+     * clips store unit keys) get zeros, not NaN */
+    __m256 ok = _mm256_cmp_ps(len2, _mm256_set1_ps(1e-30f), _CMP_GT_OQ);
+    __m256 r = _mm256_rsqrt_ps(_mm256_max_ps(len2, _mm256_set1_ps(1e-30f)));
     __m256 inv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), r),
                                _mm256_fnmadd_ps(_mm256_mul_ps(len2, r), r, _mm256_set1_ps(3.0f)));
+    inv = _mm256_and_ps(inv, ok);
     _mm256_store_ps(out + 3 * 64, _mm256_mul_ps(qx, inv));
     _mm256_store_ps(out + 4 * 64, _mm256_mul_ps(qy, inv));
     _mm256_store_ps(out + 5 * 64, _mm256_mul_ps(qz, inv));
     _mm256_store_ps(out + 6 * 64, _mm256_mul_ps(qw, inv));
+#undef LD
 }
 
 LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan *plan,
@@ -255,13 +266,15 @@ LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan
         for (int l = 0; l < LMB_LANES; l++) {
             if (q < plan->chunks[l] && (want >> l & 1u)) {
                 lanes |= 1u << l;
-                if (plan->pk[l])
-                    lmb_packed_chunk_cached_avx2(plan->pk[l], q, plan->pos[l],
-                                                 plan->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS,
-                                                 buf + l * 8, 64);
-                else
-                    dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, plan->alpha[l],
-                               buf + l * 8);
+                if (plan->pk[l]) { /* its keys from the instance's cache, as dense frames */
+                    float *kc = plan->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS, al[3];
+                    lmb_packed_chunk_keys_avx2(plan->pk[l], q, plan->pos[l], kc, al);
+                    dense_lane(kc, kc + 80, al[0], al[1], al[2], buf + l * 8, 0);
+                } else {
+                    float al = plan->alpha[l];
+                    dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, al, al, al, buf + l * 8,
+                               1);
+                }
             }
             if (next && q < next->chunks[l] && next->pk[l] &&
                 (!next->need || (next->need[q] >> l & 1u))) {

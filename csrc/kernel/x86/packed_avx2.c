@@ -35,6 +35,10 @@ void lmb_packed_chunk_cached_avx2(const lmb_packed *p, uint32_t q, float pos, fl
                                   float *out, uint32_t cstride) {
     PK(chunk_cached_impl)(p, q, pos, cache, out, cstride);
 }
+void lmb_packed_chunk_keys_avx2(const lmb_packed *p, uint32_t q, float pos, float *cache,
+                                float *al) {
+    PK(chunk_keys_impl)(p, q, pos, cache, al);
+}
 #undef PK
 
 #if defined(__clang__)
