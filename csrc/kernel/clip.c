@@ -627,32 +627,32 @@ void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_curso
 
 void lmb_clip_sample_pose(const lmb_clip *c, float t, const lmb_skeleton *s, float *trs) {
     static const uint32_t at[3] = {0, 3, 7};
-    memcpy(trs, s->rest, (size_t)s->joint_count * LMB_TRS_FLOATS * sizeof(float));
-    if (c->packed.streams) { /* what samplers write: whole chunks (lmb_clip_untracked) */
-        const lmb_packed *p = &c->packed;
-        float pos = lmb_packed_pos(p, t), buf[80];
-        for (uint32_t q = 0; q < p->chunks; q++) {
-            lmb_packed_chunk(p, q, pos, buf, 8);
-            for (uint32_t path = 0; path < 3; path++) {
-                if (lmb_packed_skipped(p, q, path)) continue;
-                for (uint32_t l = 0; l < 8; l++) {
-                    uint32_t j = q * 8 + l;
-                    if (j >= c->joint_span || j >= s->joint_count) break;
-                    for (uint32_t m = 0; m < (path == LMB_PATH_R ? 4u : 3u); m++)
-                        trs[(size_t)j * LMB_TRS_FLOATS + at[path] + m] =
-                            buf[(at[path] + m) * 8 + l];
-                }
-            }
-        }
+    if (!c->packed.streams) {
+        lmb_clip_sample_pose_cursors(c, t, s, trs, NULL);
         return;
     }
-    lmb_clip_sample_pose_cursors(c, t, s, trs, NULL);
+    memcpy(trs, s->rest, (size_t)s->joint_count * LMB_TRS_FLOATS * sizeof(float));
+    /* what samplers write: whole chunks (lmb_clip_untracked) */
+    const lmb_packed *p = &c->packed;
+    float pos = lmb_packed_pos(p, t), buf[80];
+    for (uint32_t q = 0; q < p->chunks; q++) {
+        lmb_packed_chunk(p, q, pos, buf, 8);
+        for (uint32_t path = 0; path < 3; path++) {
+            if (lmb_packed_skipped(p, q, path)) continue;
+            for (uint32_t l = 0; l < 8; l++) {
+                uint32_t j = q * 8 + l;
+                if (j >= c->joint_span || j >= s->joint_count) break;
+                for (uint32_t m = 0; m < (path == LMB_PATH_R ? 4u : 3u); m++)
+                    trs[(size_t)j * LMB_TRS_FLOATS + at[path] + m] = buf[(at[path] + m) * 8 + l];
+            }
+        }
+    }
 }
 
 void lmb_clip_sample_pose_cursors(const lmb_clip *c, float t, const lmb_skeleton *s, float *trs,
                                   lmb_cursor *cur) {
     static const uint32_t at[3] = {0, 3, 7};
-    if (cur) memcpy(trs, s->rest, (size_t)s->joint_count * LMB_TRS_FLOATS * sizeof(float));
+    memcpy(trs, s->rest, (size_t)s->joint_count * LMB_TRS_FLOATS * sizeof(float));
     for (uint32_t m = 0; m < c->joint_track_count; m++) {
         const lmb_track *tr = c->tracks + m;
         if (tr->target >= s->joint_count) continue;

@@ -209,8 +209,9 @@ float lmb_clip_time(const lmb_clip *c, double t, int loop);
  * s->joint_count) sampled over it; trs holds joint_count * LMB_TRS_FLOATS. */
 void lmb_clip_sample_pose(const lmb_clip *c, float t, const lmb_skeleton *s, float *trs);
 /* The same for an exact clip through one cursor per joint track (cur:
- * joint_track_count, zeroed before the first call): the same pose, found
- * in O(1) per track when t moves forward from call to call. */
+ * joint_track_count, zeroed before the first call; NULL: a fresh cursor
+ * per track): the same pose, found in O(1) per track when t moves forward
+ * from call to call. */
 void lmb_clip_sample_pose_cursors(const lmb_clip *c, float t, const lmb_skeleton *s, float *trs,
                                   lmb_cursor *cur);
 

@@ -583,6 +583,14 @@ static int rotation_over(const float *e, const float *d, uint32_t l, double thr)
     return !(c2 <= thr);
 }
 
+/* Whether lane l (joint j) of channel ch errs by more than budget: a
+ * rotation against its chord limit thr[l] (rotation_limits for that
+ * budget), the others by joint_error. */
+static inline int lane_over(const pack_lay *L, uint32_t ch, uint32_t j, const float *e,
+                            const float *d, uint32_t l, const double *thr, double budget) {
+    return ch == 1 ? rotation_over(e, d, l, thr[l]) : joint_error(L, ch, j, e, d, l) > budget;
+}
+
 /* Kept key values of stream (q, ch) at frames fr[0 .. m) into L->K
  * ([key][row][lane]). Uniform streams of grids past 65535 frames pass fr
  * NULL and k. */
@@ -644,12 +652,9 @@ static int seg_ok(const pack_lay *L, uint32_t q, uint32_t ch, uint32_t a, uint32
         pack_interp((int)ch, va, vb, al, r);
         memcpy(d, r, sizeof(lmb_v8f) * n);
         const float *e = grid_rows(L, p, q, ch);
-        for (uint32_t l = 0; l < 8; l++) {
-            uint32_t j = q * 8 + l;
-            if (!L->keep[j * 3 + ch]) continue;
-            if (ch == 1 ? rotation_over(e, d, l, thr[l]) : joint_error(L, ch, j, e, d, l) > budget)
+        for (uint32_t l = 0; l < 8; l++)
+            if (L->keep[(q * 8 + l) * 3 + ch] && lane_over(L, ch, q * 8 + l, e, d, l, thr, budget))
                 return 0;
-        }
     }
     return 1;
 }
@@ -776,31 +781,19 @@ static void stream_encode(pack_lay *L, uint32_t m, uint32_t n, uint32_t k, const
 
 /* Whether stream s (encoded) keeps every kept lane of (q, ch) within budget. */
 static int stream_ok(pack_lay *L, uint32_t q, uint32_t ch, const lmb_pstream *s, double budget) {
-    lmb_v8f r[4];
-    float d[32];
     /* the decoder's key cache (chunk layout: keys a and b of the 10 rows)
      * decodes each key pair once, not at each of its SUB positions */
-    float cache[160] __attribute__((aligned(32)));
-    uint32_t tag = 0, f0 = first_comp[ch];
+    float cache[160] __attribute__((aligned(32))), out[80];
+    uint32_t tag = 0;
     double thr[8];
     if (ch == 1) rotation_limits(L, q, budget, thr);
+    const float *d = out + first_comp[ch] * 8;
     for (uint32_t p = 0; p < SUB * (L->F - 1) + 1; p++) {
-        float pos = (float)p / (float)SUB;
-        if (s->keys < 2) {
-            pack_stream(&L->pk, s, (int)ch, pos, r);
-            memcpy(d, r, sizeof d);
-        } else {
-            float out[80];
-            pack_cached_stream(&L->pk, s, (int)ch, pos, cache, &tag, out, 8);
-            memcpy(d, out + f0 * 8, (ch == 1 ? 32u : 24u) * sizeof(float));
-        }
+        pack_cached_stream(&L->pk, s, (int)ch, (float)p / (float)SUB, cache, &tag, out, 8);
         const float *e = grid_rows(L, p, q, ch);
-        for (uint32_t l = 0; l < 8; l++) {
-            uint32_t j = q * 8 + l;
-            if (!L->keep[j * 3 + ch]) continue;
-            if (ch == 1 ? rotation_over(e, d, l, thr[l]) : joint_error(L, ch, j, e, d, l) > budget)
+        for (uint32_t l = 0; l < 8; l++)
+            if (L->keep[(q * 8 + l) * 3 + ch] && lane_over(L, ch, q * 8 + l, e, d, l, thr, budget))
                 return 0;
-        }
     }
     return 1;
 }
@@ -941,9 +934,7 @@ static int rest_fits(const pack_lay *L, uint32_t j, uint32_t ch, double budget) 
     if (ch == 1) rotation_limits(L, q, 0.25 * budget, thr);
     for (uint32_t p = 0; p < SUB * (L->F - 1) + 1; p++) {
         const float *e = grid_rows(L, p, q, ch);
-        if (ch == 1 ? rotation_over(e, f, l, thr[l])
-                    : joint_error(L, ch, j, e, f, l) > 0.25 * budget)
-            return 0;
+        if (lane_over(L, ch, j, e, f, l, thr, 0.25 * budget)) return 0;
     }
     return 1;
 }

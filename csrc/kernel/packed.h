@@ -122,12 +122,10 @@ void lmb_packed_chunk(const lmb_packed *p, uint32_t q, float pos, float *out, ui
  * when a stream's key interval changes. Same results. */
 void lmb_packed_chunk_cached(const lmb_packed *p, uint32_t q, float pos, float *cache, float *out,
                              uint32_t cstride);
-void lmb_packed_chunk_cached_avx2(const lmb_packed *p, uint32_t q, float pos, float *cache,
-                                  float *out, uint32_t cstride);
 /* Chunk q's two keys per stream at frame position pos into the cache
  * (keys a at cache[0 .. 80), b at cache[80 .. 160), the dense frames'
  * layout) and the T, R, S factors into al[0 .. 3), for the AVX2 sampler to
- * interpolate as it does dense frames (x86 builds only). */
+ * interpolate as it does dense frames (x86/packed_avx2.c). */
 void lmb_packed_chunk_keys_avx2(const lmb_packed *p, uint32_t q, float pos, float *cache,
                                 float *al);
 

@@ -186,11 +186,7 @@ PK(interp)(int ch, const lmb_v8f *va, const lmb_v8f *vb, float al, lmb_v8f *r) {
     /* lanes whose keys cancel (never for stored unit keys) get zeros, not NaN */
     lmb_v8f len2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2] + r[3] * r[3];
     lmb_v8i ok = len2 > 1e-30f;
-#ifdef LMB_PK_RSQRT /* the build's fast 1 / sqrt (x86/packed_avx2.c: as the dense path) */
-    lmb_v8f iv = (lmb_v8f)((lmb_v8i)LMB_PK_RSQRT(PK(maxv)(len2, 1e-30f)) & ok);
-#else
     lmb_v8f iv = (lmb_v8f)((lmb_v8i)(1.0f / PK(sqrtv)(PK(maxv)(len2, 1e-30f))) & ok);
-#endif
     for (int m = 0; m < 4; m++)
         r[m] *= iv;
 }
@@ -239,53 +235,10 @@ static inline void PK(chunk_impl)(const lmb_packed *p, uint32_t q, float pos, fl
     }
 }
 
-/* The same through a cache of decoded keys (LMB_PK_CACHE_FLOATS per
- * chunk, all zero = empty): a stream decodes its keys only when the key
- * interval changes, so forward play mostly interpolates cached floats.
- * Results equal chunk_impl's (decoding a key is a pure function). */
-static inline __attribute__((always_inline)) void
-PK(cached_stream)(const lmb_packed *p, const lmb_pstream *s, const int ch, float pos, float *cache,
-                  uint32_t *tag, float *out, uint32_t cstride) {
-    const int n = ch == 1 ? 4 : 3, f0 = ch == 0 ? 0 : ch == 1 ? 3 : 7;
-    float *ca = cache + f0 * 8, *cb = cache + 80 + f0 * 8;
-    float al;
-    lmb_v8f va[4], vb[4], r[4];
-    if (s->keys < 2) { /* constant or skipped: nothing to cache (the stream's own data) */
-        PK(key_rows)(p, s, 0, n, PK(fill)[ch], va);
-        const lmb_v8f *res = va;
-        if (!PK(as_stored)(s, ch)) {
-            PK(interp)(ch, va, va, 0.0f, r);
-            res = r;
-        }
-        for (int m = 0; m < n; m++)
-            memcpy(out + (size_t)(f0 + m) * cstride, &res[m], sizeof res[m]);
-        return;
-    }
-    uint32_t a = PK(key)(p, s, pos, *tag ? *tag - 1 : 0, &al);
-    if (*tag == a + 1) {
-        for (int m = 0; m < n; m++)
-            va[m] = PK(ld)(ca + m * 8), vb[m] = PK(ld)(cb + m * 8);
-    } else {
-        if (a > 0 && *tag == a) { /* one key forward: the old b is the new a */
-            for (int m = 0; m < n; m++)
-                va[m] = PK(ld)(cb + m * 8);
-        } else {
-            PK(key_rows)(p, s, a, n, PK(fill)[ch], va);
-        }
-        PK(key_rows)(p, s, s->keys > 1 ? a + 1 : a, n, PK(fill)[ch], vb);
-        for (int m = 0; m < n; m++) {
-            memcpy(ca + m * 8, &va[m], sizeof va[m]);
-            memcpy(cb + m * 8, &vb[m], sizeof vb[m]);
-        }
-        *tag = a + 1;
-    }
-    PK(interp)(ch, va, vb, al, r);
-    for (int m = 0; m < n; m++)
-        memcpy(out + (size_t)(f0 + m) * cstride, &r[m], sizeof r[m]);
-}
-
-/* Stream s's keys a and b at pos into the cache (as cached_stream keeps
- * them; a one-key stream: its key as both, once) and its factor into *al. */
+/* One stream's part of a chunk's key cache (LMB_PK_CACHE_FLOATS per chunk,
+ * all zero = empty; *tag: the cached key a + 1): its keys a and b at pos,
+ * decoded only when the key interval changes (a one-key stream: its key as
+ * both, once), and the factor between them into *al. */
 static inline __attribute__((always_inline)) void
 PK(stream_keys)(const lmb_packed *p, const lmb_pstream *s, const int ch, float pos, float *cache,
                 uint32_t *tag, float *al) {
@@ -311,6 +264,27 @@ PK(stream_keys)(const lmb_packed *p, const lmb_pstream *s, const int ch, float p
         memcpy(cb + m * 8, &vb[m], sizeof vb[m]);
     }
     *tag = a + 1;
+}
+
+/* PK(stream) through the key cache (stream_keys), so forward play mostly
+ * interpolates cached floats. Results equal PK(stream)'s (decoding a key is
+ * a pure function). */
+static inline __attribute__((always_inline)) void
+PK(cached_stream)(const lmb_packed *p, const lmb_pstream *s, const int ch, float pos, float *cache,
+                  uint32_t *tag, float *out, uint32_t cstride) {
+    const int n = ch == 1 ? 4 : 3, f0 = ch == 0 ? 0 : ch == 1 ? 3 : 7;
+    float al;
+    PK(stream_keys)(p, s, ch, pos, cache, tag, &al);
+    lmb_v8f va[4], vb[4], r[4];
+    for (int m = 0; m < n; m++)
+        va[m] = PK(ld)(cache + (f0 + m) * 8), vb[m] = PK(ld)(cache + 80 + (f0 + m) * 8);
+    const lmb_v8f *res = va;
+    if (!PK(as_stored)(s, ch)) {
+        PK(interp)(ch, va, vb, al, r);
+        res = r;
+    }
+    for (int m = 0; m < n; m++)
+        memcpy(out + (size_t)(f0 + m) * cstride, &res[m], sizeof res[m]);
 }
 
 /* Chunk q's keys at pos for an interpolation by the caller: the cache then

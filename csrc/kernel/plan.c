@@ -210,17 +210,24 @@ static void ik_block(const lmb_plan *p, lmb_pose *wp, const uint32_t inst[LMB_LA
     }
 }
 
-void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
-    lmb_plan_worker *wk = p->workers + worker;
-    lmb_pose *pose = p->pose, *wp = wk->pose;
-    const uint32_t N = pose->instance_count, J = pose->joint_count;
-    uint32_t inst[LMB_LANES];
+/* Block b's instances (lanes past the active list: instance 0); returns the
+ * valid lanes. */
+static unsigned block_lanes(const lmb_plan *p, uint32_t b, uint32_t inst[LMB_LANES]) {
     unsigned valid = 0;
     for (uint32_t l = 0; l < LMB_LANES; l++) {
         uint32_t e = b * LMB_LANES + l;
         inst[l] = e < p->active_count ? p->active[e] : 0;
         if (e < p->active_count) valid |= 1u << l;
     }
+    return valid;
+}
+
+void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
+    lmb_plan_worker *wk = p->workers + worker;
+    lmb_pose *pose = p->pose, *wp = wk->pose;
+    const uint32_t N = pose->instance_count, J = pose->joint_count;
+    uint32_t inst[LMB_LANES];
+    const unsigned valid = block_lanes(p, b, inst);
     /* the slot joints' model matrices this block writes at its end: their
      * lines start coming now, so the writes do not wait for them */
     if (!p->all_models)
@@ -319,12 +326,9 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
             /* the last source: the next block's first source's frames (the
              * block usually runs next on this worker; else they wait in L3) */
             uint32_t in2[LMB_LANES];
-            unsigned v2 = 0;
-            for (uint32_t l = 0; l < LMB_LANES; l++) {
-                uint32_t e = (b + 1) * LMB_LANES + l;
-                in2[l] = e < p->active_count ? p->active[e] : 0;
-                if (e < p->active_count && p->src[0].clip[in2[l]] >= 0) v2 |= 1u << l;
-            }
+            unsigned v2 = block_lanes(p, b + 1, in2);
+            for (uint32_t l = 0; l < LMB_LANES; l++)
+                if (p->src[0].clip[in2[l]] < 0) v2 &= ~(1u << l);
             if (v2) {
                 lmb_sampler_dense_plan(p->src, in2, v2, dp + (cur ^ 1));
                 dp[cur ^ 1].need = NULL;
