@@ -1,6 +1,6 @@
 -- Packed clips (issue 17): limber.anim.pack against the exact clips it
 -- packs. The error every packed clip reports is recomputed here in plain
--- Lua (model matrices from sample_joint values, at the key times and the
+-- Lua (model matrices from what a sampler plays, at the key times and the
 -- quarter points between them) and must match and stay within the
 -- tolerance, on random skeletons and clips (uniform and irregular key
 -- times, LINEAR, STEP, CUBICSPLINE, constant and rest-pose tracks) and on
@@ -129,6 +129,11 @@ end
 
 -- Max error (at the joints, and at `d` along their axes) of `packed`
 -- against `exact` at the key times and the points 1/4, 1/2, 3/4 between.
+-- The packed side is what a sampler plays (one instance per sample time):
+-- where the packed clip drops a track equal to the rest pose but keeps the
+-- joint's chunk row for others, it plays the row's decoded value, within
+-- the bound but not the rest pose's exact floats that sample_joint's nil
+-- stands for.
 local function lua_error(exact, packed, skel, times, d)
   local parents = {}
   for j = 1, skel:joint_count() do parents[j] = skel:parent(j) or 0 end
@@ -141,12 +146,16 @@ local function lua_error(exact, packed, skel, times, d)
       for q = 1, 3 do samples[#samples + 1] = f32(a + (b - a) * f32(q / 4)) end
     end
   end
+  local played = limber.pose(skel, #samples)
+  local sampler = anim.sampler(played, { packed })
+  for n, t in ipairs(samples) do sampler:set(n, 1, t, false) end
+  sampler:run()
   local max_j, max_d = 0, 0
-  for _, t in ipairs(samples) do
+  for n, t in ipairs(samples) do
     local le, lp = {}, {}
     for j = 1, J do
       le[j] = local_trs(exact, skel, j, t)
-      lp[j] = local_trs(packed, skel, j, t)
+      lp[j] = { played:trs(n, j) }
     end
     local me, mp = H.reference_models(parents, le), H.reference_models(parents, lp)
     for j = 1, J do
@@ -230,7 +239,8 @@ describe("limber.anim.pack", function()
         assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6,
           ("plain Lua %.9g, reported %.9g"):format(md, e.max_error_distance))
         assert.is_true(md <= tol)
-        assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6)
+        assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6,
+          ("at the joint: plain Lua %.9g, reported %.9g"):format(mj, e.max_error))
         assert.is_true(md >= 0.25 * e.max_error_distance or e.max_error_distance < 1e-6)
         -- and measured again against the source on demand
         local again = packed:error(clip, skel, d)
@@ -291,6 +301,68 @@ describe("limber.anim.pack", function()
     local some = {}
     for k = at, at + 59 do some[#some + 1] = f32(times[k]) end
     local mj, md = lua_error(clip, packed, skel, some, f32(d))
+    assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6)
+    assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6)
+  end)
+
+
+  it("derives a small rotation w alike on every path (turns near 180 degrees)", function()
+    -- w = cos(angle / 2) near 0, derived from x y z (packed.h's DERIVE):
+    -- 1 - (x^2 + y^2 + z^2) in float kept few of w's bits, and the AVX2
+    -- sampler (fused multiply-adds) and the portable one gave w up to 1e-5
+    -- apart. Joints 2 to 8 have tracks equal to their rest poses (rotations
+    -- 179.4 to 180 degrees), which the packed clip drops but decodes from
+    -- the chunk's rows, kept for joint 1's motion.
+    local joints = { { name = "root" } }
+    for j = 2, 8 do
+      local ax = { H.rand(-1, 1), H.rand(-1, 1), H.rand(-1, 1) }
+      if ax[1] == 0 and ax[2] == 0 and ax[3] == 0 then ax[1] = 1 end
+      joints[j] = { name = "j" .. j, parent = j - 1, translation = { 0, 1, 0 },
+                    rotation = axis_angle(ax, math.pi - H.rand(0, 0.01)) }
+    end
+    local skel = limber.skeleton(joints)
+    local times, v1 = {}, {}
+    for k = 1, 30 do
+      times[k] = (k - 1) / 30
+      local q = axis_angle({ 1, 0.2, 0 }, math.sin(k * 0.2))
+      for c = 1, 4 do v1[#v1 + 1] = q[c] end
+    end
+    local tracks = { { joint = 1, path = "rotation", times = times, values = v1 } }
+    for j = 2, 8 do
+      local _, rr = skel:rest_trs(j)
+      local v = {}
+      for _ = 1, 30 do
+        for c = 1, 4 do v[#v + 1] = rr[c] end
+      end
+      tracks[j] = { joint = j, path = "rotation", times = times, values = v }
+    end
+    local clip = anim.clip({ name = "turns", tracks = tracks }, skel)
+    local packed = assert(anim.pack(clip, skel, { tolerance = 1e-3, distance = 1 }))
+    -- the portable sampler and the AVX2 one (where the CPU has it) at the same times
+    local was, N = limber.core.simd(), 20
+    local poses, ts = {}, {}
+    for i = 1, N do ts[i] = H.rand(0, 1) end
+    for k, simd in ipairs({ false, true }) do
+      limber.core.simd(simd)
+      poses[k] = limber.pose(skel, N)
+      local s = anim.sampler(poses[k], { packed })
+      for i = 1, N do s:set(i, 1, ts[i], false) end
+      s:run()
+    end
+    limber.core.simd(was)
+    for i = 1, N do
+      for j = 1, 8 do
+        local _, A = poses[1]:trs(i, j)
+        local _, B = poses[2]:trs(i, j)
+        local sg = A[1] * B[1] + A[2] * B[2] + A[3] * B[3] + A[4] * B[4] < 0 and -1 or 1
+        for c = 1, 4 do
+          assert.is_true(math.abs(A[c] - sg * B[c]) <= 1e-6,
+            ("instance %d joint %d component %d: %.9g and %.9g"):format(i, j, c, A[c], sg * B[c]))
+        end
+      end
+    end
+    local mj, md = lua_error(clip, packed, skel, key_times({ times }), 1)
+    local e = packed:error()
     assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6)
     assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6)
   end)

@@ -99,6 +99,21 @@ static inline uint32_t PK(key)(const lmb_packed *p, const lmb_pstream *s, float 
     return a;
 }
 
+/* w >= 0 of a unit quaternion from its x y z: sqrt(1 - x^2 - y^2 - z^2),
+ * the sum in double. In float, 1 - s for s near 1 keeps few of w's bits (at
+ * w = 0.002, 1e-5 of it), and paths that fuse the multiply-adds (AVX2)
+ * and paths that do not round differently, so the sampler and the
+ * compressor's measure would disagree. The squares of floats are exact in
+ * double, so fused or not, every path derives the same w, to float
+ * rounding. */
+static inline lmb_v8f PK(derive_w)(lmb_v8f x, lmb_v8f y, lmb_v8f z) {
+    typedef double v8d __attribute__((vector_size(64)));
+    v8d dx = __builtin_convertvector(x, v8d), dy = __builtin_convertvector(y, v8d),
+        dz = __builtin_convertvector(z, v8d);
+    v8d s = 1.0 - (dx * dx + dy * dy + dz * dz);
+    return PK(sqrtv)(PK(maxv)(__builtin_convertvector(s, lmb_v8f), 0.0f));
+}
+
 /* Row values of one key record: base + scale * q, or the stored floats. */
 static inline lmb_v8f PK(row)(uint32_t kind, const uint8_t *r, const float *base) {
     if (kind == LMB_PK_U8) {
@@ -146,8 +161,7 @@ static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint3
             rg += lmb_pk_range_floats(kind);
         }
     }
-    if (n == 4 && s->kind[3] == LMB_PK_DERIVE) /* w >= 0 from the unit length */
-        v[3] = PK(sqrtv)(PK(maxv)(1.0f - (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]), 0.0f));
+    if (n == 4 && s->kind[3] == LMB_PK_DERIVE) v[3] = PK(derive_w)(v[0], v[1], v[2]);
 }
 
 static const float PK(fill)[3][4] = {{0, 0, 0, 0}, {0, 0, 0, 1}, {1, 1, 1, 1}};
