@@ -367,6 +367,77 @@ describe("limber.anim.pack", function()
     assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6)
   end)
 
+  it("plays a dropped track's rest pose exactly, next to joints whose rows it keeps", function()
+    -- tracks within the bound of the rest pose are dropped; their joints
+    -- share chunk rows with moving ones, where they store no bits (the
+    -- stream's skip mask) and decode to the rest value (a rotation with w
+    -- derived: x y z exact, w to float rounding), not to the dropped keys
+    local was = limber.core.simd()
+    for _ = 1, 4 do
+      local J = math.random(9, 24)
+      local skel = rand_skeleton(J)
+      local times, still, tracks = rand_times(math.random(8, 30), true), {}, {}
+      for j = 1, J do
+        local rt, rr, rs = skel:rest_trs(j)
+        still[j] = math.random() < 0.5
+        local ph, w = H.rand(0, 6), H.rand(1, 6)
+        for _, path in ipairs({ "translation", "rotation", "scale" }) do
+          local v = {}
+          for k = 1, #times do
+            local x
+            if still[j] then -- the rest pose, give or take 1e-6 (within any bound)
+              local e = 1e-6 * math.sin(17 * k)
+              x = path == "translation" and { rt[1] + e, rt[2], rt[3] - e }
+                or path == "rotation" and qmul(rr, axis_angle({ 0.3, 1, 0.1 }, e))
+                or { rs[1] + e, rs[2], rs[3] }
+            elseif path == "rotation" then
+              x = qmul(rr, axis_angle({ 1, 0.5, 0.2 }, 0.8 * math.sin(w * times[k] + ph)))
+            else
+              local f = 0.2 * math.sin(w * times[k] + ph)
+              local r0 = path == "translation" and rt or rs
+              x = { r0[1] + f, r0[2] - f, r0[3] + 0.5 * f }
+            end
+            for c = 1, #x do v[#v + 1] = x[c] end
+          end
+          tracks[#tracks + 1] = { joint = j, path = path, times = times, values = v }
+        end
+      end
+      local clip = anim.clip({ tracks = tracks }, skel)
+      local packed = assert(anim.pack(clip, skel, { tolerance = H.rand(1e-4, 1e-2) }))
+      local N = 6
+      for _, simd in ipairs({ false, true }) do
+        limber.core.simd(simd)
+        local pose = limber.pose(skel, N)
+        local s = anim.sampler(pose, { packed })
+        for i = 1, N do s:set(i, 1, H.rand(0, clip:duration()), false) end
+        s:run()
+        for j = 1, J do
+          if still[j] then
+            assert.is_nil(packed:sample_joint(j, "rotation", 0, false), "the track is dropped")
+            local rt, rr, rs = skel:rest_trs(j)
+            for i = 1, N do
+              local T, R, S = pose:trs(i, j)
+              assert.same(rt, T)
+              assert.same(rs, S)
+              local sg = R[1] * rr[1] + R[2] * rr[2] + R[3] * rr[3] + R[4] * rr[4] < 0 and -1 or 1
+              for c = 1, 4 do
+                -- (a derived w: sqrt(1 - x^2 - y^2 - z^2) of a float-normalised
+                -- rest rotation, |q|^2 - 1 up to 2.4e-7, is off by that / 2w)
+                local tol = 1e-6 + (c == 4 and 1.2e-7 / math.abs(rr[4]) or 0)
+                assert.is_true(math.abs(sg * R[c] - rr[c]) <= tol,
+                  ("joint %d rotation %d: %.9g, rest %.9g"):format(j, c, sg * R[c], rr[c]))
+              end
+            end
+          end
+        end
+      end
+      limber.core.simd(was)
+      local mj, md = lua_error(clip, packed, skel, key_times({ times }), f32(packed:error().distance))
+      assert.is_true(md <= packed:error().max_error_distance * (1 + 1e-3) + 1e-6)
+      assert.is_true(mj <= packed:error().max_error * (1 + 1e-3) + 1e-6)
+    end
+  end)
+
   it("samples the packed values on every path (sampler portable and AVX2, reseeks, clip switches)",
     function()
       local was = limber.core.simd()

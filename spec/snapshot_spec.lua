@@ -496,6 +496,33 @@ describe("limber.snapshot", function()
     end
   end)
 
+  it("reads version 1 blobs, whose packed streams store every lane", function()
+    -- version 2 keeps a stream's skip mask (lanes without bits) in a word
+    -- version 1 wrote as 0: a version 1 blob reads as every lane stored
+    local J = 8
+    local desc, tracks, times = {}, {}, { 0, 0.25, 0.5, 0.75, 1 }
+    for j = 1, J do
+      desc[j] = { parent = j > 1 and j - 1 or nil, translation = { 0, 1, 0 } }
+      local v = {}
+      for k = 1, #times do
+        local a = 0.3 * math.sin(3 * times[k] + j)
+        v[#v + 1], v[#v + 2], v[#v + 3], v[#v + 4] = math.sin(a), 0, 0, math.cos(a)
+      end
+      tracks[j] = { joint = j, path = "rotation", times = times, values = v }
+    end
+    local skel = limber.skeleton(desc)
+    local packed = assert(anim.pack(anim.clip({ tracks = tracks }, skel), skel))
+    assert.is_true(packed:packed())
+    local blob = snapshot.save({ clip = packed })
+    assert.equal(snapshot.VERSION, H.unpack("<I4", blob, 9))
+    local v1 = snapshot.load(blob:sub(1, 8) .. H.pack("<I4", 1) .. blob:sub(13)).clip
+    for _, t in ipairs({ 0, 0.1, 0.4, 0.9 }) do
+      for j = 1, J do
+        assert.same({ packed:sample_joint(j, "rotation", t) }, { v1:sample_joint(j, "rotation", t) })
+      end
+    end
+  end)
+
   it("refuses hostile blobs by name: truncated, damaged, newer, other byte order", function()
     local skel = limber.skeleton(H.rand_joints(5, 1))
     local clip = anim.clip({ events = { { time = 0.5, name = "e" } }, tracks = {

@@ -686,9 +686,12 @@ static void row_range(const pack_lay *L, uint32_t r, uint32_t l, float *lo, floa
     *lo = L->klo[r * 8 + l], *hi = L->khi[r * 8 + l];
 }
 
-/* Encodes L->K (m keys) with the given kinds at the data / range cursors. */
-static void stream_encode(pack_lay *L, uint32_t m, uint32_t n, uint32_t k, const uint8_t *kind,
-                          lmb_pstream *s) {
+/* Encodes L->K (m keys) of stream (q, ch) with the given kinds at the data /
+ * range cursors. Lanes whose track the clip drops (or that have no joint)
+ * hold their rest value in K (stream_keys): a range of scale 0, and no bits
+ * in quantized rows (the stream's skip mask). */
+static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint32_t n, uint32_t k,
+                          const uint8_t *kind, lmb_pstream *s) {
     s->data = L->data_bytes, s->range = L->range_floats, s->keys = m, s->step = (uint16_t)k;
     s->kf = 0;
     if (k == 0) { /* irregular keys: their frames (L->kfc) at the key frame cursor */
@@ -697,6 +700,10 @@ static void stream_encode(pack_lay *L, uint32_t m, uint32_t n, uint32_t k, const
     }
     memcpy(s->kind, kind, 4);
     if (n == 3) s->kind[3] = LMB_PK_SKIP;
+    uint32_t skip = 0;
+    for (uint32_t l = 0; l < 8; l++)
+        skip |= (uint32_t)!L->keep[(q * 8 + l) * 3 + ch] << l;
+    s->skip = (uint8_t)skip;
     float *rg = L->rg + s->range;
     uint32_t rec = 0;
     for (uint32_t r = 0; r < n; r++) {
@@ -720,9 +727,9 @@ static void stream_encode(pack_lay *L, uint32_t m, uint32_t n, uint32_t k, const
             rg[8 + l] = hi[l] > lo[l] ? (hi[l] - lo[l]) / levels : 0.0f;
         }
         rg += 16;
-        rec += lmb_pk_row_bytes(kind[r]);
+        rec += lmb_pk_row_bytes(kind[r], skip);
     }
-    s->rec = (uint16_t)rec;
+    s->rec = (uint8_t)rec;
     /* the records: rows one after the other, per key (3 bytes of padding
      * follow the data: b-bit rows are read three bytes at a time) */
     const float *rr = L->rg + s->range;
@@ -743,13 +750,14 @@ static void stream_encode(pack_lay *L, uint32_t m, uint32_t n, uint32_t k, const
                 continue;
             }
             float top = (float)((1u << b) - 1u);
-            uint32_t qv[8];
+            uint32_t qv[8], nq = 0;
             for (uint32_t l = 0; l < 8; l++) {
+                if (skip >> l & 1u) continue;
                 float sc = rr[8 + l], x = sc > 0.0f ? (v[l] - rr[l]) / sc : 0.0f;
                 x = x > 0.0f ? (x < top ? x : top) : 0.0f;
-                qv[l] = (uint32_t)lrintf(x);
+                qv[nq++] = (uint32_t)lrintf(x);
             }
-            if (kd == LMB_PK_U8 || kd == LMB_PK_U16) { /* the decoder reads native u8 / u16 */
+            if (!skip && (kd == LMB_PK_U8 || kd == LMB_PK_U16)) { /* read as native u8 / u16 */
                 for (uint32_t l = 0; l < 8; l++) {
                     uint16_t h = (uint16_t)qv[l];
                     if (kd == LMB_PK_U8)
@@ -759,10 +767,10 @@ static void stream_encode(pack_lay *L, uint32_t m, uint32_t n, uint32_t k, const
                 }
                 continue;
             }
-            /* lane l's b bits at bit l * b of the row, low bit first: the 8
-             * lanes fill b < 16 bytes, gathered in two 64-bit words */
+            /* the stored lanes' b bits one after the other, low bit first:
+             * at most 16 bytes, gathered in two 64-bit words */
             uint64_t word[2] = {0, 0};
-            for (uint32_t l = 0; l < 8; l++) {
+            for (uint32_t l = 0; l < nq; l++) {
                 uint32_t at = l * b;
                 if (at < 64) {
                     word[0] |= (uint64_t)qv[l] << at;
@@ -771,10 +779,10 @@ static void stream_encode(pack_lay *L, uint32_t m, uint32_t n, uint32_t k, const
                     word[1] |= (uint64_t)qv[l] << (at - 64);
                 }
             }
-            for (uint32_t y = 0; y < b; y++)
+            for (uint32_t y = 0; y < lmb_pk_row_bytes(kd, skip); y++)
                 dst[y] = (uint8_t)(word[y >> 3] >> ((y & 7u) * 8u));
         }
-        off += lmb_pk_row_bytes(kd);
+        off += lmb_pk_row_bytes(kd, skip);
         rr += lmb_pk_range_floats(kd);
     }
 }
@@ -873,7 +881,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
                 }
             }
             lmb_pstream s;
-            stream_encode(L, m, n, k, kind, &s);
+            stream_encode(L, q, ch, m, n, k, kind, &s);
             if (!stream_ok(L, q, ch, &s, budget)) continue;
             if (k) tries++;
             if (stream_cost(&s, n) < best_cost) {
@@ -884,7 +892,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
             /* quantise: add a bit to the row with the coarsest step until it fits */
             memcpy(kind, init, 4);
             for (;;) {
-                stream_encode(L, m, n, k, kind, &s);
+                stream_encode(L, q, ch, m, n, k, kind, &s);
                 if (stream_cost(&s, n) >= best_cost) break;
                 if (stream_ok(L, q, ch, &s, budget)) {
                     best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
@@ -917,7 +925,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
     uint32_t m = best_m;
     if (best_k == 0) memcpy(L->kfc, L->kfb, (size_t)m * sizeof(uint16_t));
     stream_keys(L, q, ch, best_k ? NULL : L->kfc, best_k, m, best_dv);
-    stream_encode(L, m, n, best_k, best_kind, out);
+    stream_encode(L, q, ch, m, n, best_k, best_kind, out);
     if (best_k == 0) L->kf_count += m;
     for (uint32_t r = 0; r < n; r++) {
         uint8_t kd = out->kind[r];

@@ -131,7 +131,7 @@ lmb_status lmb_packed_check(const lmb_clip *c, lmb_error *err) {
                               lmb_pk_quantized(k) || (k == LMB_PK_DERIVE && ch == 1 && r == 3))
                            : k == LMB_PK_SKIP;
             if (!ok) return pk_fail(err, "stream {i}: row kind {v} is not valid", si, (double)k);
-            rec += lmb_pk_row_bytes(k), rf += lmb_pk_range_floats(k);
+            rec += lmb_pk_row_bytes(k, s->skip), rf += lmb_pk_range_floats(k);
         }
         if (s->keys == 0 || s->keys > F || s->rec != rec || s->step > LMB_PK_MAX_STEP ||
             (uint64_t)s->data + (uint64_t)s->keys * rec > p->data_bytes ||
@@ -161,7 +161,7 @@ lmb_status lmb_packed_check(const lmb_clip *c, lmb_error *err) {
                                            (double)v[l]);
                 }
             }
-            off += lmb_pk_row_bytes(s->kind[r]);
+            off += lmb_pk_row_bytes(s->kind[r], s->skip);
         }
     }
     return LMB_OK;

@@ -12,8 +12,10 @@
  *         pose there, as for any untracked property);
  *   CONST one value per joint (8 floats, stored once);
  *   Q(b)  per joint a range (base, scale: 16 floats) and b bits (1 .. 16)
- *         per key and joint, packed low bit first (8 joints: b bytes):
- *         value = base + scale * q;
+ *         per key and stored joint, packed low bit first (8 joints: b
+ *         bytes): value = base + scale * q. Joints in the stream's `skip`
+ *         mask (the clip drops their track) take no bits: they read q = 0,
+ *         their base (the rest value);
  *   F32   raw floats;
  *   DERIVE (rotation w only) not stored: w = sqrt(1 - x^2 - y^2 - z^2), the
  *         keys being stored with w >= 0 (q and -q are one rotation).
@@ -49,9 +51,13 @@ enum { LMB_PK_SKIP = 0, LMB_PK_CONST = 1, LMB_PK_F32 = 4, LMB_PK_DERIVE = 5 };
 static inline int lmb_pk_quantized(uint32_t kind) {
     return kind > 16u && kind <= 32u;
 }
-/* Bytes a row of this kind takes in a key record. */
-static inline uint32_t lmb_pk_row_bytes(uint32_t kind) {
-    return kind == LMB_PK_F32 ? 32u : lmb_pk_quantized(kind) ? kind - 16u : 0u;
+/* Bytes a row of this kind takes in a key record, the joints in `skip` (a
+ * lane mask) left out of quantized rows. */
+static inline uint32_t lmb_pk_row_bytes(uint32_t kind, uint32_t skip) {
+    uint32_t stored = 8u - (uint32_t)__builtin_popcount(skip & 0xFFu);
+    return kind == LMB_PK_F32       ? 32u
+           : lmb_pk_quantized(kind) ? (stored * (kind - 16u) + 7u) / 8u
+                                    : 0u;
 }
 /* Floats of range data a row of this kind keeps (base, then scale). */
 static inline uint32_t lmb_pk_range_floats(uint32_t kind) {
@@ -67,7 +73,8 @@ typedef struct lmb_pstream {
     uint32_t keys;  /* keys kept (1: constant stream) */
     uint32_t kf;    /* step 0: offset of the keys' frames in lmb_packed.keyframes */
     uint16_t step;  /* frames per key (>= 1), or 0: the keys sit at frames keyframes[kf ..] */
-    uint16_t rec;   /* bytes per key record */
+    uint8_t rec;    /* bytes per key record (at most 4 rows of 32) */
+    uint8_t skip;   /* lanes (joints) quantized rows store no bits for (above) */
     uint8_t kind[4];
 } lmb_pstream;
 

@@ -99,23 +99,38 @@ static inline uint32_t PK(key)(const lmb_packed *p, const lmb_pstream *s, float 
     return a;
 }
 
-/* w >= 0 of a unit quaternion from its x y z: sqrt(1 - x^2 - y^2 - z^2),
- * the sum in double. In float, 1 - s for s near 1 keeps few of w's bits (at
- * w = 0.002, 1e-5 of it), and paths that fuse the multiply-adds (AVX2)
- * and paths that do not round differently, so the sampler and the
- * compressor's measure would disagree. The squares of floats are exact in
- * double, so fused or not, every path derives the same w, to float
- * rounding. */
+/* w >= 0 of a unit quaternion from its x y z: sqrt(1 - x^2 - y^2 - z^2).
+ * Near w = 0 this keeps few of w's bits and amplifies any rounding of x y z
+ * by about 1 / w, so every decoder must compute the same floats: the files
+ * that include this one are compiled without contraction into FMAs
+ * (CMakeLists.txt, packed_avx2.c), and the sampler's keys equal the
+ * compressor's measure bit for bit. */
 static inline lmb_v8f PK(derive_w)(lmb_v8f x, lmb_v8f y, lmb_v8f z) {
-    typedef double v8d __attribute__((vector_size(64)));
-    v8d dx = __builtin_convertvector(x, v8d), dy = __builtin_convertvector(y, v8d),
-        dz = __builtin_convertvector(z, v8d);
-    v8d s = 1.0 - (dx * dx + dy * dy + dz * dz);
-    return PK(sqrtv)(PK(maxv)(__builtin_convertvector(s, lmb_v8f), 0.0f));
+    return PK(sqrtv)(PK(maxv)(1.0f - (x * x + y * y + z * z), 0.0f));
 }
 
-/* Row values of one key record: base + scale * q, or the stored floats. */
-static inline lmb_v8f PK(row)(uint32_t kind, const uint8_t *r, const float *base) {
+/* Row values of one key record: base + scale * q, or the stored floats;
+ * lanes in `skip` store no bits (q = 0). */
+static inline lmb_v8f PK(row)(uint32_t kind, uint32_t skip, const uint8_t *r, const float *base) {
+    if (kind == LMB_PK_F32) return PK(ld)(r);
+    if (skip) { /* the stored lanes' bits one after the other, low bit first */
+        uint32_t b = kind - 16u, bit = 0;
+        lmb_v8u32 w;
+        for (uint32_t l = 0; l < 8; l++) {
+            uint32_t x = 0;
+            if (!(skip >> l & 1u)) {
+                memcpy(&x, r + (bit >> 3), 4);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+                x = __builtin_bswap32(x);
+#endif
+                x >>= bit & 7u;
+                bit += b;
+            }
+            w[l] = x;
+        }
+        lmb_v8u32 q = w & ((1u << b) - 1u);
+        return PK(ld)(base) + PK(ld)(base + 8) * __builtin_convertvector((lmb_v8i)q, lmb_v8f);
+    }
     if (kind == LMB_PK_U8) {
         lmb_v8u8 b;
         memcpy(&b, r, sizeof b);
@@ -126,7 +141,6 @@ static inline lmb_v8f PK(row)(uint32_t kind, const uint8_t *r, const float *base
         memcpy(&b, r, sizeof b);
         return PK(ld)(base) + PK(ld)(base + 8) * __builtin_convertvector(b, lmb_v8f);
     }
-    if (kind == LMB_PK_F32) return PK(ld)(r);
     /* b bits per joint, low bit first: each joint's bits lie in the four
      * bytes from its first one (the data is followed by 4 bytes of padding) */
     uint32_t b = kind - 16u;
@@ -156,8 +170,8 @@ static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint3
             v[r] = PK(ld)(rg);
             rg += 8;
         } else {
-            v[r] = PK(row)(kind, ra, rg);
-            ra += lmb_pk_row_bytes(kind);
+            v[r] = PK(row)(kind, s->skip, ra, rg);
+            ra += lmb_pk_row_bytes(kind, s->skip);
             rg += lmb_pk_range_floats(kind);
         }
     }

@@ -497,9 +497,15 @@ lmb_status lmb_snap_build_clip(const void *blob, uint32_t k, void *mem, lmb_clip
             uint32_t sr = rd32(r + 16);
             st[s].data = rd32(r), st[s].range = rd32(r + 4), st[s].keys = rd32(r + 8);
             st[s].kf = rd32(r + 12);
-            st[s].step = (uint16_t)sr, st[s].rec = (uint16_t)(sr >> 16);
+            st[s].step = (uint16_t)sr, st[s].rec = (uint8_t)(sr >> 16);
             memcpy(st[s].kind, r + 20, 4);
-            if (rd32(r + 24) | rd32(r + 28))
+            uint32_t skip = rd32(r + 24); /* (version 1 wrote 0: every lane stored) */
+            st[s].skip = (uint8_t)skip;
+            if (sr >> 24) /* (lmb_packed_check checks it further: at most 128) */
+                return fail(err, LMB_EINVAL, "objects",
+                            "object {i}: stream record size {v} is out of range", k,
+                            (double)(sr >> 16), 0);
+            if ((skip >> 8) | rd32(r + 28))
                 return fail(err, LMB_EINVAL, "objects", "object {i}: stream padding is not zero", k,
                             0, 0);
         }
@@ -631,6 +637,7 @@ void lmb_snap_write_clip(const lmb_clip *c, unsigned char *out) {
         uint32_t w[STREAM_WORDS] = {st->data, st->range, st->keys, st->kf,
                                     (uint32_t)st->step | (uint32_t)st->rec << 16};
         memcpy(&w[5], st->kind, 4);
+        w[6] = st->skip;
         memcpy(out + L.off[5] + (size_t)s * sizeof w, w, sizeof w);
     }
     if (p->times) memcpy(out + L.off[6], p->times, (size_t)p->frames * 4);

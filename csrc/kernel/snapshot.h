@@ -58,7 +58,9 @@
 #include "skeleton.h"
 #include "skinning.h"
 
-#define LMB_SNAP_VERSION 1u
+/* 2: a packed stream's word 6 holds its skip mask (version 1 wrote 0 there,
+ * which reads as every lane stored) */
+#define LMB_SNAP_VERSION 2u
 #define LMB_SNAP_ENDIAN 0x01020304u
 #define LMB_SNAP_ALIGN 16u
 
