@@ -80,12 +80,15 @@ static inline uint32_t PK(key)(const lmb_packed *p, const lmb_pstream *s, float 
     } else {
         const uint16_t *fr = p->keyframes + s->kf;
         uint32_t m = s->keys;
+        /* key frames are integers: fr <= pos is fr <= floor(pos) (pos < 0 or
+         * NaN: 0, which only frame 0 is at or below) */
+        uint32_t fi = pos > 0.0f ? (pos < 65536.0f ? (uint32_t)pos : 65536u) : 0u;
         a = hint < m - 1 ? hint : m - 2;
-        if (!(pos >= (float)fr[a] && (pos < (float)fr[a + 1] || a == m - 2))) {
+        if (!(fi >= fr[a] && (fi < fr[a + 1] || a == m - 2))) {
             uint32_t base = 0, n = m - 1; /* the last a in [0, m - 2] with fr[a] <= pos */
             while (n > 1) {
                 uint32_t half = n / 2;
-                if ((float)fr[base + half] <= pos) base += half;
+                if (fr[base + half] <= fi) base += half;
                 n -= half;
             }
             a = base;
