@@ -523,6 +523,45 @@ describe("limber.snapshot", function()
     end
   end)
 
+  it("refuses a packed stream whose skip mask, its padding or its record size is damaged", function()
+    -- 3 joints in one chunk of 8 lanes: every stream skips lanes 4 to 8
+    -- (mask 0xF8). A changed mask changes the record size the rows need, so
+    -- the stored one no longer matches and the clip is refused before any
+    -- read; the rest of the mask's word and the record size's high byte
+    -- must be zero
+    local desc, tracks, times = {}, {}, { 0, 0.25, 0.5, 0.75, 1 }
+    for j = 1, 3 do
+      desc[j] = { parent = j > 1 and j - 1 or nil, translation = { 0, 1, 0 } }
+      local r, t = {}, {}
+      for k = 1, #times do
+        local a = 0.4 * math.sin(3 * times[k] + j)
+        r[#r + 1], r[#r + 2], r[#r + 3], r[#r + 4] = math.sin(a), 0, 0, math.cos(a)
+        t[#t + 1], t[#t + 2], t[#t + 3] = a, 1, -a
+      end
+      tracks[#tracks + 1] = { joint = j, path = "rotation", times = times, values = r }
+      tracks[#tracks + 1] = { joint = j, path = "translation", times = times, values = t }
+    end
+    local skel = limber.skeleton(desc)
+    local packed = assert(anim.pack(anim.clip({ tracks = tracks }, skel), skel, { tolerance = 1e-4 }))
+    local blob = snapshot.save({ clip = packed })
+    same_graph({ clip = packed }, snapshot.load(blob))
+    local function with(at, bytes) return blob:sub(1, at - 1) .. bytes .. blob:sub(at + #bytes) end
+    -- the mask words of the T and R streams (the S stream skips every lane: 0xFF)
+    local words, at = 0, 1
+    while true do
+      local w = blob:find("\248\0\0\0\0\0\0\0", at, true)
+      if not w then break end
+      words, at = words + 1, w + 1
+      assert.error_matches(function() snapshot.load(with(w, "\0")) end,
+        "keys, step or offsets out of range")
+      assert.error_matches(function() snapshot.load(with(w + 1, "\1")) end,
+        "stream padding is not zero")
+      assert.error_matches(function() snapshot.load(with(w - 5, "\1")) end,
+        "stream record size 2%d+ is out of range")
+    end
+    assert.equal(2, words)
+  end)
+
   it("refuses hostile blobs by name: truncated, damaged, newer, other byte order", function()
     local skel = limber.skeleton(H.rand_joints(5, 1))
     local clip = anim.clip({ events = { { time = 0.5, name = "e" } }, tracks = {

@@ -730,8 +730,8 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
         rec += lmb_pk_row_bytes(kind[r], skip);
     }
     s->rec = (uint8_t)rec;
-    /* the records: rows one after the other, per key (3 bytes of padding
-     * follow the data: b-bit rows are read three bytes at a time) */
+    /* the records: rows one after the other, per key (4 bytes of padding
+     * follow the data: b-bit rows are read four bytes at a time) */
     const float *rr = L->rg + s->range;
     uint32_t off = 0;
     for (uint32_t r = 0; r < n; r++) {
@@ -741,7 +741,7 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
             rr += 8;
             continue;
         }
-        uint32_t b = kd - 16u;
+        uint32_t b = kd - 16u, rb = lmb_pk_row_bytes(kd, skip);
         for (uint32_t i = 0; i < m; i++) {
             uint8_t *dst = L->data + s->data + (size_t)i * rec + off;
             const float *v = L->K + (size_t)i * 32 + r * 8;
@@ -779,10 +779,10 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
                     word[1] |= (uint64_t)qv[l] << (at - 64);
                 }
             }
-            for (uint32_t y = 0; y < lmb_pk_row_bytes(kd, skip); y++)
+            for (uint32_t y = 0; y < rb; y++)
                 dst[y] = (uint8_t)(word[y >> 3] >> ((y & 7u) * 8u));
         }
-        off += lmb_pk_row_bytes(kd, skip);
+        off += rb;
         rr += lmb_pk_range_floats(kd);
     }
 }

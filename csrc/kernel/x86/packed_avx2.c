@@ -1,6 +1,6 @@
 /* packed_avx2.c: the packed decoder's key lookup and decoding
- * (packed_decode.h) compiled with AVX2 + FMA enabled, so each row of a
- * chunk's 8 joints is one register. The AVX2 sampler (clip_avx2.c) keeps a
+ * (packed_decode.h) compiled for AVX2, so each row of a chunk's 8 joints is
+ * one register (no FMAs: below). The AVX2 sampler (clip_avx2.c) keeps a
  * chunk's keys in the instance's cache with lmb_packed_chunk_keys_avx2 and
  * interpolates them with the dense path's lane kernel. Other builds compile
  * the same code portable (the sampler's AVX2 path is x86 only). */
