@@ -108,7 +108,7 @@ local function synthetic_clip(name, seconds, rate, freq, phase, keyed)
                               values = limber.buffer("f32", 3, S) }
     end
   end
-  local clip = anim.clip({ name = name, tracks = tracks }, skel)
+  local clip = anim.clip({ name = name, tracks = tracks, pack = false }, skel) -- exact, dense
   assert(clip:dense(), name .. " has no dense form")
   return clip
 end

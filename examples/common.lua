@@ -351,7 +351,8 @@ end
 
 -- Synthetic clip: T, R and S tracks on every joint, keyed at `rate` Hz for
 -- `seconds` seconds (one uniform key grid, as resampled mocap and DCC
--- exports have, so the clip gets the dense form); smooth motion (keys a few
+-- exports have, so the clip gets the dense form), exact (`pack = false`: the
+-- benchmarks pack it themselves where they measure packing); smooth motion (keys a few
 -- degrees apart). Also returns the raw arrays for the baselines.
 function C.synthetic_clip(limber, skel, seconds, rate, cursor_only)
   local J = skel:joint_count()
@@ -394,7 +395,7 @@ function C.synthetic_clip(limber, skel, seconds, rate, cursor_only)
   local name = ("synthetic %ds@%dHz"):format(seconds, rate)
   -- cursor_only: the same clip without the dense form (the per-track cursor path)
   local clip = cursor_only and limber.core.clip(tracks, name, false)
-    or require("limber.anim").clip({ name = name, tracks = tracks }, skel)
+    or require("limber.anim").clip({ name = name, tracks = tracks, pack = false }, skel)
   return clip, { times = all_times, tv = tv, rv = rv, sv = sv, keys = nk, rate = rate }
 end
 

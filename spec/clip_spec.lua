@@ -530,7 +530,7 @@ local function uniform_desc(joints, coverage, interp, nkeys, t0, dt)
       end
     end
   end
-  return { tracks = tracks }
+  return { tracks = tracks, pack = false } -- exact: these specs test the dense form
 end
 
 -- The same description as a clip without the dense form (cursor path).

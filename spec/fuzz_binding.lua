@@ -135,7 +135,8 @@ local function build_pool()
   local anim, scene, gltf, skinning = limber.anim, limber.scene, limber.gltf, limber.skinning
   local ikplan -- a plan with IK constraints, made below once the clips exist
   local times, moves = { 0, 0.5, 1 }, { 0, 0, 0, 0, 1, 0, 0, 0, 0 }
-  local clip = try(anim.clip, { name = "Walk", tracks = {
+  -- Walk exact (pack = false: retarget, mirror and pack take exact clips), Run packed (the default)
+  local clip = try(anim.clip, { name = "Walk", pack = false, tracks = {
     { joint = "hip", path = "translation", times = times, values = moves },
     { joint = "knee", path = "rotation", times = { 0, 1 }, values = { 0, 0, 0, 1, 0, 0.6, 0, 0.8 } } } }, skel)
   local clip2 = try(anim.clip, { name = "Run", tracks = {

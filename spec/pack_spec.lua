@@ -93,7 +93,7 @@ local function rand_clip(skel, opts)
       end)
     end
   end
-  return anim.clip({ name = "random", tracks = tracks }, skel), times
+  return anim.clip({ name = "random", tracks = tracks, pack = false }, skel), times
 end
 
 -- ---- the plain-Lua measure -------------------------------------------------
@@ -336,7 +336,7 @@ describe("limber.anim.pack", function()
       end
       tracks[j] = { joint = j, path = "rotation", times = times, values = v }
     end
-    local clip = anim.clip({ name = "turns", tracks = tracks }, skel)
+    local clip = anim.clip({ name = "turns", tracks = tracks, pack = false }, skel)
     local packed = assert(anim.pack(clip, skel, { tolerance = 1e-3, distance = 1 }))
     -- the portable sampler and the AVX2 one (where the CPU has it) at the same times
     local was, N = limber.core.simd(), 20
@@ -402,7 +402,7 @@ describe("limber.anim.pack", function()
           tracks[#tracks + 1] = { joint = j, path = path, times = times, values = v }
         end
       end
-      local clip = anim.clip({ tracks = tracks }, skel)
+      local clip = anim.clip({ tracks = tracks, pack = false }, skel)
       local packed = assert(anim.pack(clip, skel, { tolerance = H.rand(1e-4, 1e-2) }))
       local N = 6
       for _, simd in ipairs({ false, true }) do
@@ -535,7 +535,7 @@ describe("limber.anim.pack", function()
       { joint = 2, path = "rotation", times = times, values = { 0, 0, 0, 1, 0, 0.5, 0, 0.866, 0, 0, 0, 1 } },
       { node = 7, path = "translation", times = { 0, 0.3, 1 }, values = { 1, 2, 3, 4, 5, 6, 7, 8, 9 } },
       { node = 9, path = "scale", interpolation = "STEP", times = { 0.2 }, values = { 2, 2, 2 } },
-    }, events = { { time = 0.25, name = "step" }, { time = 0.75, name = "land" } } }, skel)
+    }, events = { { time = 0.25, name = "step" }, { time = 0.75, name = "land" } }, pack = false }, skel)
     local packed = assert(anim.pack(clip, skel, { tolerance = 1e-3 }))
     assert.is_true(packed:packed())
     assert.same(clip:node_tracks(), packed:node_tracks())
@@ -551,7 +551,7 @@ describe("limber.anim.pack", function()
 
   it("keeps the clip exact at tolerance 0 and when no packing meets the tolerance", function()
     local skel = rand_skeleton(3)
-    local clip = anim.clip({ tracks = {
+    local clip = anim.clip({ pack = false, tracks = {
       { joint = 2, path = "translation", interpolation = "STEP", times = { 0, 0.3, 1 },
         values = { 0, 0, 0, 1, 1, 1, 0, 0, 0 } },
       { joint = 3, path = "translation", times = { 0, 0.7, 1 }, values = { 0, 0, 0, 1, 1, 1, 0, 0, 0 } },
@@ -612,7 +612,7 @@ describe("limber.anim.pack", function()
       1, true)
   end)
 
-  it("packs a clip built from Lua with desc.pack, keeping its events", function()
+  it("packs a clip built from Lua with a skeleton by default, keeping its events", function()
     local skel = rand_skeleton(6)
     local desc = { name = "walk", tracks = {}, events = { { time = 0.5, name = "step" } } }
     for j = 1, 6 do
@@ -625,14 +625,28 @@ describe("limber.anim.pack", function()
       end
       desc.tracks[j] = { joint = j, path = "rotation", times = times, values = values }
     end
+    local packed = anim.clip(desc, skel) -- the default
+    desc.pack = false
     local exact = anim.clip(desc, skel)
-    desc.pack = true
-    local packed = anim.clip(desc, skel)
     assert.is_true(packed:packed())
     assert.is_false(exact:packed())
+    assert.is_false(anim.clip(desc):packed()) -- no skeleton: exact
     assert.same(anim.events(exact), anim.events(packed))
     local tol = anim.PACK_TOLERANCE * anim.rig_size(skel)
     assert.is_true(packed:error().max_error_distance <= tol)
+    -- the default is what pack gives the exact clip, byte for byte
+    assert.equal(anim.pack(exact, skel):bytes(), packed:bytes())
+    local again = anim.pack(exact, skel)
+    for _, t in ipairs({ 0, 0.13, 0.5, 0.71, 1 }) do
+      for j = 1, 6 do
+        assert.same({ again:sample_joint(j, "rotation", t) }, { packed:sample_joint(j, "rotation", t) })
+      end
+    end
+    desc.pack = true
+    assert.is_true(anim.clip(desc, skel):packed())
+    -- a clip of node tracks only has no joint to pack: exact
+    assert.is_false(anim.clip({ tracks = { { node = 3, path = "translation", times = { 0, 1 },
+      values = { 0, 0, 0, 1, 1, 1 } } } }, skel):packed())
     desc.pack = { tolerance = 0 }
     assert.is_false(anim.clip(desc, skel):packed())
     desc.pack = { tolerance = 1e-3, distance = 0.2 }
@@ -649,7 +663,7 @@ describe("limber.anim.pack", function()
   it("refuses bad arguments by name", function()
     local skel = rand_skeleton(3)
     local small = rand_skeleton(1)
-    local clip = anim.clip({ tracks = {
+    local clip = anim.clip({ pack = false, tracks = {
       { joint = 3, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, 1, 1, 1 } } } }, skel)
     local packed = anim.pack(clip, skel, { tolerance = 1e-3 })
     local cases = {
@@ -688,7 +702,7 @@ describe("limber.anim.pack", function()
       times[k] = (k - 1) / 30
       values[3 * k - 2], values[3 * k - 1], values[3 * k] = k, 0, 0
     end
-    local big = anim.clip({ tracks = {
+    local big = anim.clip({ pack = false, tracks = {
       { joint = 4000, path = "translation", times = times, values = values } } }, big_skel)
     local none, err = limber.core.clip_pack(big, big_skel, 1e-3, 0.1)
     assert.is_nil(none)

@@ -350,7 +350,7 @@ describe("limber.snapshot", function()
         -- payloads: a table on some clips' events, a string on one, none on the rest
         local data = k % 2 == 0 and { foot = "left", strength = k, tags = { "a", "b" } }
           or (k == 3 and "whoosh" or nil)
-        local clip = anim.clip({ name = "clip" .. k, tracks = tracks, events = {
+        local clip = anim.clip({ name = "clip" .. k, tracks = tracks, pack = false, events = {
           { time = 0, name = "start" }, { time = 0.05 * k, name = "mid", data = data },
           { time = 1, name = "end" } } }, skel)
         if data ~= nil then assert.same(data, anim.events(clip)[2].data) end
@@ -474,7 +474,7 @@ describe("limber.snapshot", function()
       tracks[j] = { joint = j, path = "rotation", times = { 0 }, values = { 0.6, 0, 0, 0.8 } }
     end
     local skel = limber.skeleton(desc)
-    local packed = assert(anim.pack(anim.clip({ tracks = tracks }, skel), skel))
+    local packed = assert(anim.pack(anim.clip({ tracks = tracks, pack = false }, skel), skel))
     assert.is_true(packed:packed())
     local blob = snapshot.save({ clip = packed, skel = skel })
     local at = blob:find(H.pack("<f", 0.6):rep(8), 1, true) -- the x row of the chunk
@@ -511,7 +511,7 @@ describe("limber.snapshot", function()
       tracks[j] = { joint = j, path = "rotation", times = times, values = v }
     end
     local skel = limber.skeleton(desc)
-    local packed = assert(anim.pack(anim.clip({ tracks = tracks }, skel), skel))
+    local packed = assert(anim.pack(anim.clip({ tracks = tracks, pack = false }, skel), skel))
     assert.is_true(packed:packed())
     local blob = snapshot.save({ clip = packed })
     assert.equal(snapshot.VERSION, H.unpack("<I4", blob, 9))
@@ -542,7 +542,8 @@ describe("limber.snapshot", function()
       tracks[#tracks + 1] = { joint = j, path = "translation", times = times, values = t }
     end
     local skel = limber.skeleton(desc)
-    local packed = assert(anim.pack(anim.clip({ tracks = tracks }, skel), skel, { tolerance = 1e-4 }))
+    local packed = assert(anim.pack(anim.clip({ tracks = tracks, pack = false }, skel), skel,
+      { tolerance = 1e-4 }))
     local blob = snapshot.save({ clip = packed })
     same_graph({ clip = packed }, snapshot.load(blob))
     local function with(at, bytes) return blob:sub(1, at - 1) .. bytes .. blob:sub(at + #bytes) end
@@ -564,7 +565,7 @@ describe("limber.snapshot", function()
 
   it("refuses hostile blobs by name: truncated, damaged, newer, other byte order", function()
     local skel = limber.skeleton(H.rand_joints(5, 1))
-    local clip = anim.clip({ events = { { time = 0.5, name = "e" } }, tracks = {
+    local clip = anim.clip({ pack = false, events = { { time = 0.5, name = "e" } }, tracks = {
       { joint = 2, path = "rotation", times = { 0, 0.5, 1 },
         values = { 0, 0, 0, 1, 0, 0.7071068, 0, 0.7071068, 0, 0, 0, 1 } },
       { joint = 5, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, 1, 2, 3 } },

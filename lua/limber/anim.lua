@@ -130,9 +130,12 @@ end
 -- run longer than their joint channels use it.
 -- `desc.dense = false` skips the frame-major copy that clips keyed on one
 -- uniform time grid get for O(1) sampling (it costs memory, about as much
--- as the keys themselves). `desc.pack = true` (or { `tolerance` =,
--- `distance` = }, as `pack` takes them) returns the clip packed for
--- `skeleton` (`pack`), or exact when no packing meets the tolerance.
+-- as the keys themselves). With a skeleton, the clip is packed for it
+-- (`pack`, at the default tolerance) unless `desc.pack = false`: a
+-- compressed clip, or the exact one when no packing meets the tolerance or
+-- the clip animates no joint. `desc.pack = { tolerance =, distance = }`
+-- packs with those options (`tolerance = 0` keeps the clip exact); without
+-- a skeleton the clip is exact and `desc.pack` must be nil or false.
 -- @tparam table desc
 -- @tparam[opt] limber.Skeleton skeleton resolves joint names and checks indices
 -- @treturn limber.Clip
@@ -194,6 +197,7 @@ function M.clip(desc, skeleton)
     fail("clip: desc.duration must be a finite number >= 0", 2)
   end
   local pack = desc.pack
+  local by_default = pack == nil and skeleton ~= nil -- packed unless asked not to
   if pack ~= nil and pack ~= false then
     if pack ~= true and type(pack) ~= "table" then
       fail("clip: desc.pack must be true or { tolerance =, distance = }", 2)
@@ -203,6 +207,7 @@ function M.clip(desc, skeleton)
   local ok, clip = pcall(core.clip, tracks, desc.name, desc.dense ~= false, duration)
   if not ok then error(clip, 2) end
   if events and #events > 0 then attach_events(clip, events, 2) end
+  if by_default and clip:joint_span() > 0 then pack = true end
   if pack ~= nil and pack ~= false then
     local okp, packed = pcall(M.pack, clip, skeleton, pack ~= true and pack or nil)
     if not okp then

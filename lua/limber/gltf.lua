@@ -1040,7 +1040,8 @@ function Loader:clips()
       an.clips = {}
       for s, skel in ipairs(asset.skeletons) do
         local okk, c = pcall(anim_mod.clip,
-          { name = an.name, tracks = tracks(s), duration = an.duration }, skel.skeleton)
+          { name = an.name, tracks = tracks(s), duration = an.duration, pack = false },
+          skel.skeleton) -- packed below, with the load's tolerance
         if not okk then fail(where, "%s", c) end
         if self.tolerance ~= 0 and c:joint_span() > 0 then
           local packed, why = anim_mod.pack(c, skel.skeleton,

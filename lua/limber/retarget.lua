@@ -97,7 +97,8 @@ end
 local function check_clip(c, n, fname)
   if not check.is_a(c, "limber.Clip") then check.arg_error(n, fname, "limber.Clip", c, 3) end
   if c:packed() then
-    check.arg_fail(n, fname, "a packed clip keeps no keys per track (give the exact clip)", 3)
+    check.arg_fail(n, fname, "a packed clip keeps no keys per track (give the exact clip:"
+      .. " anim.clip with pack = false, or a glTF load with tolerance = 0)", 3)
   end
 end
 
@@ -190,8 +191,8 @@ function M.clip(clip, from, to, opts)
       end, tracks)
     end
   end
-  return anim.clip({ name = o.name or clip:name(), tracks = tracks, duration = clip:duration() },
-    to)
+  return anim.clip({ name = o.name or clip:name(), tracks = tracks, duration = clip:duration(),
+    pack = false }, to)
 end
 
 local SIDES = { { "Left", "Right" }, { "left", "right" }, { "_L", "_R" }, { "_l", "_r" },
@@ -289,8 +290,8 @@ function M.mirror(clip, skeleton, opts)
       end)
     end, tracks)
   end
-  return anim.clip({ name = o.name or clip:name(), tracks = tracks, duration = clip:duration() },
-    skeleton)
+  return anim.clip({ name = o.name or clip:name(), tracks = tracks, duration = clip:duration(),
+    pack = false }, skeleton)
 end
 
 return M
