@@ -1079,7 +1079,7 @@ lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem) {
     pack_lay *L = (pack_lay *)lmb_align_ptr(scratch, SECTION);
     lmb_packed_sizes z = packed_sizes(L);
     lmb_clip *c = lmb_packed_clip_place(mem, &z);
-    memset(c->values, 0, ((size_t)L->node_values + 16) * 4);
+    if (L->node_values) memset(c->values, 0, ((size_t)L->node_values + 16) * 4);
     uint8_t *tracked = (uint8_t *)(uintptr_t)c->packed.tracked;
     for (uint32_t j = 0; j < L->Q * 8; j++)
         tracked[j] = (uint8_t)(L->keep[j * 3] | L->keep[j * 3 + 1] << 1 | L->keep[j * 3 + 2] << 2);

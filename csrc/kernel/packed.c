@@ -44,7 +44,9 @@ static size_t pk_sizes(const lmb_packed_sizes *z, size_t sz[10]) {
     sz[0] = pk_up(sizeof(lmb_clip));
     sz[1] = pk_up((size_t)z->tracks * sizeof(lmb_track));
     sz[2] = pk_up((size_t)z->keys * 4);
-    sz[3] = pk_up(((size_t)z->values + 16) * 4);
+    /* node values keep the exact clips' read padding of 16 floats; a packed
+     * clip without node tracks has no values and no padding (64 bytes saved) */
+    sz[3] = z->values ? pk_up(((size_t)z->values + 16) * 4) : 0;
     sz[4] = pk_up((size_t)z->chunks * 8);
     sz[5] = pk_up((size_t)z->chunks * 3 * sizeof(lmb_pstream));
     sz[6] = z->has_times ? pk_up((size_t)z->frames * 4) : 0;
