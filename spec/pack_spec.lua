@@ -630,7 +630,9 @@ describe("limber.anim.pack", function()
     local exact = anim.clip(desc, skel)
     assert.is_true(packed:packed())
     assert.is_false(exact:packed())
-    assert.is_false(anim.clip(desc):packed()) -- no skeleton: exact
+    desc.pack = nil
+    assert.is_false(anim.clip(desc):packed()) -- no skeleton: exact, by default too
+    desc.pack = false
     assert.same(anim.events(exact), anim.events(packed))
     local tol = anim.PACK_TOLERANCE * anim.rig_size(skel)
     assert.is_true(packed:error().max_error_distance <= tol)

@@ -297,7 +297,7 @@ LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, u
      * issued before the previous pair's normalisation and stores, so the
      * long tail of one pair (rsqrt, Newton step, stores) overlaps the next
      * pair's loads and FMAs instead of filling the out-of-order window
-     * (14% faster per vertex on the reference mix, docs/skinning.md). The
+     * (1.08-1.15x per vertex on one thread, docs/skinning.md). The
      * stores keep their order: all of one pair's before any of the next. */
     if (v + 3 < hi) {
         float *qp[2], *qn[2], *qt[2]; /* the pending pair's destinations */
