@@ -6,8 +6,10 @@
 -- (examples/assets/CesiumMan, decoded here with lua-cjson) instanced 100 times.
 -- Each character has its own pose and palette (mat4). Compared side by side:
 -- the naive scalar version in C (examples/baselines/skin.c: every
--- vertex as 4 influences, full 4x4 sum, float3 outputs), limber on one
--- thread, limber on every thread. Outputs: separate float3 position and
+-- vertex as 4 influences, full 4x4 sum, float3 outputs), limber's kernel
+-- as it was when issue 19 asked for a faster one ("v1": the same baseline
+-- module, one thread, `speedup_vs_v1_1t` on mesh 2), limber on one thread,
+-- limber on every thread. Outputs: separate float3 position and
 -- normal Buffers, sorted order.
 --
 -- On a host of at most 4 CPUs (Linux), one thread is also timed pinned to
@@ -264,8 +266,15 @@ local function run_case(name, desc, joints, with_naive)
     end }
   end
   local function skin() sk.run(mesh, pal, target) end -- every limber variant: only settings differ
+  -- limber's kernel as it was when issue 19 asked for a faster one (the
+  -- baseline module's v1), on one thread, same layout and outputs
+  local function v1(level)
+    return base.v1(pp, ps, qp, qs, jp, js, wp, ws, lp, ls, op, os_, onp, ons, V, joints, N, level)
+  end
+  variants[#variants + 1] = { key = "v1", threads = 1, fn = v1(best_level) }
   variants[#variants + 1] = { key = "1t", threads = 1, fn = skin }
   if best_level == "avx512" then
+    variants[#variants + 1] = { key = "v1_avx2", threads = 1, fn = v1("avx2") }
     variants[#variants + 1] = { key = "1t_avx2", threads = 1, level = "avx2", fn = skin }
   end
   for _, c in ipairs(host_cpus) do
@@ -301,13 +310,14 @@ local function report(r)
   if json_out then return end
   print(("%s: %d vertices (%d/%d/%d/%d with 1/2/3/4 influences) x %d instances"):format(
     r.name, r.V, r.counts[1], r.counts[2], r.counts[3], r.counts[4], N))
-  local keys = { "naive", "1t", "1t_avx2" }
+  local keys = { "naive", "v1", "1t", "v1_avx2", "1t_avx2" }
   for _, c in ipairs(host_cpus) do keys[#keys + 1] = "cpu" .. c end
   keys[#keys + 1] = "mt"
   for _, key in ipairs(keys) do
     local t = r[key]
     if t then
       local label = key == "naive" and "naive scalar C" or key == "1t" and "limber 1 thread"
+        or key == "v1" and "v1 kernel 1 thread" or key == "v1_avx2" and "  v1 AVX2 kernel"
         or key == "1t_avx2" and "  AVX2 kernel"
         or key == "mt" and ("limber %d threads"):format(all_threads)
         or ("  pinned to CPU %s"):format(key:sub(4))
@@ -320,6 +330,10 @@ local function report(r)
       end
       if key == "1t_avx2" then extra = extra .. ("  (%s kernel x%.2f)"):format(best_level,
         t.median / r["1t"].median) end
+      if key == "1t" then extra = extra .. ("  x%.2f vs v1"):format(r.v1.median / t.median) end
+      if key == "1t_avx2" then
+        extra = extra .. ("  x%.2f vs v1 AVX2"):format(r.v1_avx2.median / t.median)
+      end
       print(("  %-18s median %7.3f ms  min %7.3f ms  %6.2f ns/vertex%s"):format(
         label, t.median, t.min, t.ns, extra))
     end
@@ -373,6 +387,8 @@ do
     print(("target %-52s %s"):format(name, ok and "met" or "MISSED"))
   end
   line(("mix 2, 1 thread <= 1.8 ns/vertex (%.2f)"):format(m2["1t"].ns), m2["1t"].ns <= 1.8)
+  local vs_v1 = m2.v1.median / m2["1t"].median
+  line(("mix 2, 1 thread >= 1.7x the v1 kernel (%.2fx)"):format(vs_v1), vs_v1 >= 1.7)
   if mo then
     line(("morph (2 of 3 targets) <= 1.5x no morph, 1 thread (%.2fx)"):format(mo.ratio),
       mo.ratio <= 1.5)
@@ -418,6 +434,9 @@ if json_out then
       and ("%.3f"):format(m1.host.fastest / m1.mt.median) or "null"),
     ('"mix2_ns_per_vertex_1t_avx2": %s'):format(m2["1t_avx2"]
       and ("%.4f"):format(m2["1t_avx2"].ns) or "null"),
+    ('"speedup_vs_v1_1t": %.3f'):format(m2.v1.median / m2["1t"].median),
+    ('"speedup_vs_v1_1t_avx2": %s'):format(m2.v1_avx2
+      and ("%.3f"):format(m2.v1_avx2.median / m2["1t_avx2"].median) or "null"),
     ('"morph_ns_per_vertex_1t": %s'):format(mo and ("%.4f"):format(mo.morph.ns) or "null"),
     ('"nomorph_ns_per_vertex_1t": %s'):format(mo and ("%.4f"):format(mo.nomorph.ns) or "null"),
     ('"morph_ratio_1t": %s'):format(mo and ("%.3f"):format(mo.ratio) or "null"),

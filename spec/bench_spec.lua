@@ -22,6 +22,14 @@ describe("examples/bench_skinning.lua", function()
       assert.truthy(r[key] > 0, key)
     end
     assert.equal("CesiumMan", r.real_model)
+    -- the kernel against its v1 (issue 19): on this CPU's level, and on AVX2 where that is AVX-512
+    assert.equal("number", type(r.speedup_vs_v1_1t))
+    assert.truthy(r.speedup_vs_v1_1t > 0)
+    if r.kernel == "avx512" then
+      assert.equal("number", type(r.speedup_vs_v1_1t_avx2))
+    else
+      assert.equal(cjson.null, r.speedup_vs_v1_1t_avx2)
+    end
     -- morph targets: both timings and their quotient
     for _, key in ipairs({ "morph_ns_per_vertex_1t", "nomorph_ns_per_vertex_1t", "morph_ratio_1t" }) do
       assert.equal("number", type(r[key]), key)
@@ -135,6 +143,89 @@ describe("the benchmark's host helpers (limber.baseline_skin)", function()
     assert.same({ cpus[1] }, base.cpus())
     assert.is_true(base.pin())
     assert.same(cpus, base.cpus())
+  end)
+
+  -- v1 is the kernel the benchmark's `speedup_vs_v1_1t` measures against: it
+  -- must compute what limber computes (the AVX2 software pipeline changed the
+  -- order of work, not the bits), or the ratio would compare different work.
+  it("v1 skins random meshes to the same bits as limber.skinning.run, at every level", function()
+    assert.is_true(ok_load, base)
+    local limber = require "limber"
+    local core, sk = limber.core, require "limber.skinning"
+    local _, _, _, cpu_level = core.simd()
+    finally(function() core.simd(true) end)
+    local levels = { "portable" }
+    if cpu_level ~= "portable" then levels[#levels + 1] = "avx2" end
+    if cpu_level == "avx512" then levels[#levels + 1] = "avx512" end
+    H.seed("v1")
+    for _, V in ipairs({ 1, 2, 3, 7, 1023, 1025, 2500 }) do
+      local K, N = math.random(1, 21), math.random(1, 4)
+      local pos, nrm, jnt, wgt = {}, {}, {}, {}
+      for _ = 1, V do
+        for _ = 1, 3 do
+          pos[#pos + 1] = H.rand(-2, 2)
+          nrm[#nrm + 1] = H.rand(-1, 1)
+        end
+        local k = math.random(1, 4) -- influences
+        for i = 1, 4 do
+          jnt[#jnt + 1] = math.random(0, K - 1)
+          wgt[#wgt + 1] = i <= k and H.rand(0.05, 1) or 0
+        end
+      end
+      local desc = { positions = core.buffer("f32", 3, pos), normals = core.buffer("f32", 3, nrm),
+                     gpu_joints = core.buffer("u16", 4, jnt), weights = core.buffer("f32", 4, wgt) }
+      local sdesc = {}
+      for j = 1, K do
+        sdesc[j] = { parent = j > 1 and math.random(1, j - 1) or nil,
+                     translation = { H.rand(-1, 1), H.rand(-1, 1), H.rand(-1, 1) },
+                     rotation = H.rand_quat() }
+      end
+      local pose = limber.pose(limber.skeleton(sdesc), N)
+      for i = 1, N do
+        for j = 1, K do pose:set_trs(i, j, nil, H.rand_quat(), nil) end
+      end
+      pose:local_to_model()
+      local pal = limber.palette(pose)
+      pal:update()
+      local palbuf = pal:matrix_buffer()
+      local mesh = sk.mesh(desc)
+      local want_p, want_n = core.buffer("f32", 3, N * V), core.buffer("f32", 3, N * V)
+      local got_p, got_n = core.buffer("f32", 3, N * V), core.buffer("f32", 3, N * V)
+      local function p(b) return b:ptr() end
+      for _, level in ipairs(levels) do
+        core.simd(level)
+        sk.run(mesh, pal, sk.target { mesh = mesh, instances = N, positions = want_p,
+                                      normals = want_n })
+        got_p:set_bytes(string.rep("\0", N * V * 12))
+        got_n:set_bytes(string.rep("\0", N * V * 12))
+        local frame = base.v1(p(desc.positions), V * 12, p(desc.normals), V * 12,
+          p(desc.gpu_joints), V * 8, p(desc.weights), V * 16, p(palbuf), N * K * 64,
+          p(got_p), N * V * 12, p(got_n), N * V * 12, V, K, N, level)
+        frame()
+        local where = ("V %d, K %d, N %d, %s"):format(V, K, N, level)
+        assert.equal(want_p:bytes(), got_p:bytes(), where)
+        assert.equal(want_n:bytes(), got_n:bytes(), where)
+      end
+    end
+  end)
+
+  it("v1 refuses levels the CPU lacks and counts that do not fit", function()
+    assert.is_true(ok_load, base)
+    local core = require("limber").core
+    local _, _, _, cpu_level = core.simd()
+    local b = core.buffer("f32", 4, 64)
+    local function call(V, K, N, level)
+      return function()
+        base.v1(b:ptr(), 1024, b:ptr(), 1024, b:ptr(), 1024, b:ptr(), 1024, b:ptr(), 1024,
+          b:ptr(), 1024, b:ptr(), 1024, V, K, N, level)
+      end
+    end
+    assert.error_matches(call(1, 1, 1, "sse9"), "invalid option 'sse9'", 1, true)
+    if cpu_level ~= "avx512" then
+      assert.error_matches(call(1, 1, 1, "avx512"), "not supported by this CPU", 1, true)
+    end
+    assert.error_matches(call(0, 1, 1, "portable"), "vertex count out of range", 1, true)
+    assert.error_matches(call(100, 1, 1, "portable"), "buffer too small", 1, true)
   end)
 
   it("refuses CPUs the thread may not use", function()

@@ -335,7 +335,8 @@ static void run_range(const lmb_skin_range *r) {
  * stack (48 KB, in L1/L2; only items that morph pay for the frame), then
  * skinned from there. */
 static __attribute__((noinline)) void run_morphed(lmb_skin_range *r, const lmb_morph *mo,
-                                                  const float *w, uint32_t c) {
+                                                  const float *w, uint32_t c,
+                                                  lmb_skin_range_fn run) {
     const lmb_skin_mesh *m = r->mesh;
     float mpos[LMB_SKIN_CHUNK * 4] __attribute__((aligned(64)));
     float mnrm[LMB_SKIN_CHUNK * 4] __attribute__((aligned(64)));
@@ -348,10 +349,11 @@ static __attribute__((noinline)) void run_morphed(lmb_skin_range *r, const lmb_m
     r->src_nrm = pn ? pn : m->nrm ? m->nrm + (size_t)r->begin * 4 : NULL;
     r->src_tan = pt ? pt : m->tan ? m->tan + (size_t)r->begin * 4 : NULL;
     r->src_base = r->begin;
-    run_range(r);
+    run(r);
 }
 
-void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item) {
+static inline __attribute__((always_inline)) void task_item(const lmb_skin_task *t, uint32_t item,
+                                                            lmb_skin_range_fn run) {
     const lmb_skin_mesh *m = t->mesh;
     /* instance-major (see lmb_skin_task_items) */
     uint32_t chunks = lmb_skin_task_chunks(t);
@@ -376,9 +378,17 @@ void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item) {
     r.src_base = 0;
     const float *w = t->morph ? t->morph_w + (size_t)i * t->morph->target_count : NULL;
     if (w && lmb_morph_active(t->morph, w))
-        run_morphed(&r, t->morph, w, c);
+        run_morphed(&r, t->morph, w, c, run);
     else
-        run_range(&r);
+        run(&r);
+}
+
+void lmb_skin_task_item(const lmb_skin_task *t, uint32_t item) {
+    task_item(t, item, run_range);
+}
+
+void lmb_skin_task_item_with(const lmb_skin_task *t, uint32_t item, lmb_skin_range_fn run) {
+    task_item(t, item, run);
 }
 
 /* ---- targets and jobs -------------------------------------------------- */

@@ -276,4 +276,10 @@ void lmb_skin_range_portable(const lmb_skin_range *r);
 void lmb_skin_range_avx2(const lmb_skin_range *r);
 void lmb_skin_range_avx512(const lmb_skin_range *r);
 
+/* lmb_skin_task_item with a given range kernel instead of the one the SIMD
+ * level picks (the skinning benchmark times an older kernel through it:
+ * examples/baselines/skin.c). */
+typedef void (*lmb_skin_range_fn)(const lmb_skin_range *r);
+void lmb_skin_task_item_with(const lmb_skin_task *t, uint32_t item, lmb_skin_range_fn run);
+
 #endif

@@ -1,8 +1,13 @@
-/* skin.c: the naive CPU skinning baseline for examples/bench_skinning.lua
- * (the skinning article's first version, DESIGN section 4): every vertex as
- * four influences, four weighted full 4x4 matrices summed, position and
- * normal transformed by the 4x4 sum, float3 streams in file order. Plain
- * scalar C, compiled like the rest of the project (no SIMD intrinsics).
+/* skin.c: the skinning baselines for examples/bench_skinning.lua.
+ * naive: the skinning article's first version (DESIGN section 4): every
+ * vertex as four influences, four weighted full 4x4 matrices summed,
+ * position and normal transformed by the 4x4 sum, float3 streams in file
+ * order. Plain scalar C, compiled like the rest of the project (no SIMD
+ * intrinsics).
+ * v1: limber's own kernel as it was when issue 19 asked for a faster one
+ * (csrc/kernel/x86/skinning_avx2.c compiled again without its software
+ * pipeline; the AVX-512 and portable kernels have not changed since), run
+ * through the kernel's task items on one thread.
  * Also a monotonic wall clock for the benchmark and, on Linux, pinning the
  * calling thread to one CPU (to time each CPU of a host alone). Not
  * installed. */
@@ -12,6 +17,8 @@
 #include "lcompat.h"
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #ifdef __linux__
 #include <sched.h>
@@ -66,6 +73,109 @@ static int l_naive(lua_State *L) {
         }
     }
     return 0;
+}
+
+/* The v1 AVX2 kernel: the same source as the library's, built with
+ * LMB_SKIN_V1 (its entry is lmb_skin_range_avx2_v1). */
+#define LMB_SKIN_V1 1
+#include "x86/skinning_avx2.c"
+
+typedef struct v1_skinner {
+    void *mesh_mem;
+    lmb_skin_target target;
+    lmb_skin_task task;
+    lmb_skin_range_fn run;
+} v1_skinner;
+
+#define V1_MT "limber.baseline_skin.v1"
+
+static int v1_gc(lua_State *L) {
+    v1_skinner *s = (v1_skinner *)luaL_checkudata(L, 1, V1_MT);
+    free(s->mesh_mem);
+    s->mesh_mem = NULL;
+    return 0;
+}
+
+/* One frame: every work item of the task, in order, on this thread. */
+static int v1_frame(lua_State *L) {
+    v1_skinner *s = (v1_skinner *)lua_touserdata(L, lua_upvalueindex(1));
+    uint64_t items = lmb_skin_task_items(&s->task);
+    for (uint64_t i = 0; i < items; i++)
+        lmb_skin_task_item_with(&s->task, (uint32_t)i, s->run);
+    return 0;
+}
+
+static int v1_fail(lua_State *L, const lmb_error *err) {
+    char msg[256];
+    lmb_error_format(err, msg, sizeof msg);
+    return luaL_error(L, "v1: %s", msg);
+}
+
+/* v1(pos, pos_bytes, nrm, nrm_bytes, joints(u16x4), j_bytes, weights(f32x4), w_bytes,
+ *    palette(mat4), pal_bytes, out_pos, op_bytes, out_nrm, on_bytes, V, K, N, level)
+ * prepares the v1 kernel for N instances of the mesh (sorted like limber's,
+ * outputs in sorted order as separate float3 streams at i*V*3) and returns
+ * a function that skins one frame. level: "avx512", "avx2" or "portable"
+ * (the kernel limber would pick at that level). The buffers must outlive
+ * the function (the benchmark keeps them). */
+static int l_v1(lua_State *L) {
+    lua_Integer V = luaL_checkinteger(L, 15), K = luaL_checkinteger(L, 16),
+                N = luaL_checkinteger(L, 17);
+    static const char *const levels[] = {"portable", "avx2", "avx512", NULL};
+    int level = luaL_checkoption(L, 18, NULL, levels);
+    luaL_argcheck(L, V > 0 && V <= (1 << 24), 15, "vertex count out of range");
+    luaL_argcheck(L, K > 0 && K <= 1024, 16, "joint count out of range");
+    luaL_argcheck(L, N > 0 && N <= 4096, 17, "instance count out of range");
+    luaL_argcheck(L, level <= lmb_simd_cpu_level(), 18, "not supported by this CPU");
+    const float *pos = ptr_arg(L, 1, (size_t)V * 12);
+    const float *nrm = ptr_arg(L, 3, (size_t)V * 12);
+    const uint16_t *jnt = ptr_arg(L, 5, (size_t)V * 8);
+    const float *wgt = ptr_arg(L, 7, (size_t)V * 16);
+    const float *pal = ptr_arg(L, 9, (size_t)(N * K) * 64);
+    float *op = ptr_arg(L, 11, (size_t)(N * V) * 12);
+    float *on = ptr_arg(L, 13, (size_t)(N * V) * 12);
+    v1_skinner *s = (v1_skinner *)lua_newuserdata(L, sizeof *s);
+    memset(s, 0, sizeof *s);
+    luaL_newmetatable(L, V1_MT);
+    lua_pushcfunction(L, v1_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    uint32_t *joints = (uint32_t *)lua_newuserdata(L, (size_t)V * 16);
+    for (lua_Integer k = 0; k < V * 4; k++)
+        joints[k] = jnt[k];
+    lmb_skin_source src;
+    memset(&src, 0, sizeof src);
+    src.vertex_count = (uint32_t)V;
+    src.pos = pos, src.nrm = nrm, src.joints = joints, src.weights = wgt;
+    src.skin_joints = (uint32_t)K;
+    uint32_t counts[5];
+    lmb_error err;
+    if (lmb_skin_mesh_count(&src, counts, &err) != LMB_OK) return v1_fail(L, &err);
+    s->mesh_mem = malloc(lmb_skin_mesh_bytes(&src, counts));
+    if (!s->mesh_mem) return luaL_error(L, "v1: out of memory");
+    const lmb_skin_mesh *mesh = lmb_skin_mesh_build(s->mesh_mem, &src, counts);
+    lua_pop(L, 1); /* the joints: copied into the mesh */
+    lmb_skin_target_desc td;
+    memset(&td, 0, sizeof td);
+    td.vertices = V, td.instances = N;
+    td.base[LMB_SKIN_POS] = op, td.base[LMB_SKIN_NRM] = on;
+    td.width[LMB_SKIN_POS] = td.width[LMB_SKIN_NRM] = 3;
+    td.elements[LMB_SKIN_POS] = td.elements[LMB_SKIN_NRM] = (size_t)(N * V);
+    if (lmb_skin_target_validate(&td, &err) != LMB_OK) return v1_fail(L, &err);
+    lmb_skin_target_init(&s->target, &td);
+    lmb_skin_job j;
+    memset(&j, 0, sizeof j);
+    j.mesh = mesh, j.palette = pal;
+    j.palette_joints = (uint32_t)K, j.palette_instances = (uint32_t)N;
+    j.layout = LMB_PALETTE_MAT4, j.target = &s->target;
+    j.first = 0, j.count = (uint32_t)N, j.slot = 0;
+    if (lmb_skin_job_validate(&j, &err) != LMB_OK) return v1_fail(L, &err);
+    lmb_skin_job_task(&j, &s->task);
+    s->run = level == LMB_SIMD_AVX512 ? lmb_skin_range_avx512
+             : level == LMB_SIMD_AVX2 ? lmb_skin_range_avx2_v1
+                                      : lmb_skin_range_portable;
+    lua_pushcclosure(L, v1_frame, 1);
+    return 1;
 }
 
 /** now(): seconds from a monotonic wall clock (threads make os.clock useless). */
@@ -143,6 +253,8 @@ EXPORT int luaopen_limber_baseline_skin(lua_State *L) {
     lua_newtable(L);
     lua_pushcfunction(L, l_naive);
     lua_setfield(L, -2, "naive");
+    lua_pushcfunction(L, l_v1);
+    lua_setfield(L, -2, "v1");
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");
     lua_pushcfunction(L, l_cpus);

@@ -20,6 +20,17 @@
  * width and layout as constants: one straight loop per influence count with
  * no branch on the count; the only run-time tests are loop-invariant (file
  * order map, width-4 streams) or the last vertex of an odd range. */
+/* LMB_SKIN_V1: this file compiled a second time, into the skinning
+ * benchmark's baseline module (examples/baselines/skin.c), as the kernel
+ * was before its software pipeline: same loops, pairs one after another.
+ * Its entry is then lmb_skin_range_avx2_v1. */
+#ifdef LMB_SKIN_V1
+#define lmb_skin_range_avx2 lmb_skin_range_avx2_v1
+#define LMB_SKIN_PIPELINE 0
+#else
+#define LMB_SKIN_PIPELINE 1
+#endif
+
 #include "palette.h"
 #include "simd.h"
 #include "skinning.h"
@@ -299,7 +310,7 @@ LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, u
      * pair's loads and FMAs instead of filling the out-of-order window
      * (1.08-1.15x per vertex on one thread, docs/skinning.md). The
      * stores keep their order: all of one pair's before any of the next. */
-    if (v + 3 < hi) {
+    if (LMB_SKIN_PIPELINE && v + 3 < hi) {
         float *qp[2], *qn[2], *qt[2]; /* the pending pair's destinations */
         pair_out pend = pair_xform(pal, J, W, k, wk, sp, sn, st, 1, P, N, T);
         for (;;) {
