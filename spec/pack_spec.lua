@@ -662,6 +662,129 @@ describe("limber.anim.pack", function()
       "limber.anim.clip: desc.pack: option 'tolerance' must be", 1, true)
   end)
 
+  it("gives the keys it keeps through track_keys: grid times, decoded values, its interpolation",
+    function()
+      local function lerp(a, b, f)
+        local r = {}
+        for c = 1, #a do r[c] = a[c] + f * (b[c] - a[c]) end
+        return r
+      end
+      local function normalize(q)
+        local n = math.sqrt(q[1] ^ 2 + q[2] ^ 2 + q[3] ^ 2 + q[4] ^ 2)
+        return { q[1] / n, q[2] / n, q[3] / n, q[4] / n }
+      end
+      local function slerp(a, b, f)
+        local d = a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4]
+        if d < 0 then b, d = { -b[1], -b[2], -b[3], -b[4] }, -d end
+        if d > 0.9995 then return normalize(lerp(a, b, f)) end
+        local th = math.acos(d)
+        local wa, wb = math.sin((1 - f) * th) / math.sin(th), math.sin(f * th) / math.sin(th)
+        return { wa * a[1] + wb * b[1], wa * a[2] + wb * b[2], wa * a[3] + wb * b[3],
+                 wa * a[4] + wb * b[4] }
+      end
+      -- a rotation near another, or near its negative (the same turn), component by component
+      local function same_turn(want, got, tol, where)
+        if want[1] * got[1] + want[2] * got[2] + want[3] * got[3] + want[4] * got[4] < 0 then
+          got = { -got[1], -got[2], -got[3], -got[4] }
+        end
+        assert(H.maxdiff(want, got) <= tol, where .. ": off by " .. H.maxdiff(want, got))
+      end
+      local function key(values, k, w)
+        local v = {}
+        for c = 1, w do v[c] = values[(k - 1) * w + c] end
+        return v
+      end
+      for trial = 1, 8 do
+        local skel = rand_skeleton(math.random(3, 20))
+        local interp = trial % 4 == 0 and "STEP" or "LINEAR"
+        local exact = rand_clip(skel, { uniform = trial % 3 ~= 0, interpolation = interp,
+                                        keys = math.random(8, 60) })
+        local packed = anim.pack(exact, skel, { tolerance = 0.01 })
+        if packed:packed() then
+          local tracks, rebuilt = packed:joint_tracks(), {}
+          assert.truthy(#tracks <= #exact:joint_tracks()) -- tracks equal to the rest pose go
+          for _, tr in ipairs(tracks) do
+            local j, path = tr.joint, tr.path
+            local w = path == "rotation" and 4 or 3
+            local times, values, how = packed:track_keys(j, path)
+            local where = ("trial %d joint %d %s"):format(trial, j, path)
+            assert.equal(interp, how, where)
+            assert.equal(tr.keys, #times, where)
+            assert.equal(tr.keys * w, #values, where)
+            for k = 2, #times do assert.truthy(times[k] > times[k - 1], where) end
+            -- the first and last keys sit on the exact clip's first and last key times
+            local et = exact:track_keys(j, path)
+            assert.near(et[1], times[1], 1e-5, where)
+            if #times > 1 then assert.near(et[#et], times[#times], 1e-4, where) end
+            -- a key's value is what the packed clip plays at its time (a rotation or its
+            -- negative: the same turn)
+            for k = 1, #times do
+              local got = { packed:sample_joint(j, path, times[k], false) }
+              if w == 4 then
+                same_turn(key(values, k, w), got, 2e-6, where .. " key " .. k)
+              else
+                assert.near(got, key(values, k, w), 2e-6, where .. " key " .. k)
+              end
+            end
+            -- between keys: lerp, rotations slerp (STEP: the key before); on a uniform
+            -- grid (an irregular one interpolates by frame position, not time)
+            for _ = 1, 4 do
+              if #times > 1 and trial % 3 ~= 0 then
+                local k = math.random(1, #times - 1)
+                local f = H.rand(0.1, 0.9)
+                local t = times[k] + f * (times[k + 1] - times[k])
+                local a, b = key(values, k, w), key(values, k + 1, w)
+                local want = interp == "STEP" and a
+                  or path == "rotation" and slerp(a, b, f) or lerp(a, b, f)
+                local got = { packed:sample_joint(j, path, t, false) }
+                if path == "rotation" then
+                  -- the sampler slerps the keys as decoded, before normalising them: a
+                  -- key off unit length by the quantization step moves the factor (by
+                  -- a few 1e-3 at this tolerance), so the bound grows with the angle between keys
+                  local d = math.abs(a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4])
+                  same_turn(want, got, 3e-6 + 1e-2 * 2 * math.acos(math.min(d, 1)), where)
+                else
+                  assert.near(want, got, 2e-5, where)
+                end
+              end
+            end
+            rebuilt[#rebuilt + 1] = { joint = j, path = path, interpolation = how, times = times,
+                                      values = values }
+          end
+          -- an exact clip of those keys plays them (slerp for rotations, as the packed clip)
+          local again = anim.clip({ tracks = rebuilt, pack = false }, skel)
+          for _, tr in ipairs(rebuilt) do
+            local w = tr.path == "rotation" and 4 or 3
+            for k = 1, #tr.times - 1 do
+              local f = H.rand(0.1, 0.9)
+              local t = tr.times[k] + f * (tr.times[k + 1] - tr.times[k])
+              local a, b = key(tr.values, k, w), key(tr.values, k + 1, w)
+              local want = interp == "STEP" and a
+                or tr.path == "rotation" and slerp(a, b, f) or lerp(a, b, f)
+              local got = { again:sample_joint(tr.joint, tr.path, t, false) }
+              if tr.path == "rotation" then
+                same_turn(want, got, 3e-6, "rebuilt rotation")
+              else
+                assert.near(want, got, 2e-5, "rebuilt " .. tr.path)
+              end
+            end
+          end
+        end
+      end
+      -- tracks the packed clip does not have, and paths no joint track has
+      local skel = rand_skeleton(3)
+      local one = anim.pack(anim.clip({ pack = false, tracks = {
+        { joint = 2, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, 1, 1, 1 } } } },
+        skel), skel, { tolerance = 1e-3 })
+      assert.is_true(one:packed())
+      assert.is_nil(one:track_keys(2, "rotation"))
+      assert.is_nil(one:track_keys(1, "translation"))
+      assert.is_nil(one:track_keys(9, "translation"))
+      assert.is_nil(one:track_keys(-1, "translation"))
+      assert.is_nil(one:track_keys(2, "float"))
+      assert.is_table(one:track_keys(2, "translation"))
+    end)
+
   it("refuses bad arguments by name", function()
     local skel = rand_skeleton(3)
     local small = rand_skeleton(1)

@@ -94,11 +94,57 @@ describe("limber.retarget.clip", function()
     assert.equal("tail", mapped:name())
   end)
 
+  -- A glTF load packs its clips by default: their retargeted clips are packed for the
+  -- new rig and play the exact clip's retargeted poses within the two packings' tolerances
+  -- (the source's, scaled with the rig, and the new one's).
+  it("carries a packed clip (a glTF load's default) like the exact one, within the tolerances",
+    function()
+      local big = other_fox(1.5)
+      local packed_fox = limber.gltf.load(H.assets .. "Fox/Fox.glb")
+      local tol_src = limber.anim.PACK_TOLERANCE * limber.anim.rig_size(skel)
+      local tol_big = limber.anim.PACK_TOLERANCE * limber.anim.rig_size(big)
+      for a = 1, 3 do
+        local packed = packed_fox.animations[a].clips[1]
+        assert.is_true(packed:packed())
+        local exact_moved = rt.clip(fox.animations[a].clips[1], skel, big)
+        local moved = rt.clip(packed, skel, big)
+        assert.is_false(exact_moved:packed())
+        assert.is_true(moved:packed())
+        assert.near(packed:duration(), moved:duration(), 1e-6)
+        local worst = 0
+        for f = 0, 20 do
+          local t = f / 20 * packed:duration()
+          local p, q = pose_at(big, exact_moved, t), pose_at(big, moved, t)
+          for j = 1, big:joint_count() do
+            local m, n = p:model(1, j), q:model(1, j)
+            worst = math.max(worst, H.maxdiff({ m[13], m[14], m[15] }, { n[13], n[14], n[15] }))
+          end
+        end
+        -- a coordinate differs by at most the distance, which the two packings bound
+        assert.truthy(worst <= 1.5 * tol_src + tol_big,
+          ("anim %d: %g against %g"):format(a, worst, 1.5 * tol_src + tol_big))
+        assert.truthy(worst > 0) -- packed twice: not the exact clip's poses
+      end
+      -- mirrored: packed again, within both tolerances of the exact clip's mirror
+      local walk = packed_fox.animations[2].clips[1]
+      local m1, m2 = rt.mirror(walk, skel), rt.mirror(fox.animations[2].clips[1], skel)
+      assert.is_true(m1:packed())
+      local worst = 0
+      for f = 0, 20 do
+        local t = f / 20 * walk:duration()
+        local p, q = pose_at(skel, m1, t), pose_at(skel, m2, t)
+        for j = 1, skel:joint_count() do
+          local m, n = p:model(1, j), q:model(1, j)
+          worst = math.max(worst, H.maxdiff({ m[13], m[14], m[15] }, { n[13], n[14], n[15] }))
+        end
+      end
+      assert.truthy(worst <= 2 * tol_src, ("mirror: %g against %g"):format(worst, 2 * tol_src))
+    end)
+
   it("refuses what it cannot carry", function()
     local function fails(pat, fn) assert.error_matches(fn, pat, 1, true) end
-    local packed = limber.gltf.load(H.assets .. "Fox/Fox.glb").animations[2].clips[1]
-    fails("bad argument #1 to 'limber.retarget.clip' (a packed clip keeps no keys per track",
-      function() rt.clip(packed, skel, skel) end)
+    fails("bad argument #1 to 'limber.retarget.clip' (limber.Clip expected, got table)",
+      function() rt.clip({}, skel, skel) end)
     fails("bad argument #3 to 'limber.retarget.clip' (limber.Skeleton expected, got nil)",
       function() rt.clip(fox.animations[1].clips[1], skel) end)
     fails("unknown option 'scale'", function() rt.clip(fox.animations[1].clips[1], skel, skel, { scale = 2 }) end)

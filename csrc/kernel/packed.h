@@ -21,9 +21,11 @@
  *         keys being stored with w >= 0 (q and -q are one rotation).
  * A stream's key record holds its rows' quantized values (8 joints each)
  * one after the other, so the two keys a sample reads are adjacent bytes.
- * Rotations are stored sign-continuous per joint and interpolated with
- * normalised lerp (the compressor measures exactly that decoding against
- * the source, so the bound covers it); translations and scales with lerp.
+ * Rotations are stored sign-continuous per joint and interpolated by slerp
+ * on the shorter arc, as exact clips are (qpoly.h's polynomials, lerp
+ * weights for keys a few degrees apart, then normalised; the compressor
+ * measures exactly that decoding against the source, so the bound covers
+ * it); translations and scales with lerp.
  *
  * The compressor (lmb_pack_*) picks, per stream, the step and the row
  * kinds that use the fewest bytes while every joint's local error stays

@@ -470,18 +470,52 @@ static int l_clip_sample_joint(lua_State *L) {
     return 1;
 }
 
-/** clip:track_keys(j, path): the keys of joint j's track for `path` of an
- * exact clip: key times (table), values (flat table: width numbers per key,
- * in-tangent, value, out-tangent for CUBICSPLINE; rotations normalised) and
- * the interpolation name; nil when the clip has no such track. A packed clip
- * keeps no keys per track: an error. */
+/* track_keys of a packed clip: the keys of the stream that holds (joint
+ * j, path): its key frames (every step-th frame of the grid and the last
+ * one, or the stream's own frames), their grid times and the values
+ * decoded there (what the sampler gives at those times). */
+static int packed_track_keys(lua_State *L, const lmb_clip *c, lua_Integer j, int path) {
+    const lmb_packed *p = &c->packed;
+    if (path > LMB_PATH_S || j < 1 || j > (lua_Integer)c->joint_span ||
+        !lmb_packed_tracks(p, (uint32_t)(j - 1), (uint32_t)path)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    static const uint32_t first[3] = {0, 3, 7}; /* the path's components in a decoded chunk */
+    const uint32_t q = (uint32_t)(j - 1) / 8, lane = (uint32_t)(j - 1) % 8;
+    const uint32_t width = path == LMB_PATH_R ? 4 : 3;
+    const lmb_pstream *s = p->streams + (size_t)q * 3 + (size_t)path;
+    lua_createtable(L, (int)s->keys, 0);
+    lua_createtable(L, (int)(s->keys * width), 0);
+    float out[10 * 8];
+    for (uint32_t k = 0; k < s->keys; k++) {
+        uint32_t f = s->step ? (k * s->step < p->frames - 1 ? k * s->step : p->frames - 1)
+                             : p->keyframes[s->kf + k];
+        double t = p->times ? (double)p->times[f] : (double)p->t0 + (double)f * (double)p->dt;
+        lua_pushnumber(L, (lua_Number)t);
+        lua_rawseti(L, -3, (lua_Integer)k + 1);
+        lmb_packed_chunk(p, q, (float)f, out, 8);
+        for (uint32_t e = 0; e < width; e++) {
+            lua_pushnumber(L, (lua_Number)out[(first[path] + e) * 8 + lane]);
+            lua_rawseti(L, -2, (lua_Integer)(k * width + e) + 1);
+        }
+    }
+    lua_pushstring(L, interp_names[p->interp]);
+    return 3;
+}
+
+/** clip:track_keys(j, path): the keys of joint j's track for `path`: key
+ * times (table), values (flat table: width numbers per key, in-tangent,
+ * value, out-tangent for CUBICSPLINE; rotations normalised) and the
+ * interpolation name; nil when the clip has no such track. A packed clip
+ * gives the keys its stream keeps, decoded (LINEAR or STEP); between them
+ * it interpolates as an exact clip of those keys does, except on an
+ * irregular grid, where it interpolates by grid frame, not by time. */
 static int l_clip_track_keys(lua_State *L) {
     lmb_clip *c = check_clip(L, 1);
     lua_Integer j = luaL_checkinteger(L, 2);
     int path = luaL_checkoption(L, 3, NULL, path_names);
-    if (c->packed.streams)
-        return luaL_error(L, "limber.Clip:track_keys: a packed clip keeps no keys per track "
-                             "(use the exact clip)");
+    if (c->packed.streams) return packed_track_keys(L, c, j, path);
     for (uint32_t m = 0; m < c->joint_track_count; m++) {
         const lmb_track *tr = c->tracks + m;
         if ((lua_Integer)tr->target + 1 != j || tr->path != path) continue;

@@ -1,8 +1,11 @@
 --- limber.retarget: one clip for many rigs. `clip` carries a clip made for
 -- one skeleton onto another whose joints share names (or through a name
 -- map); `mirror` reflects a clip across a plane, swapping left and right.
--- Both build once and return a normal exact clip with the same key times
--- and interpolation as the source (keys are transformed, not resampled).
+-- Both build once and return a normal clip with the same key times and
+-- interpolation as the source (keys are transformed, not resampled): exact
+-- from an exact clip; from a packed clip (a glTF load's, or anim.clip's
+-- default) the keys its streams keep, decoded (clip:track_keys), carried, and
+-- packed again at the default tolerance for the skeleton the clip is made for.
 --
 -- Rotations are carried relative to each skeleton's rest pose in world-aligned
 -- terms: with W the rest world rotation of a joint and P its parent's, a
@@ -17,7 +20,9 @@
 -- Mirroring maps joint j to its counterpart m (by name: Left/Right, left/right,
 -- _L/_R, _l/_r, .L/.R, .l/.r, L_/R_; trailing `_<digits>` ignored; or an
 -- explicit map) and reflects the world-aligned rotation from rest and the
--- translation across the plane: mirroring twice gives the original keys.
+-- translation across the plane: mirroring an exact clip twice gives the
+-- original keys (a packed clip's twice-mirrored keys are within twice the
+-- packing tolerance of its own).
 -- @module limber.retarget
 local anim = require "limber.anim"
 local check = require "limber.check"
@@ -96,10 +101,13 @@ end
 
 local function check_clip(c, n, fname)
   if not check.is_a(c, "limber.Clip") then check.arg_error(n, fname, "limber.Clip", c, 3) end
-  if c:packed() then
-    check.arg_fail(n, fname, "a packed clip keeps no keys per track (give the exact clip:"
-      .. " anim.clip with pack = false, or a glTF load with tolerance = 0)", 3)
-  end
+end
+
+-- The new clip's `pack` field: a packed clip's result is packed too (at the
+-- default tolerance, for the skeleton it is made for), an exact clip's stays exact.
+local function pack_like(c)
+  if c:packed() then return nil end
+  return false
 end
 
 local function check_skel(s, n, fname)
@@ -139,7 +147,7 @@ local function map_keys(path, values, interp, fv, fq)
 end
 
 --- Carries a clip made for skeleton `from` onto skeleton `to`.
--- @tparam limber.Clip clip an exact clip of `from`
+-- @tparam limber.Clip clip a clip of `from` (exact or packed)
 -- @tparam limber.Skeleton from
 -- @tparam limber.Skeleton to
 -- @tparam[opt] table opts `map` (target joint name -> source joint name, for
@@ -192,7 +200,7 @@ function M.clip(clip, from, to, opts)
     end
   end
   return anim.clip({ name = o.name or clip:name(), tracks = tracks, duration = clip:duration(),
-    pack = false }, to)
+    pack = pack_like(clip) }, to)
 end
 
 local SIDES = { { "Left", "Right" }, { "left", "right" }, { "_L", "_R" }, { "_l", "_r" },
@@ -244,7 +252,7 @@ end
 
 --- Mirrors a clip across a plane through the origin of the skeleton's
 -- model space, swapping left and right joints.
--- @tparam limber.Clip clip an exact clip of `skeleton`
+-- @tparam limber.Clip clip a clip of `skeleton` (exact or packed)
 -- @tparam limber.Skeleton skeleton
 -- @tparam[opt] table opts `axis` ("x", default, "y" or "z": the plane's
 --   normal), `map` (joint name -> its counterpart's name, both ways, for
@@ -291,7 +299,7 @@ function M.mirror(clip, skeleton, opts)
     end, tracks)
   end
   return anim.clip({ name = o.name or clip:name(), tracks = tracks, duration = clip:duration(),
-    pack = false }, skeleton)
+    pack = pack_like(clip) }, skeleton)
 end
 
 return M
