@@ -146,8 +146,9 @@ describe("the benchmark's host helpers (limber.baseline_skin)", function()
   end)
 
   -- v1 is the kernel the benchmark's `speedup_vs_v1_1t` measures against: it
-  -- must compute what limber computes (the AVX2 software pipeline changed the
-  -- order of work, not the bits), or the ratio would compare different work.
+  -- must compute what limber computes, or the ratio would compare different
+  -- work. Same bits, but for the AVX2 kernel's normals, whose squared length
+  -- now adds its squares in another order (a few ulps: docs/skinning.md).
   it("v1 skins random meshes to the same bits as limber.skinning.run, at every level", function()
     assert.is_true(ok_load, base)
     local limber = require "limber"
@@ -204,7 +205,15 @@ describe("the benchmark's host helpers (limber.baseline_skin)", function()
         frame()
         local where = ("V %d, K %d, N %d, %s"):format(V, K, N, level)
         assert.equal(want_p:bytes(), got_p:bytes(), where)
-        assert.equal(want_n:bytes(), got_n:bytes(), where)
+        if level == "avx2" then
+          local a, b, worst = want_n:bytes(), got_n:bytes(), 0
+          for o = 1, #a, 4 do
+            worst = math.max(worst, math.abs(H.unpack("<f", a, o) - H.unpack("<f", b, o)))
+          end
+          assert.truthy(worst <= 5e-7, where .. ": normals differ by " .. worst)
+        else
+          assert.equal(want_n:bytes(), got_n:bytes(), where)
+        end
       end
     end
   end)

@@ -8,8 +8,9 @@
  * with x, y, z in-lane broadcasts of one 256-bit load of both sources
  * (float4 x y z w each): three FMAs for two vertices, results (A | B) ready
  * to store. Normals and tangents use the same blended matrix and are
- * normalised two at a time with rsqrt and one Newton step (a few float
- * ulps from the portable 1/sqrt).
+ * normalised with rsqrt and one Newton step (a few float ulps from the
+ * portable 1/sqrt), four at a time: the loop runs two pairs (a quad) per
+ * step, in a software pipeline.
  *
  * mat3x4 palettes: one vertex per step, rows 0 and 1 in a 256-bit register
  * and row 2 in 128 bits (1.5 FMAs per influence), dot products finished with
@@ -179,16 +180,42 @@ LMB_AVX2 static ALWAYS_INLINE void blend_cols(const char *pal, const uint32_t *J
     *c23 = b;
 }
 
-/* Normalises the xyz of both 128-bit halves; w lanes must be 0. */
-LMB_AVX2 static ALWAYS_INLINE __m256 normalize3x2(__m256 v) {
-    __m256 sq = _mm256_mul_ps(v, v);
-    __m256 s = _mm256_add_ps(sq, _mm256_permute_ps(sq, 0xB1));
-    s = _mm256_add_ps(s, _mm256_permute_ps(s, 0x4E));
+/* y * (1.5 - 0.5 * s * y * y) for y = rsqrt(s): 1/sqrt(s) to a few ulps
+ * (one Newton step; s at least 1e-30, so a zero vector stays zero). */
+LMB_AVX2 static ALWAYS_INLINE __m256 rsqrt_newton(__m256 s) {
     s = _mm256_max_ps(s, _mm256_set1_ps(1e-30f));
     __m256 y = _mm256_rsqrt_ps(s);
     __m256 hs = _mm256_mul_ps(_mm256_set1_ps(0.5f), s);
-    y = _mm256_mul_ps(y, _mm256_fnmadd_ps(hs, _mm256_mul_ps(y, y), _mm256_set1_ps(1.5f)));
-    return _mm256_mul_ps(v, y);
+    return _mm256_mul_ps(y, _mm256_fnmadd_ps(hs, _mm256_mul_ps(y, y), _mm256_set1_ps(1.5f)));
+}
+
+/* Normalises the xyz of both 128-bit halves; w lanes must be 0. The
+ * squared length is (x^2 + z^2) + (y^2 + w^2), the grouping of
+ * normalize3x4, so a vector gets the same bits from either. (The kernel
+ * before the quad steps, LMB_SKIN_V1, added (x^2 + y^2) + (z^2 + w^2).) */
+LMB_AVX2 static ALWAYS_INLINE __m256 normalize3x2(__m256 v) {
+    __m256 sq = _mm256_mul_ps(v, v);
+#if LMB_SKIN_PIPELINE
+    __m256 s = _mm256_add_ps(sq, _mm256_permute_ps(sq, 0x4E));
+    s = _mm256_add_ps(s, _mm256_permute_ps(s, 0xB1));
+#else
+    __m256 s = _mm256_add_ps(sq, _mm256_permute_ps(sq, 0xB1));
+    s = _mm256_add_ps(s, _mm256_permute_ps(s, 0x4E));
+#endif
+    return _mm256_mul_ps(v, rsqrt_newton(s));
+}
+
+/* Normalises the four vectors in the halves of n0 (a | b) and n1 (c | d),
+ * w lanes 0, with one rsqrt: unpacks put (x z) of a and c side by side
+ * (likewise y w), so one add of the squares and one of their swap give
+ * (|a|^2 |c|^2 |a|^2 |c|^2 | |b|^2 |d|^2 ...), each lane from its own
+ * vector only. */
+LMB_AVX2 static ALWAYS_INLINE void normalize3x4(__m256 *n0, __m256 *n1) {
+    __m256 t0 = _mm256_unpacklo_ps(*n0, *n1), t1 = _mm256_unpackhi_ps(*n0, *n1);
+    __m256 s = _mm256_add_ps(_mm256_mul_ps(t0, t0), _mm256_mul_ps(t1, t1));
+    __m256 y = rsqrt_newton(_mm256_add_ps(s, _mm256_permute_ps(s, 0x4E)));
+    *n0 = _mm256_mul_ps(*n0, _mm256_permute_ps(y, 0x00));
+    *n1 = _mm256_mul_ps(*n1, _mm256_permute_ps(y, 0x55));
 }
 
 /* Sources of vertices v and v + 1 (or v twice): (x y z w | x y z w). */
@@ -247,16 +274,19 @@ LMB_AVX2 static ALWAYS_INLINE pair_out pair_xform(const char *pal, const uint32_
     return o;
 }
 
-/* Normalises a pair's normals and tangents and stores its attributes:
+/* Normalises a pair's normals and tangents (unless NORM is 0: done
+ * already) and stores its attributes:
  * vertex A's, then B's, each in P N T order. A 16-byte store may spill onto
  * a later attribute of its vertex or, at the end of an interleaved stride,
  * onto the next vertex's first attribute (what the binding allows with
  * `full`), so those must be written after it. */
 LMB_AVX2 static ALWAYS_INLINE void pair_store(pair_out o, float *da_p, float *db_p, float *da_n,
                                               float *db_n, float *da_t, float *db_t, int TWO, int P,
-                                              int N, int T, int WIDE_P, int WIDE_N) {
-    __m256 nn = N ? normalize3x2(o.nn) : o.nn;
-    __m256 tt = T ? _mm256_blend_ps(normalize3x2(o.tt), o.ts, 0x88) : o.tt; /* w from the source */
+                                              int N, int T, int WIDE_P, int WIDE_N, int NORM) {
+    __m256 nn = N && NORM ? normalize3x2(o.nn) : o.nn;
+    __m256 tt = o.tt;
+    if (T)
+        tt = _mm256_blend_ps(NORM ? normalize3x2(o.tt) : o.tt, o.ts, 0x88); /* w from the source */
     if (P) store_v(da_p, _mm256_castps256_ps128(o.pp), 0, WIDE_P);
     if (N) store_v(da_n, _mm256_castps256_ps128(nn), 0, WIDE_N);
     if (T) _mm_storeu_ps(da_t, _mm256_castps256_ps128(tt));
@@ -277,7 +307,7 @@ LMB_AVX2 static ALWAYS_INLINE void pair(const char *pal, const uint32_t *J, cons
                                         float *db_n, float *da_t, float *db_t, int TWO, int P,
                                         int N, int T, int WIDE_P, int WIDE_N) {
     pair_store(pair_xform(pal, J, W, k, wk, sp, sn, st, TWO, P, N, T), da_p, db_p, da_n, db_n, da_t,
-               db_t, TWO, P, N, T, WIDE_P, WIDE_N);
+               db_t, TWO, P, N, T, WIDE_P, WIDE_N, 1);
 }
 
 /* mat4 palettes, two vertices per step so the folds and the normalisation
@@ -304,33 +334,51 @@ LMB_AVX2 static ALWAYS_INLINE void group2(const lmb_skin_range *r, uint32_t k, u
     const float *sn = N ? r->src_nrm + (size_t)(lo - r->src_base) * 4 : NULL;
     const float *st = T ? r->src_tan + (size_t)(lo - r->src_base) * 4 : NULL;
     uint32_t v = lo;
-    /* Pairs in a software pipeline: a pair's blend and transforms are
-     * issued before the previous pair's normalisation and stores, so the
-     * long tail of one pair (rsqrt, Newton step, stores) overlaps the next
-     * pair's loads and FMAs instead of filling the out-of-order window
-     * (1.08-1.15x per vertex on one thread, docs/skinning.md). The
-     * stores keep their order: all of one pair's before any of the next. */
-    if (LMB_SKIN_PIPELINE && v + 3 < hi) {
-        float *qp[2], *qn[2], *qt[2]; /* the pending pair's destinations */
-        pair_out pend = pair_xform(pal, J, W, k, wk, sp, sn, st, 1, P, N, T);
+    /* Quads (two pairs) in a software pipeline: a quad's blends and
+     * transforms are issued before the previous quad's normalisation and
+     * stores, so the long tail of one quad (rsqrt, Newton step, stores)
+     * overlaps the next quad's loads and FMAs instead of filling the
+     * out-of-order window, and one rsqrt normalises the quad's four
+     * normals (docs/skinning.md). The stores keep their order: vertex by
+     * vertex, each in P N T order. */
+    if (LMB_SKIN_PIPELINE && v + 7 < hi) {
+        /* the pending quad: its streams' bases and its vertices' offsets
+         * from them (in vertices: 0 1 2 3, or the map's) */
+        float *bp = dp, *bn = dn, *bt = dt;
+        size_t o[4] = {0, 1, 2, 3};
+        pair_out pa = pair_xform(pal, J, W, k, wk, sp, sn, st, 1, P, N, T);
+        pair_out pb = pair_xform(pal, J + 2 * k, W + 2 * wk, k, wk, sp + 8, N ? sn + 8 : NULL,
+                                 T ? st + 8 : NULL, 1, P, N, T);
         for (;;) {
-            size_t oa = MAP ? map[v] : (size_t)(v - lo), ob = MAP ? map[v + 1] : oa + 1;
-            qp[0] = P ? dp + oa * ps : NULL, qp[1] = P ? dp + ob * ps : NULL;
-            qn[0] = N ? dn + oa * ns : NULL, qn[1] = N ? dn + ob * ns : NULL;
-            qt[0] = T ? dt + oa * ts : NULL, qt[1] = T ? dt + ob * ts : NULL;
-            v += 2, J += 2 * k, W += 2 * wk, sp += 8;
-            if (N) sn += 8;
-            if (T) st += 8;
-            if (v + 1 >= hi) break;
-            pair_out cur = pair_xform(pal, J, W, k, wk, sp, sn, st, 1, P, N, T);
-            pair_store(pend, qp[0], qp[1], qn[0], qn[1], qt[0], qt[1], 1, P, N, T, WP, WN);
-            pend = cur;
-        }
-        pair_store(pend, qp[0], qp[1], qn[0], qn[1], qt[0], qt[1], 1, P, N, T, WP, WN);
-        if (!MAP) {
-            if (P) dp += (size_t)(v - lo) * ps;
-            if (N) dn += (size_t)(v - lo) * ns;
-            if (T) dt += (size_t)(v - lo) * ts;
+            if (MAP) {
+                for (uint32_t e = 0; e < 4; e++)
+                    o[e] = map[v + e];
+            } else {
+                bp = dp, bn = dn, bt = dt;
+                if (P) dp += 4 * ps;
+                if (N) dn += 4 * ns;
+                if (T) dt += 4 * ts;
+            }
+            v += 4, J += 4 * k, W += 4 * wk, sp += 16;
+            if (N) sn += 16;
+            if (T) st += 16;
+            const int more = v + 3 < hi;
+            pair_out ca = pa, cb = pb;
+            if (more) {
+                ca = pair_xform(pal, J, W, k, wk, sp, sn, st, 1, P, N, T);
+                cb = pair_xform(pal, J + 2 * k, W + 2 * wk, k, wk, sp + 8, N ? sn + 8 : NULL,
+                                T ? st + 8 : NULL, 1, P, N, T);
+            }
+            if (N) normalize3x4(&pa.nn, &pb.nn);
+            if (T) normalize3x4(&pa.tt, &pb.tt);
+            pair_store(pa, P ? bp + o[0] * ps : NULL, P ? bp + o[1] * ps : NULL,
+                       N ? bn + o[0] * ns : NULL, N ? bn + o[1] * ns : NULL,
+                       T ? bt + o[0] * ts : NULL, T ? bt + o[1] * ts : NULL, 1, P, N, T, WP, WN, 0);
+            pair_store(pb, P ? bp + o[2] * ps : NULL, P ? bp + o[3] * ps : NULL,
+                       N ? bn + o[2] * ns : NULL, N ? bn + o[3] * ns : NULL,
+                       T ? bt + o[2] * ts : NULL, T ? bt + o[3] * ts : NULL, 1, P, N, T, WP, WN, 0);
+            if (!more) break;
+            pa = ca, pb = cb;
         }
     }
     for (; v + 1 < hi; v += 2, J += 2 * k, W += 2 * wk, sp += 8) {
