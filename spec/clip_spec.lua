@@ -10,22 +10,7 @@ H.seed("clip")
 
 -- ---- plain Lua reference sampler (double precision) ---------------------
 
-local function qnorm(q)
-  local n = math.sqrt(q[1] ^ 2 + q[2] ^ 2 + q[3] ^ 2 + q[4] ^ 2)
-  return { q[1] / n, q[2] / n, q[3] / n, q[4] / n }
-end
-
-local function slerp(a, b, s)
-  local dot = a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4]
-  if dot < 0 then b, dot = { -b[1], -b[2], -b[3], -b[4] }, -dot end
-  if dot > 0.9999999 then
-    return qnorm({ a[1] + (b[1] - a[1]) * s, a[2] + (b[2] - a[2]) * s, a[3] + (b[3] - a[3]) * s,
-      a[4] + (b[4] - a[4]) * s })
-  end
-  local th = math.acos(dot)
-  local wa, wb = math.sin((1 - s) * th) / math.sin(th), math.sin(s * th) / math.sin(th)
-  return { wa * a[1] + wb * b[1], wa * a[2] + wb * b[2], wa * a[3] + wb * b[3], wa * a[4] + wb * b[4] }
-end
+local qnorm, slerp = H.qnorm, H.slerp
 
 -- Value of key k (1-based) of a track description as a table.
 local function key(tr, k, part)

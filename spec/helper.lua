@@ -608,6 +608,26 @@ end
 
 function H.qconj(a) return { -a[1], -a[2], -a[3], a[4] } end
 
+function H.qnorm(q)
+  local n = math.sqrt(q[1] ^ 2 + q[2] ^ 2 + q[3] ^ 2 + q[4] ^ 2)
+  return { q[1] / n, q[2] / n, q[3] / n, q[4] / n }
+end
+
+--- Slerp from a to b at s on the shorter arc, in double; keys whose dot is
+-- above `close` (default 0.9999999) are lerped and normalised instead.
+function H.slerp(a, b, s, close)
+  local dot = a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4]
+  if dot < 0 then b, dot = { -b[1], -b[2], -b[3], -b[4] }, -dot end
+  if dot > (close or 0.9999999) then
+    return H.qnorm({ a[1] + (b[1] - a[1]) * s, a[2] + (b[2] - a[2]) * s,
+                     a[3] + (b[3] - a[3]) * s, a[4] + (b[4] - a[4]) * s })
+  end
+  local th = math.acos(dot)
+  local wa, wb = math.sin((1 - s) * th) / math.sin(th), math.sin(s * th) / math.sin(th)
+  return { wa * a[1] + wb * b[1], wa * a[2] + wb * b[2], wa * a[3] + wb * b[3],
+           wa * a[4] + wb * b[4] }
+end
+
 --- v rotated by the unit quaternion q.
 function H.qrot(q, v)
   local p = H.qmul(H.qmul(q, { v[1], v[2], v[3], 0 }), H.qconj(q))

@@ -669,19 +669,8 @@ describe("limber.anim.pack", function()
         for c = 1, #a do r[c] = a[c] + f * (b[c] - a[c]) end
         return r
       end
-      local function normalize(q)
-        local n = math.sqrt(q[1] ^ 2 + q[2] ^ 2 + q[3] ^ 2 + q[4] ^ 2)
-        return { q[1] / n, q[2] / n, q[3] / n, q[4] / n }
-      end
-      local function slerp(a, b, f)
-        local d = a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4]
-        if d < 0 then b, d = { -b[1], -b[2], -b[3], -b[4] }, -d end
-        if d > 0.9995 then return normalize(lerp(a, b, f)) end
-        local th = math.acos(d)
-        local wa, wb = math.sin((1 - f) * th) / math.sin(th), math.sin(f * th) / math.sin(th)
-        return { wa * a[1] + wb * b[1], wa * a[2] + wb * b[2], wa * a[3] + wb * b[3],
-                 wa * a[4] + wb * b[4] }
-      end
+      -- the kernel's threshold for lerping close keys (LMB_NLERP_DOT)
+      local function slerp(a, b, f) return H.slerp(a, b, f, 0.9995) end
       -- a rotation near another, or near its negative (the same turn), component by component
       local function same_turn(want, got, tol, where)
         if want[1] * got[1] + want[2] * got[2] + want[3] * got[3] + want[4] * got[4] < 0 then

@@ -49,6 +49,21 @@ local function pose_at(sk, clip, t)
   return p
 end
 
+-- The largest difference of a joint's world position coordinate between
+-- clips a and b played on skeleton sk, at 21 times over `duration`.
+local function largest_gap(sk, a, b, duration)
+  local worst = 0
+  for f = 0, 20 do
+    local t = f / 20 * duration
+    local p, q = pose_at(sk, a, t), pose_at(sk, b, t)
+    for j = 1, sk:joint_count() do
+      local m, n = p:model(1, j), q:model(1, j)
+      worst = math.max(worst, H.maxdiff({ m[13], m[14], m[15] }, { n[13], n[14], n[15] }))
+    end
+  end
+  return worst
+end
+
 describe("limber.retarget.clip", function()
   it("gives a rig with 1.5x bones and other frames the same rotations from rest and 1.5x positions", function()
     local big, E = other_fox(1.5)
@@ -111,15 +126,7 @@ describe("limber.retarget.clip", function()
         assert.is_false(exact_moved:packed())
         assert.is_true(moved:packed())
         assert.near(packed:duration(), moved:duration(), 1e-6)
-        local worst = 0
-        for f = 0, 20 do
-          local t = f / 20 * packed:duration()
-          local p, q = pose_at(big, exact_moved, t), pose_at(big, moved, t)
-          for j = 1, big:joint_count() do
-            local m, n = p:model(1, j), q:model(1, j)
-            worst = math.max(worst, H.maxdiff({ m[13], m[14], m[15] }, { n[13], n[14], n[15] }))
-          end
-        end
+        local worst = largest_gap(big, exact_moved, moved, packed:duration())
         -- a coordinate differs by at most the distance, which the two packings bound
         assert.truthy(worst <= 1.5 * tol_src + tol_big,
           ("anim %d: %g against %g"):format(a, worst, 1.5 * tol_src + tol_big))
@@ -129,15 +136,7 @@ describe("limber.retarget.clip", function()
       local walk = packed_fox.animations[2].clips[1]
       local m1, m2 = rt.mirror(walk, skel), rt.mirror(fox.animations[2].clips[1], skel)
       assert.is_true(m1:packed())
-      local worst = 0
-      for f = 0, 20 do
-        local t = f / 20 * walk:duration()
-        local p, q = pose_at(skel, m1, t), pose_at(skel, m2, t)
-        for j = 1, skel:joint_count() do
-          local m, n = p:model(1, j), q:model(1, j)
-          worst = math.max(worst, H.maxdiff({ m[13], m[14], m[15] }, { n[13], n[14], n[15] }))
-        end
-      end
+      local worst = largest_gap(skel, m1, m2, walk:duration())
       assert.truthy(worst <= 2 * tol_src, ("mirror: %g against %g"):format(worst, 2 * tol_src))
     end)
 

@@ -33,19 +33,40 @@ static void *ptr_arg(lua_State *L, int arg, size_t need) {
     return lua_touserdata(L, arg);
 }
 
-/* naive(pos, pos_bytes, nrm, nrm_bytes, joints(u16x4), j_bytes, weights(f32x4), w_bytes,
- *       palette(mat4), pal_bytes, out_pos, op_bytes, out_nrm, on_bytes, V, K, N)
- * skins N instances (palette instance i at i*K*16 floats, outputs at i*V*3). */
+/* The arguments naive and v1 share: (pos, pos_bytes, nrm, nrm_bytes,
+ * joints(u16x4), j_bytes, weights(f32x4), w_bytes, palette(mat4),
+ * pal_bytes, out_pos, op_bytes, out_nrm, on_bytes, V, K, N). */
+typedef struct skin_args {
+    lua_Integer V, K, N;
+    const float *pos, *nrm, *wgt, *pal;
+    const uint16_t *jnt;
+    float *op, *on;
+} skin_args;
+
+static skin_args check_skin_args(lua_State *L) {
+    skin_args a;
+    a.V = luaL_checkinteger(L, 15), a.K = luaL_checkinteger(L, 16), a.N = luaL_checkinteger(L, 17);
+    luaL_argcheck(L, a.V > 0 && a.V <= (1 << 24), 15, "vertex count out of range");
+    luaL_argcheck(L, a.K > 0 && a.K <= 1024, 16, "joint count out of range");
+    luaL_argcheck(L, a.N > 0 && a.N <= 4096, 17, "instance count out of range");
+    a.pos = ptr_arg(L, 1, (size_t)a.V * 12);
+    a.nrm = ptr_arg(L, 3, (size_t)a.V * 12);
+    a.jnt = ptr_arg(L, 5, (size_t)a.V * 8);
+    a.wgt = ptr_arg(L, 7, (size_t)a.V * 16);
+    a.pal = ptr_arg(L, 9, (size_t)(a.N * a.K) * 64);
+    a.op = ptr_arg(L, 11, (size_t)(a.N * a.V) * 12);
+    a.on = ptr_arg(L, 13, (size_t)(a.N * a.V) * 12);
+    return a;
+}
+
+/* naive(<the shared arguments>) skins N instances (palette instance i at
+ * i*K*16 floats, outputs at i*V*3). */
 static int l_naive(lua_State *L) {
-    lua_Integer V = luaL_checkinteger(L, 15), K = luaL_checkinteger(L, 16),
-                N = luaL_checkinteger(L, 17);
-    const float *pos = ptr_arg(L, 1, (size_t)V * 12);
-    const float *nrm = ptr_arg(L, 3, (size_t)V * 12);
-    const uint16_t *jnt = ptr_arg(L, 5, (size_t)V * 8);
-    const float *wgt = ptr_arg(L, 7, (size_t)V * 16);
-    const float *pal = ptr_arg(L, 9, (size_t)(N * K) * 64);
-    float *op = ptr_arg(L, 11, (size_t)(N * V) * 12);
-    float *on = ptr_arg(L, 13, (size_t)(N * V) * 12);
+    skin_args a = check_skin_args(L);
+    const lua_Integer V = a.V, K = a.K, N = a.N;
+    const float *pos = a.pos, *nrm = a.nrm, *wgt = a.wgt, *pal = a.pal;
+    const uint16_t *jnt = a.jnt;
+    float *op = a.op, *on = a.on;
     for (lua_Integer v = 0; v < V; v++)
         for (int i = 0; i < 4; i++)
             if (jnt[v * 4 + i] >= K) return luaL_error(L, "joint out of range");
@@ -111,29 +132,21 @@ static int v1_fail(lua_State *L, const lmb_error *err) {
     return luaL_error(L, "v1: %s", msg);
 }
 
-/* v1(pos, pos_bytes, nrm, nrm_bytes, joints(u16x4), j_bytes, weights(f32x4), w_bytes,
- *    palette(mat4), pal_bytes, out_pos, op_bytes, out_nrm, on_bytes, V, K, N, level)
+/* v1(<the shared arguments>, level)
  * prepares the v1 kernel for N instances of the mesh (sorted like limber's,
  * outputs in sorted order as separate float3 streams at i*V*3) and returns
  * a function that skins one frame. level: "avx512", "avx2" or "portable"
  * (the kernel limber would pick at that level). The buffers must outlive
  * the function (the benchmark keeps them). */
 static int l_v1(lua_State *L) {
-    lua_Integer V = luaL_checkinteger(L, 15), K = luaL_checkinteger(L, 16),
-                N = luaL_checkinteger(L, 17);
     static const char *const levels[] = {"portable", "avx2", "avx512", NULL};
     int level = luaL_checkoption(L, 18, NULL, levels);
-    luaL_argcheck(L, V > 0 && V <= (1 << 24), 15, "vertex count out of range");
-    luaL_argcheck(L, K > 0 && K <= 1024, 16, "joint count out of range");
-    luaL_argcheck(L, N > 0 && N <= 4096, 17, "instance count out of range");
     luaL_argcheck(L, level <= lmb_simd_cpu_level(), 18, "not supported by this CPU");
-    const float *pos = ptr_arg(L, 1, (size_t)V * 12);
-    const float *nrm = ptr_arg(L, 3, (size_t)V * 12);
-    const uint16_t *jnt = ptr_arg(L, 5, (size_t)V * 8);
-    const float *wgt = ptr_arg(L, 7, (size_t)V * 16);
-    const float *pal = ptr_arg(L, 9, (size_t)(N * K) * 64);
-    float *op = ptr_arg(L, 11, (size_t)(N * V) * 12);
-    float *on = ptr_arg(L, 13, (size_t)(N * V) * 12);
+    skin_args a = check_skin_args(L);
+    const lua_Integer V = a.V, K = a.K, N = a.N;
+    const float *pos = a.pos, *nrm = a.nrm, *wgt = a.wgt, *pal = a.pal;
+    const uint16_t *jnt = a.jnt;
+    float *op = a.op, *on = a.on;
     v1_skinner *s = (v1_skinner *)lua_newuserdata(L, sizeof *s);
     memset(s, 0, sizeof *s);
     luaL_newmetatable(L, V1_MT);
