@@ -706,13 +706,14 @@ describe("limber.anim.pack", function()
             assert.near(et[1], times[1], 1e-5, where)
             if #times > 1 then assert.near(et[#et], times[#times], 1e-4, where) end
             -- a key's value is what the packed clip plays at its time (a rotation or its
-            -- negative: the same turn)
+            -- negative: the same turn; the sampler rounds the time to float, which moves
+            -- a fast joint by up to ~1e-5)
             for k = 1, #times do
               local got = { packed:sample_joint(j, path, times[k], false) }
               if w == 4 then
-                same_turn(key(values, k, w), got, 2e-6, where .. " key " .. k)
+                same_turn(key(values, k, w), got, 2e-5, where .. " key " .. k)
               else
-                assert.near(got, key(values, k, w), 2e-6, where .. " key " .. k)
+                assert.near(got, key(values, k, w), 2e-5, where .. " key " .. k)
               end
             end
             -- between keys: lerp, rotations slerp (STEP: the key before); on a uniform
