@@ -5,8 +5,9 @@
  * order. Plain scalar C, compiled like the rest of the project (no SIMD
  * intrinsics).
  * v1: limber's own kernel as it was when issue 19 asked for a faster one
- * (csrc/kernel/x86/skinning_avx2.c compiled again without its software
- * pipeline; the AVX-512 and portable kernels have not changed since), run
+ * (csrc/kernel/x86/skinning_avx2.c compiled again with LMB_SKIN_V1: no
+ * quads, no software pipeline, the old order of a normal's squares; the
+ * AVX-512 and portable kernels have not changed since), run
  * through the kernel's task items on one thread.
  * Also a monotonic wall clock for the benchmark and, on Linux, pinning the
  * calling thread to one CPU (to time each CPU of a host alone). Not

@@ -23,8 +23,9 @@
  * order map, width-4 streams) or the last vertex of an odd range. */
 /* LMB_SKIN_V1: this file compiled a second time, into the skinning
  * benchmark's baseline module (examples/baselines/skin.c), as the kernel
- * was before its software pipeline: same loops, pairs one after another.
- * Its entry is then lmb_skin_range_avx2_v1. */
+ * was when issue 19 was filed: pairs one after another (no quads, no
+ * software pipeline) and a normal's squares added as (x^2 + y^2) +
+ * (z^2 + w^2). Its entry is then lmb_skin_range_avx2_v1. */
 #ifdef LMB_SKIN_V1
 #define lmb_skin_range_avx2 lmb_skin_range_avx2_v1
 #define LMB_SKIN_PIPELINE 0
