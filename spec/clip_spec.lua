@@ -718,9 +718,17 @@ describe("dense clips (uniform key grid)", function()
         for j = 1, J do
           local ta, ra, xa = pa:trs(i, j)
           local tb, rb, xb = pb:trs(i, j)
-          -- the root's yaw removal (atan2 of the sampled rotation) can magnify
-          -- float rounding differences a few times
-          local tol = j == 1 and 2e-5 or 2e-6
+          -- the root's yaw removal (atan2 of the sampled rotation's forward
+          -- axis on the ground) turns a rounding difference d of the sampled
+          -- rotation into a yaw difference of about d / r, r the length of that
+          -- projection: near a vertical forward axis (r -> 0) the yaw is
+          -- ill-conditioned (seed 1796157897 on Lua 5.3: r = 0.002, 6e-5 off)
+          local tol = 2e-6
+          if j == 1 then
+            local x, y, z, w = ra[1], ra[2], ra[3], ra[4]
+            local r = math.sqrt((2 * (w * y + x * z)) ^ 2 + (1 - 2 * (y * y + x * x)) ^ 2)
+            tol = 2e-5 + 4e-6 / math.max(r, 1e-3)
+          end
           assert.near(tb, ta, tol)
           assert.quat_near(rb, ra, tol)
           assert.near(xb, xa, tol)
