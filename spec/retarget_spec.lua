@@ -51,10 +51,11 @@ end
 
 -- The largest difference of a joint's world position coordinate between
 -- clips a and b played on skeleton sk, at 21 times over `duration`.
-local function largest_gap(sk, a, b, duration)
+local function largest_gap(sk, a, b, duration, steps)
   local worst = 0
-  for f = 0, 20 do
-    local t = f / 20 * duration
+  steps = steps or 20
+  for f = 0, steps do
+    local t = f / steps * duration
     local p, q = pose_at(sk, a, t), pose_at(sk, b, t)
     for j = 1, sk:joint_count() do
       local m, n = p:model(1, j), q:model(1, j)
@@ -184,6 +185,22 @@ describe("limber.retarget.mirror", function()
         local tol = tr.path == "translation" and 1e-4 or 1e-5 -- Fox is about 100 units tall
         assert.near(v1, v2, tol, ("anim %d joint %d %s"):format(a, tr.joint, tr.path))
       end
+    end
+  end)
+
+  -- a packed clip's mirror is packed again within the tolerance of the mirrored
+  -- keys, and mirroring is an isometry: twice mirrored, it plays the packed clip's
+  -- poses within twice the tolerance (the claim of retarget.lua's header)
+  it("mirroring a packed clip twice plays its poses within twice the tolerance", function()
+    local packed_fox = limber.gltf.load(H.assets .. "Fox/Fox.glb")
+    local tol = limber.anim.PACK_TOLERANCE * limber.anim.rig_size(skel)
+    for a = 1, 3 do
+      local clip = packed_fox.animations[a].clips[1]
+      assert.is_true(clip:packed())
+      local twice = rt.mirror(rt.mirror(clip, skel), skel)
+      assert.is_true(twice:packed())
+      local worst = largest_gap(skel, clip, twice, clip:duration(), 60)
+      assert.truthy(worst <= 2 * tol, ("anim %d: %g against %g"):format(a, worst, 2 * tol))
     end
   end)
 
