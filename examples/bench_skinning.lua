@@ -435,6 +435,7 @@ if json_out then
     ('"mix2_ns_per_vertex_1t_avx2": %s'):format(m2["1t_avx2"]
       and ("%.4f"):format(m2["1t_avx2"].ns) or "null"),
     ('"speedup_vs_v1_1t": %.3f'):format(m2.v1.median / m2["1t"].median),
+    ('"v1_mix2_ns_per_vertex_1t": %.4f'):format(m2.v1.ns),
     ('"speedup_vs_v1_1t_avx2": %s'):format(m2.v1_avx2
       and ("%.3f"):format(m2.v1_avx2.median / m2["1t_avx2"].median) or "null"),
     ('"morph_ns_per_vertex_1t": %s'):format(mo and ("%.4f"):format(mo.morph.ns) or "null"),

@@ -15,6 +15,9 @@
 # a note otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# each stage's title with the minutes and seconds since the start, so a log
+# shows where the time goes (the whole command should stay near 30 minutes)
+stage() { printf '== %s [%dm%02ds]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 # CI installs every supported Lua (scripts/lua-versions.sh) before the build,
 # which also builds the benchmarks' baselines for each, and LOVE 11 and Xvfb
 # for the LOVE game's spec (spec/love_spec.lua)
@@ -22,29 +25,32 @@ if [ "${CI:-}" = "true" ]; then
   bash scripts/lua-versions.sh install
   bash scripts/deps.sh love xvfb xauth
 fi
+stage "build (scripts/build.sh)"
 bash scripts/build.sh
 
-echo "== busted, Lua 5.4 (installed tree)"
+stage "busted, Lua 5.4 (installed tree)"
 busted --exclude-tags=slow "$@"
 
 # The other Lua versions: each builds its own limber.core (LuaRocks for 5.1 to
 # 5.3, CMake -DLIMBER_LUA=luajit for LuaJIT) and runs the suite under its own
 # interpreter, two at a time (logs in build-test/). Specs tagged #once test
-# something no interpreter changes (C programs, documents, the LOVE game with
+# something no interpreter changes (C programs, the ThreadSanitizer build of
+# spec/states_spec.lua, documents, the LOVE game with
 # its own LuaJIT) and run in the 5.4 pass only.
+stage "busted on the other Luas, two at a time"
 bash scripts/lua-versions.sh run --exclude-tags=slow,once "$@"
 
-echo "== clang-format (.clang-format, every C file in the repository)"
+stage "clang-format (.clang-format, every C file in the repository)"
 git ls-files -z '*.c' '*.h' | xargs -0 clang-format --dry-run --Werror
 
-echo "== luacheck"
+stage "luacheck"
 luacheck --no-color -q lua spec examples
 
-echo "== API reference (LDoc)"
+stage "API reference (LDoc)"
 bash scripts/docs.sh
 
 if [ "${LIMBER_TEST_QUICK:-0}" != "1" ]; then
-  echo "== busted under AddressSanitizer + UndefinedBehaviorSanitizer"
+  stage "busted under AddressSanitizer + UndefinedBehaviorSanitizer"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DLIMBER_SANITIZE=ON -DLIMBER_WERROR=ON >/dev/null
   cmake --build build-asan -j "$(nproc)" >/dev/null
   preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
@@ -55,7 +61,7 @@ if [ "${LIMBER_TEST_QUICK:-0}" != "1" ]; then
     busted --run=asan --exclude-tags=slow,nosan "$@"
 
   if command -v lua5.1 >/dev/null && [ -f /usr/include/lua5.1/compat-5.3.h ]; then
-    echo "== busted under ASan + UBSan, Lua 5.1 (csrc/lua/lcompat.*: user-value tables, integer" \
+    stage "busted under ASan + UBSan, Lua 5.1 (csrc/lua/lcompat.*: user-value tables, integer" \
       "reads, string formats), the specs that cross the binding most"
     cmake -S . -B build-asan-5.1 -DLIMBER_LUA=5.1 -DCMAKE_BUILD_TYPE=Debug -DLIMBER_SANITIZE=ON \
       -DLIMBER_WERROR=ON -DLIMBER_BASELINES=OFF -DLIMBER_FUZZ_REPLAY=OFF >/dev/null
@@ -69,7 +75,7 @@ if [ "${LIMBER_TEST_QUICK:-0}" != "1" ]; then
       spec/skinning_spec.lua spec/gltf_errors_spec.lua
   fi
 
-  echo "== libFuzzer harnesses, 8 s each (about 60 s in all)"
+  stage "libFuzzer harnesses, 8 s each (about 60 s in all)"
   [ "${CI:-}" = "true" ] && bash scripts/deps.sh clang libclang-rt-14-dev
   probe="$(mktemp -d)"
   printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n);\n%s\n' \
@@ -85,13 +91,13 @@ if [ "${LIMBER_TEST_QUICK:-0}" != "1" ]; then
   rm -rf "$probe"
 
   if command -v clang >/dev/null; then
-    echo "== clang build, -Werror (the project's warnings, -Wconversion included, under clang too)"
+    stage "clang build, -Werror (the project's warnings, -Wconversion included, under clang too)"
     CC=clang cmake -S . -B build-clang -DLIMBER_WERROR=ON -DLIMBER_BASELINES=ON \
       -DLIMBER_FUZZ_REPLAY=ON >/dev/null
     cmake --build build-clang -j "$(nproc)" >/dev/null
   fi
 
-  echo "== valgrind memcheck (examples/smoke.lua)"
+  stage "valgrind memcheck (examples/smoke.lua)"
   bash scripts/valgrind.sh
 fi
-echo "== all tests passed"
+stage "all tests passed"

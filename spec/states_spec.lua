@@ -9,7 +9,8 @@
 -- The host is built against the running Lua, for the module it loads.
 -- Plain against the module busted loaded (with ASan when the suite runs
 -- under it: the host is then built with it and leaks are checked), and
--- under ThreadSanitizer with a module compiled here. The code before the
+-- under ThreadSanitizer with a module compiled here (in the Lua 5.4 pass only:
+-- tagged #once #nosan, see below). The code before the
 -- fix fails: one state's core.simd() changed the other's frames (and TSan
 -- reports the race), and a late finalizer restarted workers on memory
 -- lua_close then freed (a crash, or threads left behind).
@@ -74,7 +75,11 @@ describe("two lua_States", function()
       .. "late skins wrong 0"), out)
   end)
 
-  it("have no data race ThreadSanitizer can see", function()
+  -- #once #nosan: this test builds its own module with ThreadSanitizer (about a
+  -- minute, a third of a pass's time) and its threads live in the kernel's pool,
+  -- which no interpreter changes: the Lua 5.4 pass runs it; the sanitized pass
+  -- and the other interpreters run the first two tests
+  it("have no data race ThreadSanitizer can see #once #nosan", function()
     local host, err = build_host("two_states_tsan", "-O1 -g -fsanitize=thread")
     if not host then
       pending("no ThreadSanitizer in this compiler: " .. err:sub(1, 200))
