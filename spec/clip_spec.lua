@@ -612,6 +612,40 @@ describe("dense clips (uniform key grid)", function()
     end
   end)
 
+  it("slerp keys 0.05 to 70 degrees apart within 2e-6 of a float64 slerp (nlerp, near-key and acos weights)", function()
+    -- Every rotation key turns a random walk by a random angle up to maxdeg:
+    -- up to 3.6 degrees, lanes mix nlerp with the near-key polynomial; up to
+    -- 40, every chunk of 8 joints takes the polynomial; up to 70, chunks mix
+    -- it with acos and sin. Random signs check the shorter arc.
+    for round = 1, 9 do
+      local J = ({ 8, 16, 13 })[(round - 1) % 3 + 1]
+      local maxdeg = ({ 3.6, 40, 70 })[math.floor((round - 1) / 3) + 1]
+      local skel = skeleton(J)
+      local nkeys = 9
+      local times = {}
+      for k = 1, nkeys do times[k] = f32((k - 1) / 30) end
+      local tracks = {}
+      for j = 1, J do
+        local q, values = H.rand_quat(), {}
+        for _ = 1, nkeys do
+          local axis, deg = H.qnorm({ H.rand(-1, 1), H.rand(-1, 1), H.rand(-1, 1), 0 }), H.rand(0.05, maxdeg)
+          local h = math.rad(deg) / 2
+          q = H.qnorm(H.qmul(q, { axis[1] * math.sin(h), axis[2] * math.sin(h), axis[3] * math.sin(h),
+            math.cos(h) }))
+          local sign = math.random() < 0.3 and -1 or 1
+          for m = 1, 4 do values[#values + 1] = sign * q[m] end
+        end
+        tracks[j] = { joint = j, path = "rotation", interpolation = "LINEAR", times = times, values = values }
+      end
+      local desc = { tracks = tracks, pack = false }
+      local clip = anim.clip(desc, skel)
+      assert.is_true(clip:dense())
+      local set = {}
+      for i = 1, 19 do set[i] = { 1, f32(H.rand(0, clip:duration())), false } end
+      run_both(skel, { clip }, { desc }, set, 2e-6)
+    end
+  end)
+
   it("are not built for jittered, mixed-grid, mixed-interpolation or CUBICSPLINE clips", function()
     local skel = skeleton(4)
     -- one key 1% of the interval off the grid

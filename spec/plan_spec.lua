@@ -80,12 +80,24 @@ end
 
 -- A pose of N instances with random TRS everywhere; vals[i][j] = {t, q, s}
 -- as stored (float32, read back).
+-- When set, rand_pose's rotations are NEAR.base[j] turned by up to NEAR.deg
+-- degrees about a random axis (every source of a joint close to the others).
+local NEAR
+
+local function near_quat(j)
+  local b = NEAR.base[j]
+  local a = H.qnorm({ H.rand(-1, 1), H.rand(-1, 1), H.rand(-1, 1), 0 })
+  local h = math.rad(H.rand(0, NEAR.deg)) / 2
+  local sh = math.sin(h)
+  return H.qnorm(H.qmul(b, { a[1] * sh, a[2] * sh, a[3] * sh, math.cos(h) }))
+end
+
 local function rand_pose(skel, N)
   local pose, vals = limber.pose(skel, N), {}
   for i = 1, N do
     vals[i] = {}
     for j = 1, skel:joint_count() do
-      pose:set_trs(i, j, rand_t(), H.rand_quat(), rand_s())
+      pose:set_trs(i, j, rand_t(), NEAR and near_quat(j) or H.rand_quat(), rand_s())
       vals[i][j] = { pose:trs(i, j) }
     end
   end
@@ -506,6 +518,24 @@ describe("limber.stack", function()
       end
       stack:run()
       check_formulas(out, model, 2e-5, "new masks and references, round " .. round, all_instances(N))
+    end
+  end)
+
+  it("equals the layer formulas within 2e-6 for sources 0 to 30 and 0 to 60 degrees apart", function()
+    -- override folds between nearby rotations: lerp weights, the near-key
+    -- polynomial and (up to 60 degrees) acos and sin, in one block
+    keep_simd(finally)
+    finally(function() NEAR = nil end)
+    for round = 1, 8 do
+      limber.core.simd(round % 2 == 0)
+      local skel = random_skeleton(math.random(7, 20))
+      NEAR = { base = {}, deg = round <= 4 and 30 or 60 }
+      for j = 1, skel:joint_count() do NEAR.base[j] = H.rand_quat() end
+      local N = math.random(5, 11)
+      local stack, out, model = random_stack(skel, N, math.random(2, 3), rand_clips(skel, 3))
+      randomize_weights(stack, model, N)
+      stack:run()
+      check_formulas(out, model, 2e-6, "nearby rotations, round " .. round, all_instances(N))
     end
   end)
 

@@ -785,14 +785,31 @@ static void dense_chunk(const float *restrict a, const float *restrict b, float 
         far |= fabsf(dot[j]) <= LMB_NLERP_DOT;
     }
     if (far) {
-        /* branch-free, so the loop vectorises: slerp weights without the
-         * common 1 / sin(theta) (normalised below), or lerp weights */
+        /* branch-free, so the loops vectorise: slerp weights up to a common
+         * factor per joint (normalised below), or lerp weights; qpoly.h's
+         * near-key polynomial, and acos and sin for keys further apart */
+        float ka[4], kb[4];
+        lmb_slerp_near_coef(1.0f - alpha, ka);
+        lmb_slerp_near_coef(alpha, kb);
+        int wide = 0;
         for (int j = 0; j < 8; j++) {
-            float x = fabsf(dot[j]), theta = lmb_acos01(x);
-            float sa = lmb_sin_half_pi((1.0f - alpha) * theta), sb = lmb_sin_half_pi(alpha * theta);
+            float x = fabsf(dot[j]), u = 1.0f - x;
+            float sa = ka[0] + u * (ka[1] + u * (ka[2] + u * ka[3]));
+            float sb = kb[0] + u * (kb[1] + u * (kb[2] + u * kb[3]));
             float f = (float)(x <= LMB_NLERP_DOT);
             wa[j] = f * sa + (1.0f - f) * (1.0f - alpha);
             wb[j] = f * sb + (1.0f - f) * alpha;
+            wide |= u > LMB_SLERP_NEAR_U;
+        }
+        if (wide) {
+            for (int j = 0; j < 8; j++) {
+                float x = fabsf(dot[j]), theta = lmb_acos01(x);
+                float sa = lmb_sin_half_pi((1.0f - alpha) * theta);
+                float sb = lmb_sin_half_pi(alpha * theta);
+                float g = (float)(1.0f - x > LMB_SLERP_NEAR_U);
+                wa[j] = g * sa + (1.0f - g) * wa[j];
+                wb[j] = g * sb + (1.0f - g) * wb[j];
+            }
         }
     } else {
         for (int j = 0; j < 8; j++)

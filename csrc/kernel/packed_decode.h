@@ -205,8 +205,22 @@ PK(interp)(int ch, const lmb_v8f *va, const lmb_v8f *vb, float al, lmb_v8f *r) {
         uint64_t w[4];
         memcpy(w, &far, sizeof w);
         if (w[0] | w[1] | w[2] | w[3]) {
-            lmb_v8f th = PK(acosv)(x);
-            lmb_v8f sa = PK(sinv)(th * (1.0f - al)), sb = PK(sinv)(th * al);
+            /* qpoly.h's near-key polynomial; acos and sin where keys are
+             * further apart (weights up to a common factor per joint) */
+            float ka[4], kb[4];
+            lmb_slerp_near_coef(1.0f - al, ka);
+            lmb_slerp_near_coef(al, kb);
+            lmb_v8f u = 1.0f - x;
+            lmb_v8f sa = ka[0] + u * (ka[1] + u * (ka[2] + u * ka[3]));
+            lmb_v8f sb = kb[0] + u * (kb[1] + u * (kb[2] + u * kb[3]));
+            lmb_v8i wide = u > LMB_SLERP_NEAR_U;
+            memcpy(w, &wide, sizeof w);
+            if (w[0] | w[1] | w[2] | w[3]) {
+                lmb_v8f th = PK(acosv)(x);
+                lmb_v8f ea = PK(sinv)(th * (1.0f - al)), eb = PK(sinv)(th * al);
+                sa = (lmb_v8f)(((lmb_v8i)ea & wide) | ((lmb_v8i)sa & ~wide));
+                sb = (lmb_v8f)(((lmb_v8i)eb & wide) | ((lmb_v8i)sb & ~wide));
+            }
             wa = (lmb_v8f)(((lmb_v8i)sa & far) | ((lmb_v8i)wa & ~far));
             wb = (lmb_v8f)(((lmb_v8i)sb & far) | ((lmb_v8i)wb & ~far));
         }

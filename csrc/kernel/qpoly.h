@@ -36,4 +36,22 @@ static inline float lmb_sin_half_pi(float y) {
     return y + y * y2 * p;
 }
 
+/* Slerp weights for keys at most about 41 degrees apart, without acos, sin
+ * or sqrt. With cos(theta) = 1 - u, the series of acos(1 - u)^2 = 2u + u^2/3
+ * + 4u^3/45 + ... put into sin's gives sin(s theta) / theta = s (1 + u (c1 +
+ * u (c2 + u c3 + ...))) with c1 = -s^2/3, c2 = s^2 (s^2/30 - 1/18) and c3 =
+ * s^2 (s^2 (1/90 - s^2/630) - 2/135). For u <= LMB_SLERP_NEAR_U the dropped
+ * terms are below 3e-8 of s. The two weights of a slerp share the factor
+ * 1 / theta, which the normalisation that follows removes. */
+#define LMB_SLERP_NEAR_U 0.0625f
+
+/* k[0..3]: the weight at factor s is k0 + u (k1 + u (k2 + u k3)). */
+static inline void lmb_slerp_near_coef(float s, float k[4]) {
+    float s2 = s * s, s3 = s * s2;
+    k[0] = s;
+    k[1] = s3 * (-1.0f / 3.0f);
+    k[2] = s3 * (s2 * (1.0f / 30.0f) - 1.0f / 18.0f);
+    k[3] = s3 * (s2 * (1.0f / 90.0f - s2 * (1.0f / 630.0f)) - 2.0f / 135.0f);
+}
+
 #endif

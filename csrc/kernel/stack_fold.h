@@ -71,6 +71,15 @@ static inline V FOLD(sinv)(V y) {
     return y + y * y2 * p;
 }
 
+/* the slerp weight at factor s per lane for keys with cos(theta) = 1 - u:
+ * lmb_slerp_near_coef (qpoly.h) on vectors */
+static inline V FOLD(near)(V u, V s) {
+    V s2 = s * s, s3 = s * s2;
+    V k1 = s3 * (-1.0f / 3.0f), k2 = s3 * (s2 * (1.0f / 30.0f) - 1.0f / 18.0f);
+    V k3 = s3 * (s2 * (1.0f / 90.0f - s2 * (1.0f / 630.0f)) - 2.0f / 135.0f);
+    return s + u * (k1 + u * (k2 + u * k3));
+}
+
 /* A layer's playing sources in a block and their weights, which do not
  * depend on the joint: found once per layer, not once per joint. */
 typedef struct FOLD(lsrc) {
@@ -168,10 +177,22 @@ static void FOLD(fold_override)(const float *a, V f, float *p) {
     int any_far = 0;
     for (int l = 0; l < W; l++)
         any_far |= far[l] != 0;
-    if (any_far) { /* slerp weights without the common 1 / sin(theta) (normalised below) */
-        V theta = FOLD(acosv)(x);
-        wa = FOLD(sel)(far, FOLD(sinv)(h * theta), wa);
-        wb = FOLD(sel)(far, FOLD(sinv)(g * theta), wb);
+    if (any_far) {
+        /* slerp weights up to a common factor per lane (normalised below):
+         * qpoly.h's near-key polynomial, acos and sin for keys further apart */
+        V u = one - x;
+        V sa = FOLD(near)(u, h), sb = FOLD(near)(u, g);
+        VI wide = u > LMB_SLERP_NEAR_U;
+        int any_wide = 0;
+        for (int l = 0; l < W; l++)
+            any_wide |= (wide[l] & far[l]) != 0;
+        if (any_wide) {
+            V theta = FOLD(acosv)(x);
+            sa = FOLD(sel)(wide, FOLD(sinv)(h * theta), sa);
+            sb = FOLD(sel)(wide, FOLD(sinv)(g * theta), sb);
+        }
+        wa = FOLD(sel)(far, sa, wa);
+        wb = FOLD(sel)(far, sb, wb);
     }
     wb = FOLD(sel)(dot < 0.0f, -wb, wb);
     V q[4];

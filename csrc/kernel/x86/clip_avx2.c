@@ -8,11 +8,13 @@
  * then holds one component for the 8 lanes, which is exactly the pose's
  * SoA layout: results are stored with no shuffles. Outside the key range a
  * lane uses the first or last record with s = 0 (a * (1 - s) + b * s is
- * then exactly a). Rotation lanes whose keys are more than ~3.6 degrees
- * apart (slerp) and CUBICSPLINE tracks fall back to the scalar sampler for
- * those lanes. Key records are followed by 16 floats of padding, so loads
+ * then exactly a). Rotations lerp and normalise where keys are within
+ * ~3.6 degrees, else slerp: qpoly.h's near-key polynomial up to ~41
+ * degrees, acos and sin beyond. CUBICSPLINE tracks fall back to the
+ * scalar sampler per lane. Key records are followed by 16 floats of padding, so loads
  * past the last record stay inside the clip. */
 #include "clip.h"
+#include "qpoly.h"
 #include "simd.h"
 
 #if LMB_HAVE_X86
@@ -71,6 +73,26 @@ LMB_AVX2 static inline __m256 sin_poly(__m256 y) {
     for (int k = 4; k >= 0; k--)
         p = _mm256_fmadd_ps(p, y2, _mm256_set1_ps(c[k]));
     return _mm256_fmadd_ps(_mm256_mul_ps(p, y2), y, y);
+}
+
+/* k0 + u (k1 + u (k2 + u k3)): lmb_slerp_near_coef's weight (qpoly.h). */
+LMB_AVX2 static inline __m256 near_poly(__m256 u, const float k[4]) {
+    __m256 p = _mm256_fmadd_ps(u, _mm256_set1_ps(k[3]), _mm256_set1_ps(k[2]));
+    p = _mm256_fmadd_ps(u, p, _mm256_set1_ps(k[1]));
+    return _mm256_fmadd_ps(u, p, _mm256_set1_ps(k[0]));
+}
+
+/* The same weight at a factor s per lane: lmb_slerp_near_coef on vectors. */
+LMB_AVX2 static inline __m256 near_poly_v(__m256 u, __m256 s) {
+    __m256 s2 = _mm256_mul_ps(s, s), s3 = _mm256_mul_ps(s, s2);
+    __m256 k1 = _mm256_mul_ps(s3, _mm256_set1_ps(-1.0f / 3.0f));
+    __m256 k2 = _mm256_mul_ps(
+        s3, _mm256_fmadd_ps(s2, _mm256_set1_ps(1.0f / 30.0f), _mm256_set1_ps(-1.0f / 18.0f)));
+    __m256 k3 = _mm256_fnmadd_ps(s2, _mm256_set1_ps(1.0f / 630.0f), _mm256_set1_ps(1.0f / 90.0f));
+    k3 = _mm256_mul_ps(s3, _mm256_fmadd_ps(s2, k3, _mm256_set1_ps(-2.0f / 135.0f)));
+    __m256 p = _mm256_fmadd_ps(u, k3, k2);
+    p = _mm256_fmadd_ps(u, p, k1);
+    return _mm256_fmadd_ps(u, p, s);
 }
 
 /* Stores v into the 8 lanes at d, keeping lanes not in `keep` mask. */
@@ -164,10 +186,16 @@ LMB_AVX2 void lmb_sample_lanes_avx2(const lmb_clip *c, float *blk, lmb_cursor *c
         __m256 far = _mm256_cmp_ps(x, thr, _CMP_LE_OQ);
         far = _mm256_andnot_ps(zmask, _mm256_and_ps(far, mask));
         if (_mm256_movemask_ps(far)) {
-            __m256 theta = acos_poly(x);
-            __m256 inv = _mm256_div_ps(one, sin_poly(theta));
-            __m256 sa = _mm256_mul_ps(sin_poly(_mm256_mul_ps(wa, theta)), inv);
-            __m256 sb = _mm256_mul_ps(sin_poly(_mm256_mul_ps(wb, theta)), inv);
+            /* slerp weights up to a common factor per lane (1 / theta or
+             * 1 / sin(theta)), which the normalisation below removes */
+            __m256 u = _mm256_sub_ps(one, x);
+            __m256 sa = near_poly_v(u, wa), sb = near_poly_v(u, wb);
+            __m256 wide = _mm256_cmp_ps(u, _mm256_set1_ps(LMB_SLERP_NEAR_U), _CMP_GT_OQ);
+            if (_mm256_movemask_ps(_mm256_and_ps(wide, far))) {
+                __m256 theta = acos_poly(x);
+                sa = _mm256_blendv_ps(sa, sin_poly(_mm256_mul_ps(wa, theta)), wide);
+                sb = _mm256_blendv_ps(sb, sin_poly(_mm256_mul_ps(wb, theta)), wide);
+            }
             wa = _mm256_blendv_ps(wa, sa, far);
             wb = _mm256_blendv_ps(wb, sb, far);
         }
@@ -222,11 +250,20 @@ dense_lane(const float *a, const float *b, float at, float ar, float as, float *
     if (ar != 0.0f) {
         __m256 far = _mm256_cmp_ps(x, _mm256_set1_ps(LMB_NLERP_DOT), _CMP_LE_OQ);
         if (_mm256_movemask_ps(far)) {
-            /* slerp weights without the common 1 / sin(theta): the result
-             * is normalised below, which removes any common scale */
-            __m256 theta = acos_poly(x);
-            __m256 sa = sin_poly(_mm256_mul_ps(wa, theta));
-            __m256 sb = sin_poly(_mm256_mul_ps(wb, theta));
+            /* slerp weights without a common factor (1 / theta or
+             * 1 / sin(theta)): the result is normalised below, which removes
+             * any common scale */
+            __m256 u = _mm256_sub_ps(one, x);
+            float ka[4], kb[4];
+            lmb_slerp_near_coef(1.0f - ar, ka);
+            lmb_slerp_near_coef(ar, kb);
+            __m256 sa = near_poly(u, ka), sb = near_poly(u, kb);
+            __m256 wide = _mm256_cmp_ps(u, _mm256_set1_ps(LMB_SLERP_NEAR_U), _CMP_GT_OQ);
+            if (_mm256_movemask_ps(wide)) {
+                __m256 theta = acos_poly(x);
+                sa = _mm256_blendv_ps(sa, sin_poly(_mm256_mul_ps(wa, theta)), wide);
+                sb = _mm256_blendv_ps(sb, sin_poly(_mm256_mul_ps(wb, theta)), wide);
+            }
             wa = _mm256_blendv_ps(wa, sa, far);
             wb = _mm256_blendv_ps(wb, sb, far);
         }
