@@ -44,9 +44,14 @@ static inline V FOLD(sqrtv)(V x) {
     memcpy(&r, out, sizeof r);
     return r;
 }
-/* 1 / sqrt(x) per lane, x > 0 */
+/* 1 / sqrt(x) per lane, x > 0 (finite): a build may supply FOLD_RSQRT
+ * (the AVX2 one: the estimate and a Newton step, within about 2 ulp) */
 static inline V FOLD(rsqrt)(V x) {
+#ifdef FOLD_RSQRT
+    return FOLD_RSQRT(x);
+#else
     return 1.0f / FOLD(sqrtv)(x);
+#endif
 }
 static inline V FOLD(absv)(V x) {
     VI m = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff,

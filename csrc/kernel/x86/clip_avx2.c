@@ -248,25 +248,24 @@ dense_lane(const float *a, const float *b, float at, float ar, float as, float *
     __m256 x = _mm256_andnot_ps(signbit, dot);
     __m256 wa = _mm256_sub_ps(one, al), wb = al;
     if (ar != 0.0f) {
+        /* slerp weights without a common factor (1 / theta or 1 / sin(theta)):
+         * the result is normalised below, which removes any common scale.
+         * The near-key polynomial is cheaper than a mispredicted branch on
+         * whether some joint needs it, so it always runs. */
         __m256 far = _mm256_cmp_ps(x, _mm256_set1_ps(LMB_NLERP_DOT), _CMP_LE_OQ);
-        if (_mm256_movemask_ps(far)) {
-            /* slerp weights without a common factor (1 / theta or
-             * 1 / sin(theta)): the result is normalised below, which removes
-             * any common scale */
-            __m256 u = _mm256_sub_ps(one, x);
-            float ka[4], kb[4];
-            lmb_slerp_near_coef(1.0f - ar, ka);
-            lmb_slerp_near_coef(ar, kb);
-            __m256 sa = near_poly(u, ka), sb = near_poly(u, kb);
-            __m256 wide = _mm256_cmp_ps(u, _mm256_set1_ps(LMB_SLERP_NEAR_U), _CMP_GT_OQ);
-            if (_mm256_movemask_ps(wide)) {
-                __m256 theta = acos_poly(x);
-                sa = _mm256_blendv_ps(sa, sin_poly(_mm256_mul_ps(wa, theta)), wide);
-                sb = _mm256_blendv_ps(sb, sin_poly(_mm256_mul_ps(wb, theta)), wide);
-            }
-            wa = _mm256_blendv_ps(wa, sa, far);
-            wb = _mm256_blendv_ps(wb, sb, far);
+        __m256 u = _mm256_sub_ps(one, x);
+        float ka[4], kb[4];
+        lmb_slerp_near_coef(1.0f - ar, ka);
+        lmb_slerp_near_coef(ar, kb);
+        __m256 sa = near_poly(u, ka), sb = near_poly(u, kb);
+        __m256 wide = _mm256_cmp_ps(u, _mm256_set1_ps(LMB_SLERP_NEAR_U), _CMP_GT_OQ);
+        if (_mm256_movemask_ps(wide)) {
+            __m256 theta = acos_poly(x);
+            sa = _mm256_blendv_ps(sa, sin_poly(_mm256_mul_ps(wa, theta)), wide);
+            sb = _mm256_blendv_ps(sb, sin_poly(_mm256_mul_ps(wb, theta)), wide);
         }
+        wa = _mm256_blendv_ps(wa, sa, far);
+        wb = _mm256_blendv_ps(wb, sb, far);
     }
     wb = _mm256_xor_ps(wb, sgn);
     __m256 qx = _mm256_fmadd_ps(bx, wb, _mm256_mul_ps(ax, wa));
