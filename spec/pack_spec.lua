@@ -471,6 +471,43 @@ describe("limber.anim.pack", function()
       limber.core.simd(was)
     end)
 
+  it("decodes every bit width alike on the portable and AVX2 samplers", function()
+    -- tolerances from coarse to fine give quantized rows of few to many bits
+    -- (the AVX2 decoder reads rows of up to 14 bits with one 16-byte load,
+    -- except near the end of the data); the two samplers play the same
+    -- decoded keys, so their poses differ by interpolation rounding only
+    local was = limber.core.simd()
+    finally(function() limber.core.simd(was) end)
+    for trial = 1, 10 do
+      local skel = rand_skeleton(math.random(8, 26))
+      local exact = rand_clip(skel, { uniform = trial % 3 ~= 0, interpolation = "LINEAR" })
+      local packed = anim.pack(exact, skel, { tolerance = 10 ^ -(trial % 6 + 1) })
+      local N, d = 19, packed:duration()
+      local times = {}
+      for i = 1, N do times[i] = i == N and d or H.rand(0, d) end -- the last key: the data's end
+      local poses = {}
+      for k, simd in ipairs({ false, true }) do
+        limber.core.simd(simd)
+        poses[k] = limber.pose(skel, N)
+        local s = anim.sampler(poses[k], { packed })
+        for i = 1, N do s:set(i, 1, times[i], false) end
+        s:run()
+      end
+      for i = 1, N do
+        for j = 1, skel:joint_count() do
+          local ta, ra, sa = poses[1]:trs(i, j)
+          local tb, rb, sb = poses[2]:trs(i, j)
+          local where = ("trial %d instance %d joint %d"):format(trial, i, j)
+          for c = 1, 3 do
+            assert(math.abs(ta[c] - tb[c]) <= 1e-6 * math.max(1, math.abs(ta[c])), where)
+            assert(math.abs(sa[c] - sb[c]) <= 1e-6 * math.max(1, math.abs(sa[c])), where)
+          end
+          assert.quat_near(ra, rb, 1e-6)
+        end
+      end
+    end
+  end)
+
   it("removes root motion as the exact clip does", function()
     local skel = rand_skeleton(9)
     local clip = rand_clip(skel, { uniform = true, interpolation = "LINEAR" })

@@ -112,10 +112,41 @@ static inline lmb_v8f PK(derive_w)(lmb_v8f x, lmb_v8f y, lmb_v8f z) {
     return PK(sqrtv)(PK(maxv)(1.0f - (x * x + y * y + z * z), 0.0f));
 }
 
+#ifdef PK_AVX2_ROWS
+/* A row of b <= 14 bits per joint, no lane skipped, with one 16-byte load
+ * (the row and what follows it: r + 16 must not pass the data's end):
+ * each joint's four bytes from its first one by a byte shuffle, then a
+ * shift per lane. The same q, and the same base + scale * q (no FMA), as
+ * the scalar path below. */
+static inline lmb_v8f PK(row_bits)(uint32_t b, const uint8_t *r, const float *base) {
+    const __m256i bitv =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)b));
+    /* each dword's 4 bytes: its first byte o, o + 1, o + 2, o + 3 */
+    const __m256i byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0,
+                                           0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+    __m256i ctrl = _mm256_add_epi8(_mm256_shuffle_epi8(_mm256_srli_epi32(bitv, 3), byte0),
+                                   _mm256_set1_epi32(0x03020100));
+    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)r));
+    __m256i x = _mm256_srlv_epi32(_mm256_shuffle_epi8(both, ctrl),
+                                  _mm256_and_si256(bitv, _mm256_set1_epi32(7)));
+    x = _mm256_and_si256(x, _mm256_set1_epi32((int)((1u << b) - 1u)));
+    __m256 v = _mm256_add_ps(_mm256_loadu_ps(base),
+                             _mm256_mul_ps(_mm256_loadu_ps(base + 8), _mm256_cvtepi32_ps(x)));
+    return (lmb_v8f)v;
+}
+#endif
+
 /* Row values of one key record: base + scale * q, or the stored floats;
- * lanes in `skip` store no bits (q = 0). */
-static inline lmb_v8f PK(row)(uint32_t kind, uint32_t skip, const uint8_t *r, const float *base) {
+ * lanes in `skip` store no bits (q = 0). end: the data's end, read padding
+ * included. */
+static inline lmb_v8f PK(row)(uint32_t kind, uint32_t skip, const uint8_t *r, const float *base,
+                              const uint8_t *end) {
+    (void)end;
     if (kind == LMB_PK_F32) return PK(ld)(r);
+#ifdef PK_AVX2_ROWS
+    if (!skip && kind <= LMB_PK_Q(14) && kind != LMB_PK_U8 && end - r >= 16)
+        return PK(row_bits)(kind - 16u, r, base);
+#endif
     if (skip) { /* the stored lanes' bits one after the other, low bit first */
         uint32_t b = kind - 16u, bit = 0;
         lmb_v8u32 w;
@@ -164,6 +195,7 @@ static inline lmb_v8f PK(row)(uint32_t kind, uint32_t skip, const uint8_t *r, co
 static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint32_t a, int n,
                                 const float *fill, lmb_v8f *v) {
     const uint8_t *ra = p->data + s->data + (size_t)a * s->rec;
+    const uint8_t *end = p->data + p->data_bytes + 4; /* the read padding */
     const float *rg = p->ranges + s->range;
     for (int r = 0; r < n; r++) {
         uint8_t kind = s->kind[r];
@@ -173,7 +205,7 @@ static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint3
             v[r] = PK(ld)(rg);
             rg += 8;
         } else {
-            v[r] = PK(row)(kind, s->skip, ra, rg);
+            v[r] = PK(row)(kind, s->skip, ra, rg, end);
             ra += lmb_pk_row_bytes(kind, s->skip);
             rg += lmb_pk_range_floats(kind);
         }

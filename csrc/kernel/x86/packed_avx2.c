@@ -21,6 +21,10 @@
 #endif
 #endif
 
+#if LMB_HAVE_X86
+#include <immintrin.h>
+#define PK_AVX2_ROWS 1
+#endif
 #define PK(name) lmb_pk_##name##_avx2
 #include "../packed_decode.h"
 
