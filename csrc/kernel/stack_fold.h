@@ -122,7 +122,8 @@ static void FOLD(layer_sources)(const lmb_stack_layer *ly, const float *const *s
  * forward in one clip, back in the other) then blend through the rest
  * pose, and the sign of one does not flip against the other as they move
  * (a flip would jump the blend in one frame). */
-static void FOLD(layer_pose)(const FOLD(lsrc) * ls, uint32_t j, const float *rq, float *a) {
+static inline __attribute__((always_inline)) void
+FOLD(layer_pose_n)(const FOLD(lsrc) * ls, uint32_t j, const float *rq, float *a, const uint32_t n) {
     /* the sources' rotation signs first, then one component (or the
      * rotation) at a time over the sources: few values live at once, none
      * spilled */
@@ -132,7 +133,6 @@ static void FOLD(layer_pose)(const FOLD(lsrc) * ls, uint32_t j, const float *rq,
     const VI *on = ls->on;
     const V zero = FOLD(splat)(0.0f), inv = ls->inv;
     const VI single = ls->single;
-    const uint32_t n = ls->n;
     for (uint32_t m = 0; m < n; m++) {
         const float *sk = ls->s[m] + (size_t)j * JS;
         V dot = rq[0] * FOLD(ld)(sk + 3 * W) + rq[1] * FOLD(ld)(sk + 4 * W) +
@@ -166,6 +166,14 @@ static void FOLD(layer_pose)(const FOLD(lsrc) * ls, uint32_t j, const float *rq,
     q[2] = FOLD(sel)(qok, q[2], zero), q[3] = FOLD(sel)(qok, q[3], FOLD(splat)(1.0f));
     for (int c = 0; c < 4; c++)
         FOLD(st)(a + (3 + c) * W, FOLD(sel)(single, one[c], q[c] * qi));
+}
+
+/* layer_pose_n with the usual two sources (a cross-fade) unrolled */
+static void FOLD(layer_pose)(const FOLD(lsrc) * ls, uint32_t j, const float *rq, float *a) {
+    if (ls->n == 2)
+        FOLD(layer_pose_n)(ls, j, rq, a, 2);
+    else
+        FOLD(layer_pose_n)(ls, j, rq, a, ls->n);
 }
 
 /* P = fold of A into P by f per lane: override (weights strictly between
