@@ -476,12 +476,30 @@ describe("limber.anim.pack", function()
     -- (the AVX2 decoder reads rows of up to 14 bits with one 16-byte load,
     -- except near the end of the data); the two samplers play the same
     -- decoded keys, so their poses differ by interpolation rounding only
+    -- (rows whose joints take widths of their own, V rows, too: each
+    -- joint's bits found by a running sum of the widths)
     local was = limber.core.simd()
     finally(function() limber.core.simd(was) end)
+    local var_rows = 0
     for trial = 1, 10 do
       local skel = rand_skeleton(math.random(8, 26))
       local exact = rand_clip(skel, { uniform = trial % 3 ~= 0, interpolation = "LINEAR" })
       local packed = anim.pack(exact, skel, { tolerance = 10 ^ -(trial % 6 + 1) })
+      -- rows of one chunk whose joints store different bit widths
+      local widths = {}
+      for _, tr in ipairs(packed:packed() and packed:joint_tracks() or {}) do
+        local bits = select(4, packed:track_keys(tr.joint, tr.path))
+        for c, b in ipairs(bits) do
+          local row = ("%d %s %d"):format(math.floor((tr.joint - 1) / 8), tr.path, c)
+          if b > 0 and b < 16 then
+            widths[row] = widths[row] or {}
+            widths[row][b] = true
+          end
+        end
+      end
+      for _, seen in pairs(widths) do
+        if next(seen, next(seen)) then var_rows = var_rows + 1 end
+      end
       local N, d = 19, packed:duration()
       local times = {}
       for i = 1, N do times[i] = i == N and d or H.rand(0, d) end -- the last key: the data's end
@@ -506,6 +524,48 @@ describe("limber.anim.pack", function()
         end
       end
     end
+    assert.is_true(var_rows > 0, "no row with per-joint widths")
+  end)
+
+  it("gives each joint of a chunk the bits its own motion needs", function()
+    -- eight joints hanging from a root, one of a chunk's rows each: joint 2
+    -- swings 90 degrees, the others a degree or less; joint 2 needs the
+    -- widest rotation rows, the quiet ones fewer bits (a width per joint),
+    -- and every joint stays within the tolerance
+    local desc = { { translation = { 0, 0, 0 } } }
+    for j = 2, 8 do desc[j] = { parent = 1, translation = { 0.3 * j, 0, 0 } } end
+    local skel = limber.skeleton(desc)
+    local times, tracks = {}, {}
+    for k = 1, 61 do times[k] = (k - 1) / 30 end
+    for j = 2, 8 do
+      local amp = j == 2 and math.pi / 2 or math.rad(1) / (j - 2)
+      local v = {}
+      for k, t in ipairs(times) do
+        local q = axis_angle({ 0.3, 1, 0.2 * j }, amp * math.sin(2.1 * t + j))
+        for c = 1, 4 do v[(k - 1) * 4 + c] = q[c] end
+      end
+      tracks[#tracks + 1] = { joint = j, path = "rotation", times = times, values = v }
+    end
+    local exact = anim.clip({ tracks = tracks, pack = false }, skel)
+    local packed = anim.pack(exact, skel, { tolerance = 1e-4, distance = 0.1 })
+    assert.is_true(packed:packed())
+    local function most_bits(j)
+      local _, _, _, bits = packed:track_keys(j, "rotation")
+      assert.equal(4, #bits)
+      return math.max(bits[1], bits[2], bits[3], bits[4])
+    end
+    local busy = most_bits(2)
+    assert.is_true(busy >= 8, "joint 2: " .. busy .. " bits")
+    for j = 4, 8 do
+      local quiet = most_bits(j)
+      assert.is_true(quiet < busy, ("joint %d takes %d bits, joint 2 %d"):format(j, quiet, busy))
+    end
+    local e = packed:error()
+    assert.is_true(e.max_error_distance <= 1e-4, e.max_error_distance)
+    -- plain Lua's measure of what a sampler plays agrees, within the tolerance
+    local _, md = lua_error(exact, packed, skel, times, f32(0.1))
+    assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6, md)
+    assert.is_true(md <= 1e-4, md)
   end)
 
   it("removes root motion as the exact clip does", function()

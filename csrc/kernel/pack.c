@@ -43,16 +43,19 @@ typedef struct pack_lay {
     float *G;               /* (SUB (Fmax - 1) + 1) * Q * 80: exact values (grid_rows) */
     float *K;               /* Fmax * 32: one stream's kept key values */
     float klo[32], khi[32]; /* per row and lane: the smallest and largest of K's keys */
-    float *rg;              /* Q * 3 * 64: ranges of every stream */
+    float *rg;              /* Q * 3 * 68: ranges of every stream */
     uint8_t *data;          /* Q * 3 * Fmax * 128: records of every stream */
     lmb_pstream *st;        /* Q * 3 */
     uint8_t *has;           /* Q * 8 * 3: the source animates (joint, path) */
     uint8_t *keep;          /* Q * 8 * 3: the packed clip keeps it */
     double *reach;          /* Q * 8 */
-    double *chain;          /* Q * 8: joints on the longest chain through the joint */
-    float *fill;            /* Q * 80: rest values (constants past the skeleton) */
-    lmb_cursor *cur;        /* jt */
-    float *times;           /* key_total */
+    double *mult;           /* Q * 3: each stream's budget, a multiple of the common one */
+    double
+        *jerr; /* 2 max(J, Q * 8): each joint's largest error in the last measure; relax's copy */
+    double *chain;   /* Q * 8: joints on the longest chain through the joint */
+    float *fill;     /* Q * 80: rest values (constants past the skeleton) */
+    lmb_cursor *cur; /* jt */
+    float *times;    /* key_total */
     float *poseE, *poseD;
     double *mE, *mD;
     double *srcM; /* srcM_cap joint samples: the source's model matrices at measure's
@@ -198,12 +201,14 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pa
     size_t off = lmb_align_up(sizeof(pack_lay), SECTION);
     size_t oG = carve(&off, ((size_t)SUB * (L.Fmax - 1) + 1) * L.Q * 80 * sizeof(float));
     size_t oK = carve(&off, (size_t)L.Fmax * 32 * sizeof(float));
-    size_t org = carve(&off, (size_t)L.Q * 3 * 64 * sizeof(float));
+    size_t org = carve(&off, (size_t)L.Q * 3 * 68 * sizeof(float));
     size_t odata = carve(&off, (size_t)L.Q * 3 * L.Fmax * 128);
     size_t ost = carve(&off, (size_t)L.Q * 3 * sizeof(lmb_pstream));
     size_t ohas = carve(&off, (size_t)L.Q * 24);
     size_t okeep = carve(&off, (size_t)L.Q * 24);
     size_t oreach = carve(&off, (size_t)L.Q * 8 * sizeof(double));
+    size_t omult = carve(&off, (size_t)L.Q * 3 * 2 * sizeof(double));
+    size_t ojerr = carve(&off, (size_t)(L.Q * 8 > L.J ? L.Q * 8 : L.J) * 2 * sizeof(double));
     size_t ochain = carve(&off, (size_t)(L.Q * 8 > L.J ? L.Q * 8 : L.J) * 2 * sizeof(double));
     size_t ofill = carve(&off, (size_t)L.Q * 80 * sizeof(float));
     size_t ocur = carve(&off, (size_t)L.jt * sizeof(lmb_cursor) + 1);
@@ -238,6 +243,8 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pa
         P->has = b + ohas;
         P->keep = b + okeep;
         P->reach = (double *)(void *)(b + oreach);
+        P->mult = (double *)(void *)(b + omult);
+        P->jerr = (double *)(void *)(b + ojerr);
         P->chain = (double *)(void *)(b + ochain);
         P->fill = (float *)(void *)(b + ofill);
         P->cur = (lmb_cursor *)(void *)(b + ocur);
@@ -430,6 +437,8 @@ static void measure(const lmb_clip *src, const lmb_skeleton *sk, float distance,
     memset(L->cur, 0, (size_t)L->jt * sizeof(lmb_cursor));
     uint64_t count = 0;
     uint32_t J = sk->joint_count;
+    for (uint32_t j = 0; j < J; j++)
+        L->jerr[j] = 0.0;
     uint32_t ns = SUB * (nu - 1) + 1;
     /* the source's side from the cache when it holds this grid's samples */
     int keep = L->srcM && (size_t)ns * J <= L->srcM_cap, have = keep && L->srcM_ns == ns;
@@ -460,6 +469,7 @@ static void measure(const lmb_clip *src, const lmb_skeleton *sk, float distance,
             }
             if (!(ej <= out->max_joint)) out->max_joint = ej;
             double e = ed > ej ? ed : ej;
+            if (!(e <= L->jerr[j])) L->jerr[j] = e;
             if (!(e <= out->max_distance)) {
                 out->max_distance = e;
                 out->worst_joint = j;
@@ -686,12 +696,14 @@ static void row_range(const pack_lay *L, uint32_t r, uint32_t l, float *lo, floa
     *lo = L->klo[r * 8 + l], *hi = L->khi[r * 8 + l];
 }
 
-/* Encodes L->K (m keys) of stream (q, ch) with the given kinds at the data /
- * range cursors. Lanes whose track the clip drops (or that have no joint)
- * hold their rest value in K (stream_keys): a range of scale 0, and no bits
- * in quantized rows (the stream's skip mask). */
+/* Encodes L->K (m keys) of stream (q, ch) with the given kinds (V rows: with
+ * the reduction words red[r]) at the data / range cursors. Lanes whose track
+ * the clip drops (or that have no joint) hold their rest value in K
+ * (stream_keys): a range of scale 0, and no bits in quantized rows (the
+ * stream's skip mask). A lane of width 0 in a V row holds the middle of its
+ * range, as CONST rows do. */
 static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint32_t n, uint32_t k,
-                          const uint8_t *kind, lmb_pstream *s) {
+                          const uint8_t *kind, const uint32_t *red, lmb_pstream *s) {
     s->data = L->data_bytes, s->range = L->range_floats, s->keys = m, s->step = (uint16_t)k;
     s->kf = 0;
     if (k == 0) { /* irregular keys: their frames (L->kfc) at the key frame cursor */
@@ -721,13 +733,26 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
             rec += 32;
             continue;
         }
-        float levels = (float)((1u << (kind[r] - 16u)) - 1u);
+        uint32_t w[8];
+        if (lmb_pk_var(kind[r])) {
+            rg[16] = (float)red[r];
+            lmb_pk_var_widths(kind[r], skip, rg[16], w);
+        } else {
+            for (uint32_t l = 0; l < 8; l++)
+                w[l] = kind[r] - 16u;
+        }
         for (uint32_t l = 0; l < 8; l++) {
+            if (w[l] == 0 && !(skip >> l & 1u)) { /* a kept lane of width 0 */
+                rg[l] = lo[l] == hi[l] ? lo[l] : 0.5f * (lo[l] + hi[l]);
+                rg[8 + l] = 0.0f;
+                continue;
+            }
+            float levels = (float)((1u << w[l]) - 1u);
             rg[l] = lo[l];
             rg[8 + l] = hi[l] > lo[l] ? (hi[l] - lo[l]) / levels : 0.0f;
         }
-        rg += 16;
-        rec += lmb_pk_row_bytes(kind[r], skip);
+        rec += lmb_pk_row_bytes(kind[r], skip, rg);
+        rg += lmb_pk_range_floats(kind[r]);
     }
     s->rec = (uint8_t)rec;
     /* the records: rows one after the other, per key (4 bytes of padding
@@ -741,7 +766,13 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
             rr += 8;
             continue;
         }
-        uint32_t b = kd - 16u, rb = lmb_pk_row_bytes(kd, skip);
+        uint32_t rb = lmb_pk_row_bytes(kd, skip, rr), w[8];
+        if (lmb_pk_var(kd)) {
+            lmb_pk_var_widths(kd, skip, rr[16], w);
+        } else {
+            for (uint32_t l = 0; l < 8; l++)
+                w[l] = skip >> l & 1u ? 0u : kd - 16u;
+        }
         for (uint32_t i = 0; i < m; i++) {
             uint8_t *dst = L->data + s->data + (size_t)i * rec + off;
             const float *v = L->K + (size_t)i * 32 + r * 8;
@@ -749,13 +780,14 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
                 memcpy(dst, v, 32);
                 continue;
             }
-            float top = (float)((1u << b) - 1u);
-            uint32_t qv[8], nq = 0;
+            uint32_t qv[8];
             for (uint32_t l = 0; l < 8; l++) {
-                if (skip >> l & 1u) continue;
+                qv[l] = 0;
+                if (!w[l]) continue;
+                float top = (float)((1u << w[l]) - 1u);
                 float sc = rr[8 + l], x = sc > 0.0f ? (v[l] - rr[l]) / sc : 0.0f;
                 x = x > 0.0f ? (x < top ? x : top) : 0.0f;
-                qv[nq++] = (uint32_t)lrintf(x);
+                qv[l] = (uint32_t)lrintf(x);
             }
             if (!skip && (kd == LMB_PK_U8 || kd == LMB_PK_U16)) { /* read as native u8 / u16 */
                 for (uint32_t l = 0; l < 8; l++) {
@@ -767,17 +799,19 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
                 }
                 continue;
             }
-            /* the stored lanes' b bits one after the other, low bit first:
-             * at most 16 bytes, gathered in two 64-bit words */
+            /* the lanes' bits one after the other, low bit first: at most
+             * 16 bytes, gathered in two 64-bit words */
             uint64_t word[2] = {0, 0};
-            for (uint32_t l = 0; l < nq; l++) {
-                uint32_t at = l * b;
+            uint32_t at = 0;
+            for (uint32_t l = 0; l < 8; l++) {
+                if (!w[l]) continue;
                 if (at < 64) {
                     word[0] |= (uint64_t)qv[l] << at;
-                    if (at + b > 64) word[1] |= (uint64_t)qv[l] >> (64 - at);
+                    if (at + w[l] > 64) word[1] |= (uint64_t)qv[l] >> (64 - at);
                 } else {
                     word[1] |= (uint64_t)qv[l] << (at - 64);
                 }
+                at += w[l];
             }
             for (uint32_t y = 0; y < rb; y++)
                 dst[y] = (uint8_t)(word[y >> 3] >> ((y & 7u) * 8u));
@@ -787,23 +821,78 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
     }
 }
 
-/* Whether stream s (encoded) keeps every kept lane of (q, ch) within budget. */
-static int stream_ok(pack_lay *L, uint32_t q, uint32_t ch, const lmb_pstream *s, double budget) {
+/* The kept lanes of (q, ch) that stream s (encoded) takes over budget, as a
+ * lane mask (0: the stream fits). */
+static uint32_t stream_fails(pack_lay *L, uint32_t q, uint32_t ch, const lmb_pstream *s,
+                             double budget) {
     /* the decoder's key cache (chunk layout: keys a and b of the 10 rows)
      * decodes each key pair once, not at each of its SUB positions */
     float cache[160] __attribute__((aligned(32))), out[80];
-    uint32_t tag = 0;
+    uint32_t tag = 0, kept = 0, fail = 0;
     double thr[8];
     if (ch == 1) rotation_limits(L, q, budget, thr);
+    for (uint32_t l = 0; l < 8; l++)
+        kept |= (uint32_t)L->keep[(q * 8 + l) * 3 + ch] << l;
     const float *d = out + first_comp[ch] * 8;
-    for (uint32_t p = 0; p < SUB * (L->F - 1) + 1; p++) {
+    for (uint32_t p = 0; p < SUB * (L->F - 1) + 1 && fail != kept; p++) {
         pack_cached_stream(&L->pk, s, (int)ch, (float)p / (float)SUB, cache, &tag, out, 8);
         const float *e = grid_rows(L, p, q, ch);
         for (uint32_t l = 0; l < 8; l++)
-            if (L->keep[(q * 8 + l) * 3 + ch] && lane_over(L, ch, q * 8 + l, e, d, l, thr, budget))
-                return 0;
+            if ((kept & ~fail) >> l & 1u && lane_over(L, ch, q * 8 + l, e, d, l, thr, budget))
+                fail |= 1u << l;
     }
-    return 1;
+    return fail;
+}
+
+/* Final row kinds (and V rows' reduction words) of quantized rows given as
+ * per-lane widths lw[r] (kind[r] quantized: any Q kind marks the row): a
+ * row whose kept lanes share one width is Q(b) (Q(16) once a lane needs
+ * 16), one whose widths are all 0 CONST, else V(b) of its widest lane when
+ * that takes fewer bytes over m keys (lanes more than 7 bits narrower take
+ * b - 7). lw is updated to the widths the rows get. */
+static void rows_final(const uint8_t *kind, uint8_t (*lw)[8], uint32_t n, uint32_t kept, uint32_t m,
+                       uint8_t *out, uint32_t *red) {
+    uint32_t stored = (uint32_t)__builtin_popcount(kept);
+    for (uint32_t r = 0; r < n; r++) {
+        out[r] = kind[r], red[r] = 0;
+        if (!lmb_pk_quantized(kind[r])) continue;
+        uint32_t b = 0, same = 1, sum = 0, first = 99;
+        for (uint32_t l = 0; l < 8; l++) {
+            if (!(kept >> l & 1u)) continue;
+            if (lw[r][l] > b) b = lw[r][l];
+            if (first == 99) first = lw[r][l];
+            same &= lw[r][l] == first;
+        }
+        if (b == 0) {
+            out[r] = LMB_PK_CONST;
+            continue;
+        }
+        if (b >= 16 || same) {
+            out[r] = (uint8_t)LMB_PK_Q(b >= 16 ? 16 : b);
+            for (uint32_t l = 0; l < 8; l++)
+                lw[r][l] = (uint8_t)(kept >> l & 1u ? (b >= 16 ? 16 : b) : 0);
+            continue;
+        }
+        uint32_t word = 0;
+        for (uint32_t l = 0; l < 8; l++) {
+            if (!(kept >> l & 1u)) continue;
+            uint32_t d = b - lw[r][l];
+            if (d > 7) d = 7;
+            word |= d << (3 * l);
+            sum += b - d;
+        }
+        /* V: the bits its lanes take plus 4 bytes of width word, against Q(b) */
+        if ((uint64_t)m * ((sum + 7) / 8) + 4 < (uint64_t)m * ((stored * b + 7) / 8)) {
+            out[r] = (uint8_t)LMB_PK_V(b);
+            red[r] = word;
+            for (uint32_t l = 0; l < 8; l++)
+                if (kept >> l & 1u) lw[r][l] = (uint8_t)(b - (word >> (3 * l) & 7u));
+        } else {
+            out[r] = (uint8_t)LMB_PK_Q(b);
+            for (uint32_t l = 0; l < 8; l++)
+                lw[r][l] = (uint8_t)(kept >> l & 1u ? b : 0);
+        }
+    }
 }
 
 static size_t stream_cost(const lmb_pstream *s, uint32_t n) {
@@ -826,7 +915,9 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
         return;
     }
     uint8_t best_kind[4] = {0, 0, 0, 0};
-    uint32_t best_k = 1, best_m = 0;
+    uint32_t best_k = 1, best_m = 0, best_red[4] = {0, 0, 0, 0}, kept = 0;
+    for (uint32_t l = 0; l < 8; l++)
+        kept |= (uint32_t)L->keep[(q * 8 + l) * 3 + ch] << l;
     size_t best_cost = (size_t)-1;
     int best_dv = 0;
     int irregular = L->F >= 3 && L->F <= 65536;
@@ -851,11 +942,18 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
                 stream_keys(L, q, ch, L->kfc, 0, m, dv);
             }
             /* rows: exactly constant rows CONST, else raw floats first; then the
-             * quantised start: per row the fewest bits whose step keeps every
-             * joint's error within half the budget (CONST when within a tenth) */
-            uint8_t kind[4] = {0, 0, 0, 0}, init[4] = {0, 0, 0, 0};
+             * quantised start: per row and lane the fewest bits whose step
+             * keeps the lane's error within half the budget (CONST rows when
+             * within a tenth) */
+            uint8_t kind[4] = {0, 0, 0, 0}, init[4] = {0, 0, 0, 0}, fk[4];
+            uint8_t lw[4][8], lw0[4][8];
+            uint32_t red[4] = {0, 0, 0, 0};
             double span[4] = {0, 0, 0, 0}; /* per row: the largest range x weight / budget */
+            double lspan[4][8];            /* per row and lane */
+            memset(lw0, 0, sizeof lw0);
             for (uint32_t r = 0; r < n; r++) {
+                for (uint32_t l = 0; l < 8; l++)
+                    lspan[r][l] = 0.0;
                 if (r == 3 && dv) {
                     kind[r] = init[r] = LMB_PK_DERIVE;
                     continue;
@@ -868,52 +966,77 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
                     if (!L->keep[j * 3 + ch]) continue;
                     if (hi != lo) exact = 0;
                     double v = (double)(hi - lo) * joint_weight(L, ch, j) / budget;
+                    lspan[r][l] = v;
                     if (v > span[r]) span[r] = v;
                 }
                 kind[r] = exact ? LMB_PK_CONST : LMB_PK_F32;
                 if (exact || 0.5 * span[r] <= 0.1) {
                     init[r] = LMB_PK_CONST;
                 } else {
-                    uint32_t b = 1;
-                    while (b < 16 && span[r] / (double)((1u << b) - 1u) > 0.5)
-                        b++;
-                    init[r] = (uint8_t)LMB_PK_Q(b);
+                    init[r] = (uint8_t)LMB_PK_Q(1);
+                    for (uint32_t l = 0; l < 8; l++) {
+                        uint32_t b = 0;
+                        if (lspan[r][l] > 0.0) {
+                            b = 1;
+                            while (b < 16 && lspan[r][l] / (double)((1u << b) - 1u) > 0.5)
+                                b++;
+                        }
+                        lw0[r][l] = (uint8_t)b;
+                    }
                 }
             }
             lmb_pstream s;
-            stream_encode(L, q, ch, m, n, k, kind, &s);
-            if (!stream_ok(L, q, ch, &s, budget)) continue;
+            stream_encode(L, q, ch, m, n, k, kind, red, &s);
+            if (stream_fails(L, q, ch, &s, budget)) continue;
             if (k) tries++;
             if (stream_cost(&s, n) < best_cost) {
                 best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
                 memcpy(best_kind, kind, 4);
+                memcpy(best_red, red, sizeof red);
                 if (!k) memcpy(L->kfb, L->kfc, (size_t)m * sizeof(uint16_t));
             }
-            /* quantise: add a bit to the row with the coarsest step until it fits */
+            /* quantise: add a bit to each failing lane's coarsest row until
+             * every lane fits (lanes are joints: each fails on its own) */
             memcpy(kind, init, 4);
+            memcpy(lw, lw0, sizeof lw);
             for (;;) {
-                stream_encode(L, q, ch, m, n, k, kind, &s);
+                rows_final(kind, lw, n, kept, m, fk, red);
+                stream_encode(L, q, ch, m, n, k, fk, red, &s);
                 if (stream_cost(&s, n) >= best_cost) break;
-                if (stream_ok(L, q, ch, &s, budget)) {
+                uint32_t fail = stream_fails(L, q, ch, &s, budget);
+                if (!fail) {
                     best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
-                    memcpy(best_kind, kind, 4);
+                    memcpy(best_kind, fk, 4);
+                    memcpy(best_red, red, sizeof red);
                     if (!k) memcpy(L->kfb, L->kfc, (size_t)m * sizeof(uint16_t));
                     break;
                 }
-                int pick = -1;
-                double most = -1.0;
-                for (uint32_t r = 0; r < n; r++) {
-                    uint8_t kd = kind[r];
-                    if (kd == LMB_PK_F32 || kd == LMB_PK_DERIVE) continue;
-                    double v = kd == LMB_PK_CONST ? 0.5 * span[r]
-                                                  : span[r] / (double)((1u << (kd - 16u)) - 1u);
-                    if (v > most) most = v, pick = (int)r;
+                int grew = 0;
+                for (uint32_t l = 0; l < 8; l++) {
+                    if (!(fail >> l & 1u)) continue;
+                    int pick = -1;
+                    double most = 0.0;
+                    for (uint32_t r = 0; r < n; r++) {
+                        uint8_t kd = kind[r];
+                        if (kd == LMB_PK_F32 || kd == LMB_PK_DERIVE) continue;
+                        double v = kd == LMB_PK_CONST || lw[r][l] == 0
+                                       ? 0.5 * lspan[r][l]
+                                       : lspan[r][l] / (double)((1u << lw[r][l]) - 1u);
+                        if (v > most) most = v, pick = (int)r;
+                    }
+                    if (pick < 0) continue;
+                    grew = 1;
+                    if (kind[pick] == LMB_PK_CONST) { /* quantized, other lanes at width 0 */
+                        kind[pick] = (uint8_t)LMB_PK_Q(1);
+                        memset(lw[pick], 0, 8);
+                    }
+                    if (lw[pick][l] < 16) {
+                        lw[pick][l]++;
+                    } else {
+                        kind[pick] = LMB_PK_F32;
+                    }
                 }
-                if (pick < 0) break;
-                uint8_t kd = kind[pick];
-                kind[pick] = kd == LMB_PK_CONST ? (uint8_t)LMB_PK_Q(1)
-                             : kd < LMB_PK_U16  ? (uint8_t)(kd + 1u)
-                                                : (uint8_t)LMB_PK_F32;
+                if (!grew) break;
             }
         }
     }
@@ -925,7 +1048,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
     uint32_t m = best_m;
     if (best_k == 0) memcpy(L->kfc, L->kfb, (size_t)m * sizeof(uint16_t));
     stream_keys(L, q, ch, best_k ? NULL : L->kfc, best_k, m, best_dv);
-    stream_encode(L, q, ch, m, n, best_k, best_kind, out);
+    stream_encode(L, q, ch, m, n, best_k, best_kind, best_red, out);
     if (best_k == 0) L->kf_count += m;
     for (uint32_t r = 0; r < n; r++) {
         uint8_t kd = out->kind[r];
@@ -951,13 +1074,14 @@ static void choose_all(pack_lay *L, double budget) {
     L->range_floats = 0, L->data_bytes = 0, L->kept = 0, L->kf_count = 0;
     for (uint32_t j = 0; j < L->Q * 8; j++)
         for (uint32_t ch = 0; ch < 3; ch++) {
-            uint8_t k = L->has[j * 3 + ch] && !rest_fits(L, j, ch, budget);
+            uint8_t k =
+                L->has[j * 3 + ch] && !rest_fits(L, j, ch, budget * L->mult[j / 8 * 3 + ch]);
             L->keep[j * 3 + ch] = k;
             L->kept += k;
         }
     for (uint32_t q = 0; q < L->Q; q++)
         for (uint32_t ch = 0; ch < 3; ch++)
-            stream_choose(L, q, ch, budget);
+            stream_choose(L, q, ch, budget * L->mult[q * 3 + ch]);
     L->pk.range_floats = L->range_floats, L->pk.data_bytes = L->data_bytes;
     L->pk.keyframe_count = L->kf_count;
 }
@@ -974,6 +1098,63 @@ static lmb_packed_sizes packed_sizes(const pack_lay *L) {
 static size_t packed_bytes(const pack_lay *L) {
     lmb_packed_sizes z = packed_sizes(L);
     return lmb_packed_clip_bytes(&z);
+}
+
+/* Grows each stream's budget by the slack its joints leave: the chain errors
+ * of the last measure (at best the tolerance) tell, per stream, how far the
+ * largest error in the subtrees of its joints stays under the tolerance;
+ * its budget grows by that ratio (at most RELAX_MAX), all streams at once,
+ * and the skeleton is measured again. A round that passes the tolerance
+ * with fewer bytes is kept; one that does not is retried with the square
+ * root of each ratio. The uniform budget search before cannot do this: the
+ * chain with the least slack stops it for every joint. */
+#define RELAX_ROUNDS 4
+#define RELAX_MAX 4.0
+static void relax(const lmb_clip *src, const lmb_skeleton *sk, lmb_pack_job *job, pack_lay *L,
+                  double budget, double tol) {
+    uint32_t J = sk->joint_count, n = L->Q * 3;
+    uint32_t all = L->Q * 8 > J ? L->Q * 8 : J;
+    double *was = L->mult + n, *sub = L->chain + all, *jkept = L->jerr + all;
+    size_t best = packed_bytes(L);
+    lmb_pack_stats kept = job->stats;
+    double power = 1.0;
+    for (int round = 0; round < RELAX_ROUNDS; round++) {
+        /* the largest error in each joint's subtree (parents come first) */
+        for (uint32_t j = 0; j < J; j++)
+            sub[j] = L->jerr[j];
+        for (uint32_t j = J; j-- > 0;) {
+            uint32_t p = sk->parent[j];
+            if (p != LMB_NO_PARENT && sub[j] > sub[p]) sub[p] = sub[j];
+        }
+        memcpy(was, L->mult, (size_t)n * sizeof(double));
+        memcpy(jkept, L->jerr, (size_t)J * sizeof(double));
+        int grew = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t q = i / 3, ch = i % 3;
+            double m = 0.0;
+            for (uint32_t l = 0; l < 8; l++) {
+                uint32_t j = q * 8 + l;
+                if (j < J && L->has[j * 3 + ch] && sub[j] > m) m = sub[j];
+            }
+            double r = m > 0.0 ? 0.9 * tol / m : RELAX_MAX;
+            r = pow(r < RELAX_MAX ? r : RELAX_MAX, power);
+            if (r > 1.05) L->mult[i] *= r, grew = 1;
+        }
+        if (!grew) break;
+        choose_all(L, budget);
+        measure(src, sk, job->distance, L, pose_packed, sk, &job->stats, &L->pk);
+        size_t bytes = packed_bytes(L);
+        if (job->stats.max_distance <= tol && bytes && bytes < best) {
+            best = bytes, kept = job->stats;
+            continue;
+        }
+        /* back to the kept choice and its errors */
+        memcpy(L->mult, was, (size_t)n * sizeof(double));
+        memcpy(L->jerr, jkept, (size_t)J * sizeof(double));
+        power *= 0.5;
+        choose_all(L, budget);
+    }
+    job->stats = kept;
 }
 
 lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
@@ -1029,6 +1210,8 @@ lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
          * error is over the tolerance; grow it while it is well under (errors
          * of a chain's joints rarely add up fully), keeping the smallest
          * packing that met the tolerance */
+        for (uint32_t i = 0; i < L->Q * 3; i++)
+            L->mult[i] = 1.0;
         double f = 1.0, best_f = -1.0, fail_f = -1.0;
         size_t best_bytes = (size_t)-1;
         int last_ok = 0;
@@ -1062,6 +1245,7 @@ lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
                 choose_all(L, best_f * tol);
                 measure(src, sk, job->distance, L, pose_packed, sk, &job->stats, &L->pk);
             }
+            relax(src, sk, job, L, best_f * tol, tol);
             job->bytes = packed_bytes(L);
             if (job->bytes) return LMB_OK;
             return lmb_error_set(err, LMB_ERANGE, "clip", "the packed clip would be too large", 0,

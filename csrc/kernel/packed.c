@@ -130,10 +130,21 @@ lmb_status lmb_packed_check(const lmb_clip *c, lmb_error *err) {
         for (uint32_t r = 0; r < 4; r++) {
             uint32_t k = s->kind[r];
             int ok = r < n ? (k == LMB_PK_SKIP || k == LMB_PK_CONST || k == LMB_PK_F32 ||
-                              lmb_pk_quantized(k) || (k == LMB_PK_DERIVE && ch == 1 && r == 3))
+                              lmb_pk_quantized(k) || lmb_pk_var(k) ||
+                              (k == LMB_PK_DERIVE && ch == 1 && r == 3))
                            : k == LMB_PK_SKIP;
             if (!ok) return pk_fail(err, "stream {i}: row kind {v} is not valid", si, (double)k);
-            rec += lmb_pk_row_bytes(k, s->skip), rf += lmb_pk_range_floats(k);
+            const float *rg = p->ranges + s->range + rf;
+            if (lmb_pk_var(k)) { /* its reduction word: an integer of 24 bits */
+                if ((uint64_t)s->range + rf + 17u > p->range_floats)
+                    return pk_fail(err, "stream {i}: keys, step or offsets out of range", si,
+                                   (double)s->keys);
+                if (!(rg[16] >= 0.0f && rg[16] <= (float)LMB_PK_RED_MAX &&
+                      rg[16] == (float)(uint32_t)rg[16]))
+                    return pk_fail(err, "stream {i}: a row's width word {v} is not valid", si,
+                                   (double)rg[16]);
+            }
+            rec += lmb_pk_row_bytes(k, s->skip, rg), rf += lmb_pk_range_floats(k);
         }
         if (s->keys == 0 || s->keys > F || s->rec != rec || s->step > LMB_PK_MAX_STEP ||
             (uint64_t)s->data + (uint64_t)s->keys * rec > p->data_bytes ||
@@ -152,6 +163,7 @@ lmb_status lmb_packed_check(const lmb_clip *c, lmb_error *err) {
         }
         /* F32 rows: finite floats */
         uint32_t off = 0;
+        rf = 0;
         for (uint32_t r = 0; r < n; r++) {
             if (s->kind[r] == LMB_PK_F32) {
                 for (uint32_t a = 0; a < s->keys; a++) {
@@ -163,7 +175,8 @@ lmb_status lmb_packed_check(const lmb_clip *c, lmb_error *err) {
                                            (double)v[l]);
                 }
             }
-            off += lmb_pk_row_bytes(s->kind[r], s->skip);
+            off += lmb_pk_row_bytes(s->kind[r], s->skip, p->ranges + s->range + rf);
+            rf += lmb_pk_range_floats(s->kind[r]);
         }
     }
     return LMB_OK;

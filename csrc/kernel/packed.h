@@ -16,6 +16,13 @@
  *         bytes): value = base + scale * q. Joints in the stream's `skip`
  *         mask (the clip drops their track) take no bits: they read q = 0,
  *         their base (the rest value);
+ *   V(b)  as Q(b), but each joint with its own width: joint l takes
+ *         b - red_l bits (red_l 0 .. 7, none below 0; a joint of width 0
+ *         reads q = 0, its base), the row's range keeping, after base and
+ *         scale, one float that holds the integer sum of red_l << 3l
+ *         (below 2^24: exact and finite). A joint whose values span little
+ *         (a finger next to the hips) then does not take the bits of the
+ *         chunk's busiest joint;
  *   F32   raw floats;
  *   DERIVE (rotation w only) not stored: w = sqrt(1 - x^2 - y^2 - z^2), the
  *         keys being stored with w >= 0 (q and -q are one rotation).
@@ -53,17 +60,43 @@ enum { LMB_PK_SKIP = 0, LMB_PK_CONST = 1, LMB_PK_F32 = 4, LMB_PK_DERIVE = 5 };
 static inline int lmb_pk_quantized(uint32_t kind) {
     return kind > 16u && kind <= 32u;
 }
+/* Quantized rows of at most b bits (1 .. 15) per joint, a width per joint. */
+#define LMB_PK_V(b) (32u + (b))
+static inline int lmb_pk_var(uint32_t kind) {
+    return kind > 32u && kind < 48u;
+}
+/* Largest reduction word of a V row (8 joints x 3 bits). */
+#define LMB_PK_RED_MAX ((1u << 24) - 1u)
+
+/* Widths w[0 .. 8) of a V row from its reduction word (a float holding an
+ * integer <= LMB_PK_RED_MAX: lmb_packed_check checks it), the joints in
+ * `skip` taking none; returns their sum. */
+static inline uint32_t lmb_pk_var_widths(uint32_t kind, uint32_t skip, float word, uint32_t *w) {
+    uint32_t b = kind - 32u, red = (uint32_t)word, sum = 0;
+    for (uint32_t l = 0; l < 8; l++) {
+        uint32_t d = red >> (3u * l) & 7u;
+        w[l] = (skip >> l & 1u) || d >= b ? 0u : b - d;
+        sum += w[l];
+    }
+    return sum;
+}
 /* Bytes a row of this kind takes in a key record, the joints in `skip` (a
- * lane mask) left out of quantized rows. */
-static inline uint32_t lmb_pk_row_bytes(uint32_t kind, uint32_t skip) {
+ * lane mask) left out of quantized rows; rg: the row's range floats (read
+ * for V rows only). */
+static inline uint32_t lmb_pk_row_bytes(uint32_t kind, uint32_t skip, const float *rg) {
     uint32_t stored = 8u - (uint32_t)__builtin_popcount(skip & 0xFFu);
+    if (lmb_pk_var(kind)) {
+        uint32_t w[8];
+        return (lmb_pk_var_widths(kind, skip, rg[16], w) + 7u) / 8u;
+    }
     return kind == LMB_PK_F32       ? 32u
            : lmb_pk_quantized(kind) ? (stored * (kind - 16u) + 7u) / 8u
                                     : 0u;
 }
-/* Floats of range data a row of this kind keeps (base, then scale). */
+/* Floats of range data a row of this kind keeps (base, then scale; V rows
+ * then their reduction word). */
 static inline uint32_t lmb_pk_range_floats(uint32_t kind) {
-    return kind == LMB_PK_CONST ? 8u : lmb_pk_quantized(kind) ? 16u : 0u;
+    return kind == LMB_PK_CONST ? 8u : lmb_pk_quantized(kind) ? 16u : lmb_pk_var(kind) ? 17u : 0u;
 }
 
 /* Largest step (frames per kept key) of a stream. */

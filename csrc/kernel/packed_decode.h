@@ -191,6 +191,72 @@ static inline lmb_v8f PK(row)(uint32_t kind, uint32_t skip, const uint8_t *r, co
     return PK(ld)(base) + PK(ld)(base + 8) * __builtin_convertvector((lmb_v8i)q, lmb_v8f);
 }
 
+/* A V row (packed.h: a width per joint) of one key record; *bytes: the
+ * bytes it takes. Each joint's bits lie in the four bytes from its first
+ * one (the data is followed by 4 bytes of padding). */
+static inline lmb_v8f PK(row_var)(uint32_t kind, uint32_t skip, const uint8_t *r, const float *base,
+                                  const uint8_t *end, uint32_t *bytes) {
+    (void)end;
+#ifdef PK_AVX2_ROWS
+    /* widths from the reduction word, their running sum by two in-lane
+     * shifts and the low half's total added to the high half; when every
+     * joint's four bytes lie in the 16 from r (and those in the data and
+     * its padding), one load and a byte shuffle give each joint its bytes */
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i red =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)(uint32_t)base[16]),
+                                           _mm256_mullo_epi32(lane, _mm256_set1_epi32(3))),
+                         _mm256_set1_epi32(7));
+    __m256i wv = _mm256_max_epi32(_mm256_sub_epi32(_mm256_set1_epi32((int)(kind - 32u)), red),
+                                  _mm256_setzero_si256());
+    __m256i skipped =
+        _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)skip), lane),
+                                            _mm256_set1_epi32(1)),
+                           _mm256_set1_epi32(1));
+    wv = _mm256_andnot_si256(skipped, wv);
+    __m256i inc = _mm256_add_epi32(wv, _mm256_slli_si256(wv, 4));
+    inc = _mm256_add_epi32(inc, _mm256_slli_si256(inc, 8));
+    inc = _mm256_add_epi32(
+        inc, _mm256_blend_epi32(_mm256_setzero_si256(),
+                                _mm256_permutevar8x32_epi32(inc, _mm256_set1_epi32(3)), 0xF0));
+    uint32_t total = (uint32_t)_mm256_extract_epi32(inc, 7);
+    *bytes = (total + 7u) / 8u;
+    __m256i off = _mm256_sub_epi32(inc, wv);
+    if ((uint32_t)_mm256_extract_epi32(off, 7) <= 96u && end - r >= 16) {
+        const __m256i byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,
+                                               0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+        __m256i ctrl = _mm256_add_epi8(_mm256_shuffle_epi8(_mm256_srli_epi32(off, 3), byte0),
+                                       _mm256_set1_epi32(0x03020100));
+        __m256i both =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)r));
+        __m256i x = _mm256_srlv_epi32(_mm256_shuffle_epi8(both, ctrl),
+                                      _mm256_and_si256(off, _mm256_set1_epi32(7)));
+        __m256i mask =
+            _mm256_sub_epi32(_mm256_sllv_epi32(_mm256_set1_epi32(1), wv), _mm256_set1_epi32(1));
+        x = _mm256_and_si256(x, mask);
+        return (lmb_v8f)_mm256_add_ps(
+            _mm256_loadu_ps(base), _mm256_mul_ps(_mm256_loadu_ps(base + 8), _mm256_cvtepi32_ps(x)));
+    }
+#endif
+    uint32_t w[8], bit = 0;
+    uint32_t sum = lmb_pk_var_widths(kind, skip, base[16], w);
+    *bytes = (sum + 7u) / 8u;
+    lmb_v8u32 q;
+    for (uint32_t l = 0; l < 8; l++) {
+        uint32_t x = 0;
+        if (w[l]) {
+            memcpy(&x, r + (bit >> 3), 4);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+            x = __builtin_bswap32(x);
+#endif
+            x = x >> (bit & 7u) & ((1u << w[l]) - 1u);
+            bit += w[l];
+        }
+        q[l] = x;
+    }
+    return PK(ld)(base) + PK(ld)(base + 8) * __builtin_convertvector((lmb_v8i)q, lmb_v8f);
+}
+
 /* Rows [0, n) of stream s at key a into v (fill: the value of SKIP rows). */
 static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint32_t a, int n,
                                 const float *fill, lmb_v8f *v) {
@@ -204,9 +270,14 @@ static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint3
         } else if (kind == LMB_PK_CONST) {
             v[r] = PK(ld)(rg);
             rg += 8;
+        } else if (lmb_pk_var(kind)) {
+            uint32_t bytes;
+            v[r] = PK(row_var)(kind, s->skip, ra, rg, end, &bytes);
+            ra += bytes;
+            rg += 17;
         } else {
             v[r] = PK(row)(kind, s->skip, ra, rg, end);
-            ra += lmb_pk_row_bytes(kind, s->skip);
+            ra += lmb_pk_row_bytes(kind, s->skip, rg);
             rg += lmb_pk_range_floats(kind);
         }
     }

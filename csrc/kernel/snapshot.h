@@ -59,8 +59,10 @@
 #include "skinning.h"
 
 /* 2: a packed stream's word 6 holds its skip mask (version 1 wrote 0 there,
- * which reads as every lane stored) */
-#define LMB_SNAP_VERSION 2u
+ * which reads as every lane stored); 3: packed rows may be V(b), a bit
+ * width per joint (packed.h), which version 2 readers refuse as an unknown
+ * row kind */
+#define LMB_SNAP_VERSION 3u
 #define LMB_SNAP_ENDIAN 0x01020304u
 #define LMB_SNAP_ALIGN 16u
 

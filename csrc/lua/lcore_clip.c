@@ -501,7 +501,22 @@ static int packed_track_keys(lua_State *L, const lmb_clip *c, lua_Integer j, int
         }
     }
     lua_pushstring(L, interp_names[p->interp]);
-    return 3;
+    /* the bits each component of a key takes (0: stored once or derived) */
+    lua_createtable(L, (int)width, 0);
+    const float *rg = p->ranges + s->range;
+    for (uint32_t r = 0; r < width; r++) {
+        uint32_t kd = s->kind[r], bits = 0, w[8];
+        if (kd == LMB_PK_F32) bits = 32;
+        if (lmb_pk_quantized(kd)) bits = kd - 16u;
+        if (lmb_pk_var(kd)) {
+            lmb_pk_var_widths(kd, s->skip, rg[16], w);
+            bits = w[lane];
+        }
+        rg += lmb_pk_range_floats(kd);
+        lua_pushinteger(L, (lua_Integer)bits);
+        lua_rawseti(L, -2, (lua_Integer)r + 1);
+    }
+    return 4;
 }
 
 /** clip:track_keys(j, path): the keys of joint j's track for `path`: key
@@ -510,7 +525,9 @@ static int packed_track_keys(lua_State *L, const lmb_clip *c, lua_Integer j, int
  * interpolation name; nil when the clip has no such track. A packed clip
  * gives the keys its stream keeps, decoded (LINEAR or STEP); between them
  * it interpolates as an exact clip of those keys does, except on an
- * irregular grid, where it interpolates by grid frame, not by time. */
+ * irregular grid, where it interpolates by grid frame, not by time; and a
+ * fourth value: per component, the bits each key stores for it (0: stored
+ * once, or a rotation's w derived from x, y, z; 32: a raw float). */
 static int l_clip_track_keys(lua_State *L) {
     lmb_clip *c = check_clip(L, 1);
     lua_Integer j = luaL_checkinteger(L, 2);
