@@ -367,6 +367,59 @@ describe("limber.anim.pack", function()
     assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6)
   end)
 
+  it("derives per joint the component that stays farthest from 0 (turns through 180 degrees)",
+    function()
+      -- each joint turns through 180 degrees about an axis near x: w passes
+      -- 0 while x stays large, so x is derived from y, z and w (DERIVE_ANY)
+      -- and w takes bits; both samplers decode alike, within the tolerance
+      local joints = { { name = "root" } }
+      for j = 2, 8 do joints[j] = { name = "j" .. j, parent = j - 1, translation = { 0, 0.2, 0 } } end
+      local skel = limber.skeleton(joints)
+      local times, tracks = {}, {}
+      for k = 1, 41 do times[k] = (k - 1) / 20 end
+      for j = 1, 8 do
+        local v = {}
+        for k, t in ipairs(times) do
+          local q = axis_angle({ 1, 0.05 * j, 0.1 }, math.pi + 0.7 * math.sin(2 * t + j))
+          for c = 1, 4 do v[(k - 1) * 4 + c] = q[c] end
+        end
+        tracks[j] = { joint = j, path = "rotation", times = times, values = v }
+      end
+      local clip = anim.clip({ tracks = tracks, pack = false }, skel)
+      local packed = assert(anim.pack(clip, skel, { tolerance = 1e-4, distance = 0.1 }))
+      assert.is_true(packed:packed())
+      for j = 1, 8 do
+        local _, _, _, bits = packed:track_keys(j, "rotation")
+        assert.equal(0, bits[1], "joint " .. j .. ": x derived")
+        assert.is_true(bits[2] > 0 and bits[3] > 0 and bits[4] > 0, "joint " .. j)
+      end
+      local was, N = limber.core.simd(), 25
+      finally(function() limber.core.simd(was) end)
+      local poses, ts = {}, {}
+      for i = 1, N do ts[i] = i == N and 2 or H.rand(0, 2) end
+      for k, simd in ipairs({ false, true }) do
+        limber.core.simd(simd)
+        poses[k] = limber.pose(skel, N)
+        local s = anim.sampler(poses[k], { packed })
+        for i = 1, N do s:set(i, 1, ts[i], false) end
+        s:run()
+      end
+      for i = 1, N do
+        for j = 1, 8 do
+          local _, A = poses[1]:trs(i, j)
+          local _, B = poses[2]:trs(i, j)
+          assert.quat_near(A, B, 1e-6)
+          -- and near the exact rotation (at most the tolerance over the distance)
+          assert.quat_near({ clip:sample_joint(j, "rotation", ts[i], false) }, A, 5e-3)
+        end
+      end
+      local mj, md = lua_error(clip, packed, skel, key_times({ times }), f32(0.1))
+      local e = packed:error()
+      assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6, md)
+      assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6, mj)
+      assert.is_true(md <= 1e-4, md)
+    end)
+
   it("plays a dropped track's rest pose exactly, next to joints whose rows it keeps", function()
     -- tracks within the bound of the rest pose are dropped; their joints
     -- share chunk rows with moving ones, where they store no bits (the

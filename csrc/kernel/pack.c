@@ -65,6 +65,7 @@ typedef struct pack_lay {
     float *pcache;    /* Q * LMB_PK_CACHE_FLOATS: pose_packed's decoded keys */
     uint32_t *hist;
     uint32_t range_floats, data_bytes, kept, node_tracks, node_times, node_values;
+    uint32_t didx[8]; /* the stream being chosen: each lane's derived component (DERIVE_ANY) */
     lmb_packed pk;
 } pack_lay;
 
@@ -617,11 +618,21 @@ static void stream_keys(pack_lay *L, uint32_t q, uint32_t ch, const uint16_t *fr
                 o[r * 8 + l] =
                     L->keep[(q * 8 + l) * 3 + ch] ? g[r * 8 + l] : L->fill[q * 80 + c * 8 + l];
             }
-        if (ch == 1 && derive) { /* w >= 0 (w is derived from x y z) */
-            for (uint32_t l = 0; l < 8; l++)
-                if (o[24 + l] < 0.0f)
+        if (ch == 1 && derive) { /* the derived component >= 0 (w, or L->didx) */
+            for (uint32_t l = 0; l < 8; l++) {
+                uint32_t x = derive == 2 ? L->didx[l] : 3u;
+                if (o[x * 8 + l] < 0.0f)
                     for (uint32_t r = 0; r < 4; r++)
                         o[r * 8 + l] = -o[r * 8 + l];
+                if (x == 3) continue;
+                /* rows 0 .. 2: the other three in order; row 3: the derived one */
+                float v[4];
+                for (uint32_t r = 0; r < 4; r++)
+                    v[r] = o[r * 8 + l];
+                for (uint32_t r = 0, at = 0; r < 4; r++)
+                    if (r != x) o[at++ * 8 + l] = v[r];
+                o[24 + l] = v[x];
+            }
         } else if (ch == 1 && i > 0) { /* sign-continuous per lane */
             const float *pr = o - 32;
             for (uint32_t l = 0; l < 8; l++) {
@@ -720,6 +731,13 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
     uint32_t rec = 0;
     for (uint32_t r = 0; r < n; r++) {
         if (kind[r] == LMB_PK_SKIP || kind[r] == LMB_PK_DERIVE) continue;
+        if (kind[r] == LMB_PK_DERIVE_ANY) {
+            uint32_t word = 0;
+            for (uint32_t l = 0; l < 8; l++)
+                word |= L->didx[l] << (2 * l);
+            *rg++ = (float)word;
+            continue;
+        }
         float lo[8], hi[8];
         for (uint32_t l = 0; l < 8; l++)
             row_range(L, (uint32_t)r, l, lo + l, hi + l);
@@ -762,8 +780,8 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
     for (uint32_t r = 0; r < n; r++) {
         uint8_t kd = kind[r];
         if (kd == LMB_PK_SKIP || kd == LMB_PK_DERIVE) continue;
-        if (kd == LMB_PK_CONST) {
-            rr += 8;
+        if (kd == LMB_PK_CONST || kd == LMB_PK_DERIVE_ANY) {
+            rr += lmb_pk_range_floats(kd);
             continue;
         }
         uint32_t rb = lmb_pk_row_bytes(kd, skip, rr), w[8];
@@ -921,8 +939,28 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
     size_t best_cost = (size_t)-1;
     int best_dv = 0;
     int irregular = L->F >= 3 && L->F <= 65536;
-    /* rotations: first with w derived from x y z (three rows), then all four */
-    for (int dv = ch == 1; dv >= 0; dv--) {
+    /* rotations: first with one component per joint derived from the
+     * other three, the one farthest from 0 over the grid (three rows and
+     * a word; skipped when that is w for every joint), then with w derived,
+     * then all four stored */
+    int other = 0;
+    for (uint32_t l = 0; l < 8; l++) {
+        L->didx[l] = 3;
+        if (ch != 1 || !L->keep[(q * 8 + l) * 3 + 1]) continue;
+        double low[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
+        for (uint32_t f = 0; f < L->F; f++) {
+            const float *g = grid_rows(L, SUB * f, q, 1);
+            for (uint32_t c = 0; c < 4; c++) {
+                double a = fabs((double)g[c * 8 + l]);
+                if (a < low[c]) low[c] = a;
+            }
+        }
+        for (uint32_t c = 0; c < 3; c++)
+            if (low[c] > low[L->didx[l]]) L->didx[l] = c;
+        other |= L->didx[l] != 3;
+    }
+    for (int dv = ch == 1 ? 2 : 0; dv >= 0; dv--) {
+        if (dv == 2 && !other) continue;
         int tries = 0;
         /* candidates: one key every k frames (the largest feasible steps), then
          * keys chosen per stream with half and a quarter of the budget for
@@ -955,7 +993,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
                 for (uint32_t l = 0; l < 8; l++)
                     lspan[r][l] = 0.0;
                 if (r == 3 && dv) {
-                    kind[r] = init[r] = LMB_PK_DERIVE;
+                    kind[r] = init[r] = dv == 2 ? LMB_PK_DERIVE_ANY : LMB_PK_DERIVE;
                     continue;
                 }
                 int exact = 1;
@@ -1018,7 +1056,8 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
                     double most = 0.0;
                     for (uint32_t r = 0; r < n; r++) {
                         uint8_t kd = kind[r];
-                        if (kd == LMB_PK_F32 || kd == LMB_PK_DERIVE) continue;
+                        if (kd == LMB_PK_F32 || kd == LMB_PK_DERIVE || kd == LMB_PK_DERIVE_ANY)
+                            continue;
                         double v = kd == LMB_PK_CONST || lw[r][l] == 0
                                        ? 0.5 * lspan[r][l]
                                        : lspan[r][l] / (double)((1u << lw[r][l]) - 1u);

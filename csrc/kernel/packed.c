@@ -131,7 +131,7 @@ lmb_status lmb_packed_check(const lmb_clip *c, lmb_error *err) {
             uint32_t k = s->kind[r];
             int ok = r < n ? (k == LMB_PK_SKIP || k == LMB_PK_CONST || k == LMB_PK_F32 ||
                               lmb_pk_quantized(k) || lmb_pk_var(k) ||
-                              (k == LMB_PK_DERIVE && ch == 1 && r == 3))
+                              ((k == LMB_PK_DERIVE || k == LMB_PK_DERIVE_ANY) && ch == 1 && r == 3))
                            : k == LMB_PK_SKIP;
             if (!ok) return pk_fail(err, "stream {i}: row kind {v} is not valid", si, (double)k);
             const float *rg = p->ranges + s->range + rf;
@@ -143,6 +143,14 @@ lmb_status lmb_packed_check(const lmb_clip *c, lmb_error *err) {
                       rg[16] == (float)(uint32_t)rg[16]))
                     return pk_fail(err, "stream {i}: a row's width word {v} is not valid", si,
                                    (double)rg[16]);
+            }
+            if (k == LMB_PK_DERIVE_ANY) { /* its word: 2 bits per joint */
+                if ((uint64_t)s->range + rf + 1u > p->range_floats)
+                    return pk_fail(err, "stream {i}: keys, step or offsets out of range", si,
+                                   (double)s->keys);
+                if (!(rg[0] >= 0.0f && rg[0] <= 65535.0f && rg[0] == (float)(uint32_t)rg[0]))
+                    return pk_fail(err, "stream {i}: a row's component word {v} is not valid", si,
+                                   (double)rg[0]);
             }
             rec += lmb_pk_row_bytes(k, s->skip, rg), rf += lmb_pk_range_floats(k);
         }

@@ -26,6 +26,12 @@
  *   F32   raw floats;
  *   DERIVE (rotation w only) not stored: w = sqrt(1 - x^2 - y^2 - z^2), the
  *         keys being stored with w >= 0 (q and -q are one rotation).
+ *   DERIVE_ANY (rotation row 3 only) per joint, the component (x, y, z or
+ *         w) that stays farthest from 0 over the clip is derived, >= 0, from
+ *         the other three, which rows 0 .. 2 hold in x y z w order; the
+ *         row's range is one float holding the integer sum of idx_l << 2l
+ *         (the derived component of joint l). A joint turning through 180
+ *         degrees (w passing 0) then keeps three rows, not four.
  * A stream's key record holds its rows' quantized values (8 joints each)
  * one after the other, so the two keys a sample reads are adjacent bytes.
  * Rotations are stored sign-continuous per joint and interpolated by slerp
@@ -51,7 +57,13 @@
 
 #include "limber.h"
 
-enum { LMB_PK_SKIP = 0, LMB_PK_CONST = 1, LMB_PK_F32 = 4, LMB_PK_DERIVE = 5 };
+enum {
+    LMB_PK_SKIP = 0,
+    LMB_PK_CONST = 1,
+    LMB_PK_F32 = 4,
+    LMB_PK_DERIVE = 5,
+    LMB_PK_DERIVE_ANY = 6
+};
 /* Quantized rows of b bits (1 .. 16) per joint: b bytes per key. */
 #define LMB_PK_Q(b) (16u + (b))
 #define LMB_PK_U8 LMB_PK_Q(8)
@@ -96,7 +108,11 @@ static inline uint32_t lmb_pk_row_bytes(uint32_t kind, uint32_t skip, const floa
 /* Floats of range data a row of this kind keeps (base, then scale; V rows
  * then their reduction word). */
 static inline uint32_t lmb_pk_range_floats(uint32_t kind) {
-    return kind == LMB_PK_CONST ? 8u : lmb_pk_quantized(kind) ? 16u : lmb_pk_var(kind) ? 17u : 0u;
+    return kind == LMB_PK_CONST        ? 8u
+           : lmb_pk_quantized(kind)    ? 16u
+           : lmb_pk_var(kind)          ? 17u
+           : kind == LMB_PK_DERIVE_ANY ? 1u
+                                       : 0u;
 }
 
 /* Largest step (frames per kept key) of a stream. */

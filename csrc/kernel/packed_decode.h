@@ -102,7 +102,8 @@ static inline uint32_t PK(key)(const lmb_packed *p, const lmb_pstream *s, float 
     return a;
 }
 
-/* w >= 0 of a unit quaternion from its x y z: sqrt(1 - x^2 - y^2 - z^2).
+/* w >= 0 of a unit quaternion from its x y z: sqrt(1 - x^2 - y^2 - z^2)
+ * (or any component from the other three: DERIVE_ANY).
  * Near w = 0 this keeps few of w's bits and amplifies any rounding of x y z
  * by about 1 / w, so every decoder must compute the same floats: the files
  * that include this one are compiled without contraction into FMAs
@@ -262,10 +263,14 @@ static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint3
                                 const float *fill, lmb_v8f *v) {
     const uint8_t *ra = p->data + s->data + (size_t)a * s->rec;
     const uint8_t *end = p->data + p->data_bytes + 4; /* the read padding */
-    const float *rg = p->ranges + s->range;
+    const float *rg = p->ranges + s->range, *word = NULL;
     for (int r = 0; r < n; r++) {
         uint8_t kind = s->kind[r];
-        if (kind == LMB_PK_SKIP || kind == LMB_PK_DERIVE) {
+        if (kind == LMB_PK_DERIVE_ANY) { /* its word: the derived components */
+            v[r] = PK(splat)(fill[r]);
+            word = rg;
+            rg += 1;
+        } else if (kind == LMB_PK_SKIP || kind == LMB_PK_DERIVE) {
             v[r] = PK(splat)(fill[r]);
         } else if (kind == LMB_PK_CONST) {
             v[r] = PK(ld)(rg);
@@ -282,6 +287,19 @@ static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint3
         }
     }
     if (n == 4 && s->kind[3] == LMB_PK_DERIVE) v[3] = PK(derive_w)(v[0], v[1], v[2]);
+    if (n == 4 && word) { /* per joint: rows 0 .. 2 are the other three, in order */
+        uint32_t w = (uint32_t)*word;
+        lmb_v8i idx;
+        for (int l = 0; l < 8; l++)
+            idx[l] = (int32_t)(w >> (2 * l) & 3u);
+        lmb_v8i m0 = idx == 0, m1 = idx == 1, m2 = idx == 2, m3 = idx == 3;
+        lmb_v8i qa = (lmb_v8i)v[0], qb = (lmb_v8i)v[1], qc = (lmb_v8i)v[2];
+        lmb_v8i d = (lmb_v8i)PK(derive_w)(v[0], v[1], v[2]);
+        v[0] = (lmb_v8f)((d & m0) | (qa & ~m0));
+        v[1] = (lmb_v8f)((qa & m0) | (d & m1) | (qb & ~(m0 | m1)));
+        v[2] = (lmb_v8f)((qb & (m0 | m1)) | (d & m2) | (qc & m3));
+        v[3] = (lmb_v8f)((d & m3) | (qc & ~m3));
+    }
 }
 
 static const float PK(fill)[3][4] = {{0, 0, 0, 0}, {0, 0, 0, 1}, {1, 1, 1, 1}};

@@ -504,17 +504,23 @@ static int packed_track_keys(lua_State *L, const lmb_clip *c, lua_Integer j, int
     /* the bits each component of a key takes (0: stored once or derived) */
     lua_createtable(L, (int)width, 0);
     const float *rg = p->ranges + s->range;
+    uint32_t bits[4] = {0, 0, 0, 0}, derived = 4; /* the derived component (4: none) */
     for (uint32_t r = 0; r < width; r++) {
-        uint32_t kd = s->kind[r], bits = 0, w[8];
-        if (kd == LMB_PK_F32) bits = 32;
-        if (lmb_pk_quantized(kd)) bits = kd - 16u;
+        uint32_t kd = s->kind[r], w[8];
+        if (kd == LMB_PK_F32) bits[r] = 32;
+        if (lmb_pk_quantized(kd)) bits[r] = kd - 16u;
         if (lmb_pk_var(kd)) {
             lmb_pk_var_widths(kd, s->skip, rg[16], w);
-            bits = w[lane];
+            bits[r] = w[lane];
         }
+        if (kd == LMB_PK_DERIVE) derived = 3;
+        if (kd == LMB_PK_DERIVE_ANY) derived = (uint32_t)rg[0] >> (2 * lane) & 3u;
         rg += lmb_pk_range_floats(kd);
-        lua_pushinteger(L, (lua_Integer)bits);
-        lua_rawseti(L, -2, (lua_Integer)r + 1);
+    }
+    /* DERIVE_ANY: rows 0 .. 2 hold the components other than the derived one */
+    for (uint32_t e = 0, r = 0; e < width; e++) {
+        lua_pushinteger(L, (lua_Integer)(e == derived ? 0 : bits[r++]));
+        lua_rawseti(L, -2, (lua_Integer)e + 1);
     }
     return 4;
 }
