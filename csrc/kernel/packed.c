@@ -143,6 +143,13 @@ lmb_status lmb_packed_check(const lmb_clip *c, lmb_error *err) {
                       rg[16] == (float)(uint32_t)rg[16]))
                     return pk_fail(err, "stream {i}: a row's width word {v} is not valid", si,
                                    (double)rg[16]);
+                /* no joint narrower than 0 bits, none on a skipped lane */
+                for (uint32_t l = 0; l < 8; l++) {
+                    uint32_t d = (uint32_t)rg[16] >> (3 * l) & 7u;
+                    if (d > k - 32u || (d && (s->skip >> l & 1u)))
+                        return pk_fail(err, "stream {i}: a row's width word {v} is not valid", si,
+                                       (double)rg[16]);
+                }
             }
             if (k == LMB_PK_DERIVE_ANY) { /* its word: 2 bits per joint */
                 if ((uint64_t)s->range + rf + 1u > p->range_floats)

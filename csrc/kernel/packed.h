@@ -92,15 +92,24 @@ static inline uint32_t lmb_pk_var_widths(uint32_t kind, uint32_t skip, float wor
     }
     return sum;
 }
+/* The bits of a V row: b per stored joint less their reductions (the sum of
+ * 8 fields of 3 bits, two at a time). Equal to lmb_pk_var_widths' sum
+ * where no reduction exceeds b and skipped joints have none, which
+ * lmb_packed_check makes sure of; a decoder finds the next row without
+ * waiting for the widths. */
+static inline uint32_t lmb_pk_var_bits(uint32_t kind, uint32_t skip, float word) {
+    uint32_t x = (uint32_t)word;
+    uint32_t s1 = (x & 0x1C71C7u) + (x >> 3 & 0x1C71C7u);
+    uint32_t s2 = (s1 & 0x03F03Fu) + (s1 >> 6 & 0x03F03Fu);
+    uint32_t stored = 8u - (uint32_t)__builtin_popcount(skip & 0xFFu);
+    return stored * (kind - 32u) - ((s2 & 0xFFFu) + (s2 >> 12));
+}
 /* Bytes a row of this kind takes in a key record, the joints in `skip` (a
  * lane mask) left out of quantized rows; rg: the row's range floats (read
  * for V rows only). */
 static inline uint32_t lmb_pk_row_bytes(uint32_t kind, uint32_t skip, const float *rg) {
     uint32_t stored = 8u - (uint32_t)__builtin_popcount(skip & 0xFFu);
-    if (lmb_pk_var(kind)) {
-        uint32_t w[8];
-        return (lmb_pk_var_widths(kind, skip, rg[16], w) + 7u) / 8u;
-    }
+    if (lmb_pk_var(kind)) return (lmb_pk_var_bits(kind, skip, rg[16]) + 7u) / 8u;
     return kind == LMB_PK_F32       ? 32u
            : lmb_pk_quantized(kind) ? (stored * (kind - 16u) + 7u) / 8u
                                     : 0u;

@@ -192,13 +192,51 @@ static inline lmb_v8f PK(row)(uint32_t kind, uint32_t skip, const uint8_t *r, co
     return PK(ld)(base) + PK(ld)(base + 8) * __builtin_convertvector((lmb_v8i)q, lmb_v8f);
 }
 
-/* A V row (packed.h: a width per joint) of one key record; *bytes: the
- * bytes it takes. Each joint's bits lie in the four bytes from its first
- * one (the data is followed by 4 bytes of padding). */
-static inline lmb_v8f PK(row_var)(uint32_t kind, uint32_t skip, const uint8_t *r, const float *base,
-                                  const uint8_t *end, uint32_t *bytes) {
-    (void)end;
 #ifdef PK_AVX2_ROWS
+/* Joint l's wv[l] bits from bit off[l] of the 16 bytes at r (each joint's
+ * four bytes from its first one by a byte shuffle, then a shift per lane),
+ * as base + scale * q. */
+static inline lmb_v8f PK(row_lanes)(const uint8_t *r, const float *base, __m256i wv, __m256i off) {
+    const __m256i byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0,
+                                           0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+    __m256i ctrl = _mm256_add_epi8(_mm256_shuffle_epi8(_mm256_srli_epi32(off, 3), byte0),
+                                   _mm256_set1_epi32(0x03020100));
+    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)r));
+    __m256i x = _mm256_srlv_epi32(_mm256_shuffle_epi8(both, ctrl),
+                                  _mm256_and_si256(off, _mm256_set1_epi32(7)));
+    __m256i mask =
+        _mm256_sub_epi32(_mm256_sllv_epi32(_mm256_set1_epi32(1), wv), _mm256_set1_epi32(1));
+    x = _mm256_and_si256(x, mask);
+    return (lmb_v8f)_mm256_add_ps(_mm256_loadu_ps(base),
+                                  _mm256_mul_ps(_mm256_loadu_ps(base + 8), _mm256_cvtepi32_ps(x)));
+}
+#endif
+
+/* A V row (packed.h: a width per joint) of one key record, `bits` in all
+ * (lmb_pk_var_bits). Each joint's bits lie in the four bytes from its
+ * first one (the data is followed by 4 bytes of padding). */
+static inline lmb_v8f PK(row_var)(uint32_t kind, uint32_t skip, const uint8_t *r, const float *base,
+                                  const uint8_t *end, uint32_t bits) {
+    (void)end, (void)bits;
+#ifdef PK_AVX2_ROWS
+    if (!skip && bits <= 96u && end - r >= 16) {
+        /* no lane skipped: the eight 3-bit reductions spread to bytes (fields
+         * to dword halves, pairs to 16-bit units, then to bytes), their
+         * running sums by one multiplication (at most 49: no carries), both
+         * widened to a lane each; offset of joint l: l b - the reductions
+         * before it */
+        uint64_t x = (uint32_t)base[16];
+        uint64_t h = (x & 0xFFFu) | (x & 0xFFF000u) << 20;
+        uint64_t u = (h & 0x0000003F0000003Full) | (h & 0x00000FC000000FC0ull) << 10;
+        uint64_t red = (u & 0x0007000700070007ull) | (u & 0x0038003800380038ull) << 5;
+        uint64_t before = red * 0x0101010101010100ull;
+        __m256i bv = _mm256_set1_epi32((int)(kind - 32u));
+        __m256i wv = _mm256_sub_epi32(bv, _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)red)));
+        __m256i off =
+            _mm256_sub_epi32(_mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bv),
+                             _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)before)));
+        return PK(row_lanes)(r, base, wv, off);
+    }
     /* widths from the reduction word, their running sum by two in-lane
      * shifts and the low half's total added to the high half; when every
      * joint's four bytes lie in the 16 from r (and those in the data and
@@ -215,33 +253,18 @@ static inline lmb_v8f PK(row_var)(uint32_t kind, uint32_t skip, const uint8_t *r
                                             _mm256_set1_epi32(1)),
                            _mm256_set1_epi32(1));
     wv = _mm256_andnot_si256(skipped, wv);
-    __m256i inc = _mm256_add_epi32(wv, _mm256_slli_si256(wv, 4));
-    inc = _mm256_add_epi32(inc, _mm256_slli_si256(inc, 8));
-    inc = _mm256_add_epi32(
-        inc, _mm256_blend_epi32(_mm256_setzero_si256(),
-                                _mm256_permutevar8x32_epi32(inc, _mm256_set1_epi32(3)), 0xF0));
-    uint32_t total = (uint32_t)_mm256_extract_epi32(inc, 7);
-    *bytes = (total + 7u) / 8u;
-    __m256i off = _mm256_sub_epi32(inc, wv);
-    if ((uint32_t)_mm256_extract_epi32(off, 7) <= 96u && end - r >= 16) {
-        const __m256i byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,
-                                               0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
-        __m256i ctrl = _mm256_add_epi8(_mm256_shuffle_epi8(_mm256_srli_epi32(off, 3), byte0),
-                                       _mm256_set1_epi32(0x03020100));
-        __m256i both =
-            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)r));
-        __m256i x = _mm256_srlv_epi32(_mm256_shuffle_epi8(both, ctrl),
-                                      _mm256_and_si256(off, _mm256_set1_epi32(7)));
-        __m256i mask =
-            _mm256_sub_epi32(_mm256_sllv_epi32(_mm256_set1_epi32(1), wv), _mm256_set1_epi32(1));
-        x = _mm256_and_si256(x, mask);
-        return (lmb_v8f)_mm256_add_ps(
-            _mm256_loadu_ps(base), _mm256_mul_ps(_mm256_loadu_ps(base + 8), _mm256_cvtepi32_ps(x)));
+    if (bits <= 96u && end - r >= 16) {
+        __m256i inc = _mm256_add_epi32(wv, _mm256_slli_si256(wv, 4));
+        inc = _mm256_add_epi32(inc, _mm256_slli_si256(inc, 8));
+        inc = _mm256_add_epi32(
+            inc, _mm256_blend_epi32(_mm256_setzero_si256(),
+                                    _mm256_permutevar8x32_epi32(inc, _mm256_set1_epi32(3)), 0xF0));
+        __m256i off = _mm256_sub_epi32(inc, wv);
+        return PK(row_lanes)(r, base, wv, off);
     }
 #endif
     uint32_t w[8], bit = 0;
-    uint32_t sum = lmb_pk_var_widths(kind, skip, base[16], w);
-    *bytes = (sum + 7u) / 8u;
+    lmb_pk_var_widths(kind, skip, base[16], w);
     lmb_v8u32 q;
     for (uint32_t l = 0; l < 8; l++) {
         uint32_t x = 0;
@@ -276,9 +299,9 @@ static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint3
             v[r] = PK(ld)(rg);
             rg += 8;
         } else if (lmb_pk_var(kind)) {
-            uint32_t bytes;
-            v[r] = PK(row_var)(kind, s->skip, ra, rg, end, &bytes);
-            ra += bytes;
+            uint32_t bits = lmb_pk_var_bits(kind, s->skip, rg[16]);
+            v[r] = PK(row_var)(kind, s->skip, ra, rg, end, bits);
+            ra += (bits + 7u) / 8u;
             rg += 17;
         } else {
             v[r] = PK(row)(kind, s->skip, ra, rg, end);
