@@ -50,6 +50,7 @@ typedef struct pack_lay {
     uint8_t *keep;          /* Q * 8 * 3: the packed clip keeps it */
     double *reach;          /* Q * 8 */
     double *mult;           /* Q * 3: each stream's budget, a multiple of the common one */
+    uint32_t *order;        /* Q * 3: streams by bytes (relax) */
     double
         *jerr; /* 2 max(J, Q * 8): each joint's largest error in the last measure; relax's copy */
     double *chain;   /* Q * 8: joints on the longest chain through the joint */
@@ -209,6 +210,7 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pa
     size_t okeep = carve(&off, (size_t)L.Q * 24);
     size_t oreach = carve(&off, (size_t)L.Q * 8 * sizeof(double));
     size_t omult = carve(&off, (size_t)L.Q * 3 * 2 * sizeof(double));
+    size_t oorder = carve(&off, (size_t)L.Q * 3 * sizeof(uint32_t));
     size_t ojerr = carve(&off, (size_t)(L.Q * 8 > L.J ? L.Q * 8 : L.J) * 2 * sizeof(double));
     size_t ochain = carve(&off, (size_t)(L.Q * 8 > L.J ? L.Q * 8 : L.J) * 2 * sizeof(double));
     size_t ofill = carve(&off, (size_t)L.Q * 80 * sizeof(float));
@@ -245,6 +247,7 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pa
         P->keep = b + okeep;
         P->reach = (double *)(void *)(b + oreach);
         P->mult = (double *)(void *)(b + omult);
+        P->order = (uint32_t *)(void *)(b + oorder);
         P->jerr = (double *)(void *)(b + ojerr);
         P->chain = (double *)(void *)(b + ochain);
         P->fill = (float *)(void *)(b + ofill);
@@ -1125,6 +1128,53 @@ static void choose_all(pack_lay *L, double budget) {
     L->pk.keyframe_count = L->kf_count;
 }
 
+/* Chooses stream i again at budget x its multiple, the other streams kept:
+ * what follows it in the data, ranges and key frames moves to the ends of
+ * their arrays while it is chosen (each array holds every stream at its
+ * largest), then back behind it, and the streams after it are offset. */
+static void rechoose(pack_lay *L, uint32_t i, double budget) {
+    uint32_t q = i / 3, ch = i % 3, n = L->Q * 3;
+    lmb_pstream *st = L->st + i;
+    uint32_t kf0 = 0;
+    for (uint32_t k = 0; k < i; k++)
+        kf0 += L->st[k].step == 0 ? L->st[k].keys : 0u;
+    uint32_t rf = 0;
+    for (uint32_t r = 0; r < 4; r++)
+        rf += lmb_pk_range_floats(st->kind[r]);
+    size_t d0 = st->data, d1 = d0 + (size_t)st->keys * st->rec, r0 = st->range, r1 = r0 + rf;
+    size_t k1 = kf0 + (st->step == 0 ? st->keys : 0u);
+    size_t dcap = (size_t)n * L->Fmax * 128, rcap = (size_t)n * 68, kcap = (size_t)n * L->Fmax;
+    size_t dt = L->data_bytes - d1, rt = L->range_floats - r1, kt = L->kf_count - k1;
+    memmove(L->data + dcap - dt, L->data + d1, dt);
+    memmove(L->rg + rcap - rt, L->rg + r1, rt * sizeof(float));
+    memmove(L->kf + kcap - kt, L->kf + k1, kt * sizeof(uint16_t));
+    L->data_bytes = (uint32_t)d0, L->range_floats = (uint32_t)r0, L->kf_count = (uint32_t)kf0;
+    double b = budget * L->mult[i];
+    for (uint32_t l = 0; l < 8; l++) {
+        uint32_t j = q * 8 + l;
+        L->kept -= L->keep[j * 3 + ch];
+        L->keep[j * 3 + ch] = L->has[j * 3 + ch] && !rest_fits(L, j, ch, b);
+        L->kept += L->keep[j * 3 + ch];
+    }
+    stream_choose(L, q, ch, b);
+    int64_t dd = (int64_t)L->data_bytes - (int64_t)d1, dr = (int64_t)L->range_floats - (int64_t)r1,
+            dk = (int64_t)L->kf_count - (int64_t)k1;
+    memmove(L->data + L->data_bytes, L->data + dcap - dt, dt);
+    memmove(L->rg + L->range_floats, L->rg + rcap - rt, rt * sizeof(float));
+    memmove(L->kf + L->kf_count, L->kf + kcap - kt, kt * sizeof(uint16_t));
+    for (uint32_t k = i + 1; k < n; k++) {
+        lmb_pstream *o = L->st + k;
+        o->data = (uint32_t)((int64_t)o->data + dd);
+        o->range = (uint32_t)((int64_t)o->range + dr);
+        if (o->step == 0) o->kf = (uint32_t)((int64_t)o->kf + dk);
+    }
+    L->data_bytes = (uint32_t)((int64_t)L->data_bytes + (int64_t)dt);
+    L->range_floats = (uint32_t)((int64_t)L->range_floats + (int64_t)rt);
+    L->kf_count = (uint32_t)((int64_t)L->kf_count + (int64_t)kt);
+    L->pk.range_floats = L->range_floats, L->pk.data_bytes = L->data_bytes;
+    L->pk.keyframe_count = L->kf_count;
+}
+
 /* ---- the job --------------------------------------------------------------- */
 
 /* Array sizes of the packed clip lmb_pack_write lays out for the current choice. */
@@ -1148,6 +1198,8 @@ static size_t packed_bytes(const pack_lay *L) {
  * root of each ratio. The uniform budget search before cannot do this: the
  * chain with the least slack stops it for every joint. */
 #define RELAX_ROUNDS 4
+/* Joint samples the stream-by-stream tries may measure in all. */
+#define TRY_WORK 1e7
 #define RELAX_MAX 4.0
 static void relax(const lmb_clip *src, const lmb_skeleton *sk, lmb_pack_job *job, pack_lay *L,
                   double budget, double tol) {
@@ -1193,6 +1245,40 @@ static void relax(const lmb_clip *src, const lmb_skeleton *sk, lmb_pack_job *job
         power *= 0.5;
         choose_all(L, budget);
     }
+    /* then stream by stream, the largest first: its budget doubled (then
+     * x1.4), kept when the skeleton stays within the tolerance in fewer
+     * bytes. Each try measures the whole skeleton: tries stop after about
+     * TRY_WORK joint samples measured */
+    uint32_t ns = SUB * (L->F - 1) + 1, *order = L->order;
+    double work = (double)ns * J;
+    int tries = work > 0.0 ? (int)(TRY_WORK / work) : 0;
+    for (uint32_t i = 0; i < n; i++)
+        order[i] = i;
+    for (uint32_t a = 1; a < n; a++) /* by bytes, largest first (insertion) */
+        for (uint32_t b = a;
+             b > 0 && stream_cost(L->st + order[b], 4) > stream_cost(L->st + order[b - 1], 4);
+             b--) {
+            uint32_t t = order[b];
+            order[b] = order[b - 1], order[b - 1] = t;
+        }
+    static const double grows[2] = {2.0, 1.4};
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t k = 0; k < n && tries > 0; k++) {
+            uint32_t i = order[k];
+            if (L->st[i].keys * L->st[i].rec == 0) continue; /* nothing keyed to save */
+            double m = L->mult[i];
+            L->mult[i] = m * grows[pass];
+            rechoose(L, i, budget);
+            measure(src, sk, job->distance, L, pose_packed, sk, &job->stats, &L->pk);
+            tries--;
+            size_t bytes = packed_bytes(L);
+            if (job->stats.max_distance <= tol && bytes && bytes < best) {
+                best = bytes, kept = job->stats;
+                continue;
+            }
+            L->mult[i] = m;
+            rechoose(L, i, budget);
+        }
     job->stats = kept;
 }
 
