@@ -950,7 +950,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
     for (uint32_t l = 0; l < 8; l++) {
         L->didx[l] = 3;
         if (ch != 1 || !L->keep[(q * 8 + l) * 3 + 1]) continue;
-        double low[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
+        double low[4] = {(double)INFINITY, (double)INFINITY, (double)INFINITY, (double)INFINITY};
         for (uint32_t f = 0; f < L->F; f++) {
             const float *g = grid_rows(L, SUB * f, q, 1);
             for (uint32_t c = 0; c < 4; c++) {
