@@ -211,6 +211,25 @@ end
 
 -- ---- specs -------------------------------------------------------------------
 
+-- Poses of skel with the clip sampled at times[i] for instance i, on the
+-- portable sampler and on the AVX2 one (where the CPU has it).
+local function sample_both(skel, clip, times)
+  local was, poses = limber.core.simd(), {}
+  for k, simd in ipairs({ false, true }) do
+    limber.core.simd(simd)
+    poses[k] = limber.pose(skel, #times)
+    local s = anim.sampler(poses[k], { clip })
+    for i = 1, #times do s:set(i, 1, times[i], false) end
+    local ok, err = pcall(s.run, s)
+    if not ok then
+      limber.core.simd(was)
+      error(err, 0)
+    end
+  end
+  limber.core.simd(was)
+  return poses[1], poses[2]
+end
+
 describe("limber.anim.pack", function()
   it("reports the error plain Lua measures, within the tolerance, on random clips", function()
     local packed_count = 0
@@ -339,21 +358,13 @@ describe("limber.anim.pack", function()
     local clip = anim.clip({ name = "turns", tracks = tracks, pack = false }, skel)
     local packed = assert(anim.pack(clip, skel, { tolerance = 1e-3, distance = 1 }))
     -- the portable sampler and the AVX2 one (where the CPU has it) at the same times
-    local was, N = limber.core.simd(), 20
-    local poses, ts = {}, {}
+    local N, ts = 20, {}
     for i = 1, N do ts[i] = H.rand(0, 1) end
-    for k, simd in ipairs({ false, true }) do
-      limber.core.simd(simd)
-      poses[k] = limber.pose(skel, N)
-      local s = anim.sampler(poses[k], { packed })
-      for i = 1, N do s:set(i, 1, ts[i], false) end
-      s:run()
-    end
-    limber.core.simd(was)
+    local pa, pb = sample_both(skel, packed, ts)
     for i = 1, N do
       for j = 1, 8 do
-        local _, A = poses[1]:trs(i, j)
-        local _, B = poses[2]:trs(i, j)
+        local _, A = pa:trs(i, j)
+        local _, B = pb:trs(i, j)
         local sg = A[1] * B[1] + A[2] * B[2] + A[3] * B[3] + A[4] * B[4] < 0 and -1 or 1
         for c = 1, 4 do
           assert.is_true(math.abs(A[c] - sg * B[c]) <= 1e-6,
@@ -393,21 +404,13 @@ describe("limber.anim.pack", function()
         assert.equal(0, bits[1], "joint " .. j .. ": x derived")
         assert.is_true(bits[2] > 0 and bits[3] > 0 and bits[4] > 0, "joint " .. j)
       end
-      local was, N = limber.core.simd(), 25
-      finally(function() limber.core.simd(was) end)
-      local poses, ts = {}, {}
+      local N, ts = 25, {}
       for i = 1, N do ts[i] = i == N and 2 or H.rand(0, 2) end
-      for k, simd in ipairs({ false, true }) do
-        limber.core.simd(simd)
-        poses[k] = limber.pose(skel, N)
-        local s = anim.sampler(poses[k], { packed })
-        for i = 1, N do s:set(i, 1, ts[i], false) end
-        s:run()
-      end
+      local pa, pb = sample_both(skel, packed, ts)
       for i = 1, N do
         for j = 1, 8 do
-          local _, A = poses[1]:trs(i, j)
-          local _, B = poses[2]:trs(i, j)
+          local _, A = pa:trs(i, j)
+          local _, B = pb:trs(i, j)
           assert.quat_near(A, B, 1e-6)
           -- and near the exact rotation (at most the tolerance over the distance)
           assert.quat_near({ clip:sample_joint(j, "rotation", ts[i], false) }, A, 5e-3)
@@ -531,8 +534,6 @@ describe("limber.anim.pack", function()
     -- decoded keys, so their poses differ by interpolation rounding only
     -- (rows whose joints take widths of their own, V rows, too: each
     -- joint's bits found by a running sum of the widths)
-    local was = limber.core.simd()
-    finally(function() limber.core.simd(was) end)
     local var_rows = 0
     for trial = 1, 10 do
       local skel = rand_skeleton(math.random(8, 26))
@@ -556,18 +557,11 @@ describe("limber.anim.pack", function()
       local N, d = 19, packed:duration()
       local times = {}
       for i = 1, N do times[i] = i == N and d or H.rand(0, d) end -- the last key: the data's end
-      local poses = {}
-      for k, simd in ipairs({ false, true }) do
-        limber.core.simd(simd)
-        poses[k] = limber.pose(skel, N)
-        local s = anim.sampler(poses[k], { packed })
-        for i = 1, N do s:set(i, 1, times[i], false) end
-        s:run()
-      end
+      local pa, pb = sample_both(skel, packed, times)
       for i = 1, N do
         for j = 1, skel:joint_count() do
-          local ta, ra, sa = poses[1]:trs(i, j)
-          local tb, rb, sb = poses[2]:trs(i, j)
+          local ta, ra, sa = pa:trs(i, j)
+          local tb, rb, sb = pb:trs(i, j)
           local where = ("trial %d instance %d joint %d"):format(trial, i, j)
           for c = 1, 3 do
             assert(math.abs(ta[c] - tb[c]) <= 1e-6 * math.max(1, math.abs(ta[c])), where)

@@ -563,6 +563,113 @@ describe("limber.snapshot", function()
     assert.equal(2, words)
   end)
 
+  it("refuses a row's damaged width word or component word by name", function()
+    local function axis_angle(ax, a)
+      local n = math.sqrt(ax[1] ^ 2 + ax[2] ^ 2 + ax[3] ^ 2)
+      local sn = math.sin(a / 2) / n
+      return { ax[1] * sn, ax[2] * sn, ax[3] * sn, math.cos(a / 2) }
+    end
+    local function rotations(desc, amp_axis_turn)
+      local skel = limber.skeleton(desc)
+      local times, tracks = {}, {}
+      for k = 1, 61 do times[k] = (k - 1) / 30 end
+      for j = 2, #desc do
+        local ax, amp, turn = amp_axis_turn(j)
+        local v = {}
+        for k, t in ipairs(times) do
+          local q = axis_angle(ax, turn + amp * math.sin(2.1 * t + j))
+          for c = 1, 4 do v[(k - 1) * 4 + c] = q[c] end
+        end
+        tracks[#tracks + 1] = { joint = j, path = "rotation", times = times, values = v }
+      end
+      local packed = anim.pack(anim.clip({ tracks = tracks, pack = false }, skel), skel,
+        { tolerance = 1e-4, distance = 0.1 })
+      assert.is_true(packed:packed())
+      return packed, snapshot.save({ clip = packed })
+    end
+    local function replaced(blob, at, v)
+      return blob:sub(1, at - 1) .. H.pack("<f", v) .. blob:sub(at + 4)
+    end
+    -- a V row (a width per joint): joint 1 has no track (lane 1 skipped),
+    -- joint 2 swings 90 degrees, the others a degree or less; w is derived
+    -- and rows 1 to 3 hold x y z. The row's width word: per lane, 3 bits
+    -- of reduction from the row's widest lane
+    local desc = { { translation = { 0, 0, 0 } } }
+    for j = 2, 8 do desc[j] = { parent = 1, translation = { 0.3 * j, 0, 0 } } end
+    local packed, blob = rotations(desc, function(j)
+      return { 0.3, 1, 0.2 * j }, j == 2 and math.pi / 2 or math.rad(1) / (j - 2), 0
+    end)
+    local found = 0
+    for c = 1, 3 do
+      local bits, b, same = {}, 0, true
+      for j = 2, 8 do
+        bits[j] = select(4, packed:track_keys(j, "rotation"))[c]
+        b = math.max(b, bits[j])
+        same = same and bits[j] == bits[2]
+      end
+      assert.equal(0, select(4, packed:track_keys(2, "rotation"))[4]) -- w derived
+      if not same and b < 16 then
+        local word = 0
+        for j = 2, 8 do word = word + math.min(b - bits[j], 7) * 8 ^ (j - 1) end
+        local at = blob:find(H.pack("<f", word), 1, true)
+        if at then
+          found = found + 1
+          same_graph({ clip = packed }, snapshot.load(replaced(blob, at, word)))
+          for _, bad in ipairs({ word + 1, word + 2 ^ 24, 2 ^ 31, -word }) do
+            -- +1: a reduction on the skipped lane
+            assert.error_matches(function() snapshot.load(replaced(blob, at, bad)) end,
+              "limber.snapshot.load: .*a row's width word .* is not valid")
+          end
+          if word < 2 ^ 23 then
+            assert.error_matches(function() snapshot.load(replaced(blob, at, word + 0.5)) end,
+              "a row's width word .* is not valid")
+          end
+        end
+      end
+    end
+    assert.is_true(found > 0, "no V row's width word found in the blob")
+    -- a lane's reduction larger than the row's width: the stream's row
+    -- kinds (V(b) = 32 + b, bytes 21 to 24 of its 24) made narrower
+    local kinds, red = {}, 0
+    for c = 1, 3 do
+      local b = 0
+      for j = 2, 8 do b = math.max(b, select(4, packed:track_keys(j, "rotation"))[c]) end
+      kinds[c] = 32 + b
+      if c == 1 then
+        for j = 2, 8 do red = math.max(red, b - select(4, packed:track_keys(j, "rotation"))[c]) end
+      end
+    end
+    red = math.min(red, 7)
+    assert.is_true(red >= 2, "row 1's largest reduction " .. red)
+    local at = blob:find(string.char(kinds[1], kinds[2], kinds[3]), 1, true)
+    assert.truthy(at, "the rotation stream's kinds are in the blob")
+    assert.error_matches(function()
+      snapshot.load(blob:sub(1, at - 1) .. string.char(32 + red - 1) .. blob:sub(at + 1))
+    end, "limber.snapshot.load: .*a row's width word .* is not valid")
+    -- a rotation row 4 that derives a component per lane: joints 2 to 5
+    -- turn near 180 degrees about x (x derived: component 0), joints 6 to
+    -- 9 a little (w: component 3); the word holds 2 bits per lane
+    desc = { { translation = { 0, 0, 0 } } }
+    for j = 2, 9 do desc[j] = { parent = j - 1, translation = { 0, 0.2, 0 } } end
+    packed, blob = rotations(desc, function(j)
+      if j <= 5 then return { 1, 0.05 * j, 0.1 }, 0.3, math.pi end
+      return { 0.2, 1, 0.1 * j }, 0.3, 0
+    end)
+    for j = 2, 9 do
+      local bits = select(4, packed:track_keys(j, "rotation"))
+      assert.equal(0, bits[j <= 5 and 1 or 4], "joint " .. j)
+    end
+    -- chunk 1 holds joints 1 to 8: lanes 2 to 5 derive x (0), 6 to 8 w
+    -- (3); lane 1 (no track) keeps w, the default
+    local word = 3 * (1 + 4 ^ 5 + 4 ^ 6 + 4 ^ 7)
+    at = blob:find(H.pack("<f", word), 1, true)
+    assert.truthy(at, "the component word is in the blob")
+    for _, bad in ipairs({ 65536, word + 0.5, -1 }) do
+      assert.error_matches(function() snapshot.load(replaced(blob, at, bad)) end,
+        "limber.snapshot.load: .*a row's component word .* is not valid")
+    end
+  end)
+
   it("refuses hostile blobs by name: truncated, damaged, newer, other byte order", function()
     local skel = limber.skeleton(H.rand_joints(5, 1))
     local clip = anim.clip({ pack = false, events = { { time = 0.5, name = "e" } }, tracks = {

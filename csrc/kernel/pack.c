@@ -1252,12 +1252,16 @@ static void relax(const lmb_clip *src, const lmb_skeleton *sk, lmb_pack_job *job
     uint32_t ns = SUB * (L->F - 1) + 1, *order = L->order;
     double work = (double)ns * J;
     int tries = work > 0.0 ? (int)(TRY_WORK / work) : 0;
+    if (tries <= 0) {
+        job->stats = kept;
+        return;
+    }
+    /* by bytes, largest first: a stable insertion sort on costs computed
+     * once (the slack rounds are done with `was`) */
     for (uint32_t i = 0; i < n; i++)
-        order[i] = i;
-    for (uint32_t a = 1; a < n; a++) /* by bytes, largest first (insertion) */
-        for (uint32_t b = a;
-             b > 0 && stream_cost(L->st + order[b], 4) > stream_cost(L->st + order[b - 1], 4);
-             b--) {
+        order[i] = i, was[i] = (double)stream_cost(L->st + i, 4);
+    for (uint32_t a = 1; a < n; a++)
+        for (uint32_t b = a; b > 0 && was[order[b]] > was[order[b - 1]]; b--) {
             uint32_t t = order[b];
             order[b] = order[b - 1], order[b - 1] = t;
         }

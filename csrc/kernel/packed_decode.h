@@ -114,26 +114,31 @@ static inline lmb_v8f PK(derive_w)(lmb_v8f x, lmb_v8f y, lmb_v8f z) {
 }
 
 #ifdef PK_AVX2_ROWS
-/* A row of b <= 14 bits per joint, no lane skipped, with one 16-byte load
- * (the row and what follows it: r + 16 must not pass the data's end):
- * each joint's four bytes from its first one by a byte shuffle, then a
- * shift per lane. The same q, and the same base + scale * q (no FMA), as
- * the scalar path below. */
-static inline lmb_v8f PK(row_bits)(uint32_t b, const uint8_t *r, const float *base) {
-    const __m256i bitv =
-        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)b));
-    /* each dword's 4 bytes: its first byte o, o + 1, o + 2, o + 3 */
+/* Joint l's wv[l] bits from bit off[l] of the 16 bytes at r (each joint's
+ * four bytes from its first one by a byte shuffle, then a shift per lane),
+ * as base + scale * q. */
+static inline lmb_v8f PK(row_lanes)(const uint8_t *r, const float *base, __m256i wv, __m256i off) {
     const __m256i byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0,
                                            0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
-    __m256i ctrl = _mm256_add_epi8(_mm256_shuffle_epi8(_mm256_srli_epi32(bitv, 3), byte0),
+    __m256i ctrl = _mm256_add_epi8(_mm256_shuffle_epi8(_mm256_srli_epi32(off, 3), byte0),
                                    _mm256_set1_epi32(0x03020100));
     __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)r));
     __m256i x = _mm256_srlv_epi32(_mm256_shuffle_epi8(both, ctrl),
-                                  _mm256_and_si256(bitv, _mm256_set1_epi32(7)));
-    x = _mm256_and_si256(x, _mm256_set1_epi32((int)((1u << b) - 1u)));
-    __m256 v = _mm256_add_ps(_mm256_loadu_ps(base),
-                             _mm256_mul_ps(_mm256_loadu_ps(base + 8), _mm256_cvtepi32_ps(x)));
-    return (lmb_v8f)v;
+                                  _mm256_and_si256(off, _mm256_set1_epi32(7)));
+    __m256i mask =
+        _mm256_sub_epi32(_mm256_sllv_epi32(_mm256_set1_epi32(1), wv), _mm256_set1_epi32(1));
+    x = _mm256_and_si256(x, mask);
+    return (lmb_v8f)_mm256_add_ps(_mm256_loadu_ps(base),
+                                  _mm256_mul_ps(_mm256_loadu_ps(base + 8), _mm256_cvtepi32_ps(x)));
+}
+
+/* A row of b <= 14 bits per joint, no lane skipped, with one 16-byte load
+ * (the row and what follows it: r + 16 must not pass the data's end). The
+ * same q, and the same base + scale * q (no FMA), as the scalar path below. */
+static inline lmb_v8f PK(row_bits)(uint32_t b, const uint8_t *r, const float *base) {
+    __m256i bv = _mm256_set1_epi32((int)b);
+    return PK(row_lanes)(r, base, bv,
+                         _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bv));
 }
 #endif
 
@@ -191,26 +196,6 @@ static inline lmb_v8f PK(row)(uint32_t kind, uint32_t skip, const uint8_t *r, co
     lmb_v8u32 q = (w >> sh) & ((1u << b) - 1u);
     return PK(ld)(base) + PK(ld)(base + 8) * __builtin_convertvector((lmb_v8i)q, lmb_v8f);
 }
-
-#ifdef PK_AVX2_ROWS
-/* Joint l's wv[l] bits from bit off[l] of the 16 bytes at r (each joint's
- * four bytes from its first one by a byte shuffle, then a shift per lane),
- * as base + scale * q. */
-static inline lmb_v8f PK(row_lanes)(const uint8_t *r, const float *base, __m256i wv, __m256i off) {
-    const __m256i byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0,
-                                           0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
-    __m256i ctrl = _mm256_add_epi8(_mm256_shuffle_epi8(_mm256_srli_epi32(off, 3), byte0),
-                                   _mm256_set1_epi32(0x03020100));
-    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)r));
-    __m256i x = _mm256_srlv_epi32(_mm256_shuffle_epi8(both, ctrl),
-                                  _mm256_and_si256(off, _mm256_set1_epi32(7)));
-    __m256i mask =
-        _mm256_sub_epi32(_mm256_sllv_epi32(_mm256_set1_epi32(1), wv), _mm256_set1_epi32(1));
-    x = _mm256_and_si256(x, mask);
-    return (lmb_v8f)_mm256_add_ps(_mm256_loadu_ps(base),
-                                  _mm256_mul_ps(_mm256_loadu_ps(base + 8), _mm256_cvtepi32_ps(x)));
-}
-#endif
 
 /* A V row (packed.h: a width per joint) of one key record, `bits` in all
  * (lmb_pk_var_bits). Each joint's bits lie in the four bytes from its
