@@ -38,6 +38,7 @@ typedef struct pack_lay {
     double t0, dt;
     float *gt;           /* Fmax: the grid's times */
     uint16_t *kfc, *kfb; /* Fmax: a candidate's key frames, the best candidate's */
+    uint16_t *kfi;       /* 2 Fmax: the irregular candidates' key frames */
     uint16_t *kf;        /* Q * 3 * Fmax: the chosen streams' key frames */
     uint32_t kf_count;
     float *G;               /* (SUB (Fmax - 1) + 1) * Q * 80: exact values (grid_rows) */
@@ -231,7 +232,7 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pa
         ocache = carve(&off, cap * 12 * sizeof(double));
     }
     size_t ogt = carve(&off, (size_t)L.Fmax * sizeof(float));
-    size_t okfc = carve(&off, (size_t)L.Fmax * 2 * sizeof(uint16_t));
+    size_t okfc = carve(&off, (size_t)L.Fmax * 4 * sizeof(uint16_t));
     size_t okf = carve(&off, (size_t)L.Q * 3 * L.Fmax * sizeof(uint16_t));
     size_t bytes = off + SECTION;
     if (mem) {
@@ -264,6 +265,7 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pa
         P->gt = (float *)(void *)(b + ogt);
         P->kfc = (uint16_t *)(void *)(b + okfc);
         P->kfb = P->kfc + L.Fmax;
+        P->kfi = P->kfb + L.Fmax;
         P->kf = (uint16_t *)(void *)(b + okf);
         *out = P;
     }
@@ -683,9 +685,12 @@ static int seg_ok(const pack_lay *L, uint32_t q, uint32_t ch, uint32_t a, uint32
     return 1;
 }
 
-/* Keys of stream (q, ch) chosen greedily: from each key, the farthest next
- * frame (at most IRREGULAR_GAP away) whose interpolation reproduces every
- * frame between within budget. Returns the key count. */
+/* Keys of stream (q, ch) chosen greedily: from each key, a far next frame
+ * (at most IRREGULAR_GAP away) whose interpolation reproduces every frame
+ * between within budget: the gap doubles while it passes, then a binary
+ * search between the last passing gap and the first failing one (a gap
+ * costs its length to check: a scan of every gap would cost its square).
+ * Returns the key count. */
 #define IRREGULAR_GAP 255u
 static uint32_t irregular_keys(const pack_lay *L, uint32_t q, uint32_t ch, double budget,
                                uint16_t *fr) {
@@ -694,11 +699,23 @@ static uint32_t irregular_keys(const pack_lay *L, uint32_t q, uint32_t ch, doubl
     if (ch == 1) rotation_limits(L, q, budget, thr);
     fr[m++] = 0;
     while (a < F - 1) {
-        uint32_t best = a + 1;
-        for (uint32_t b = a + 2; b <= F - 1 && b - a <= IRREGULAR_GAP; b++) {
-            if (!seg_ok(L, q, ch, a, b, budget, thr)) break;
-            best = b;
+        uint32_t last = F - 1 - a < IRREGULAR_GAP ? F - 1 - a : IRREGULAR_GAP;
+        uint32_t ok = 1, bad = last + 1; /* gaps: ok passes, bad fails (or is past the end) */
+        for (uint32_t g = 2; g <= last; g = g * 2 < last || g == last ? g * 2 : last) {
+            if (!seg_ok(L, q, ch, a, a + g, budget, thr)) {
+                bad = g;
+                break;
+            }
+            ok = g;
         }
+        while (bad - ok > 1) {
+            uint32_t g = ok + (bad - ok) / 2;
+            if (seg_ok(L, q, ch, a, a + g, budget, thr))
+                ok = g;
+            else
+                bad = g;
+        }
+        uint32_t best = a + ok;
         fr[m++] = (uint16_t)best;
         a = best;
     }
@@ -962,6 +979,12 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
             if (low[c] > low[L->didx[l]]) L->didx[l] = c;
         other |= L->didx[l] != 3;
     }
+    /* the irregular candidates' keys (with half and a quarter of the
+     * budget) depend on the grid alone: found once for every dv */
+    uint32_t mi[2] = {0, 0};
+    if (irregular)
+        for (uint32_t h = 0; h < 2; h++)
+            mi[h] = irregular_keys(L, q, ch, budget * (h ? 0.25 : 0.5), L->kfi + h * L->Fmax);
     for (int dv = ch == 1 ? 2 : 0; dv >= 0; dv--) {
         if (dv == 2 && !other) continue;
         int tries = 0;
@@ -978,8 +1001,9 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
             } else {
                 if (!irregular) break;
                 k = 0;
-                m = irregular_keys(L, q, ch, budget * (si == STEP_COUNT ? 0.5 : 0.25), L->kfc);
+                m = mi[si - STEP_COUNT];
                 if (m * 3 > L->F * 2) continue; /* hardly fewer keys than a step would keep */
+                memcpy(L->kfc, L->kfi + (si - STEP_COUNT) * L->Fmax, (size_t)m * sizeof(uint16_t));
                 stream_keys(L, q, ch, L->kfc, 0, m, dv);
             }
             /* rows: exactly constant rows CONST, else raw floats first; then the
