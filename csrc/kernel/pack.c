@@ -860,9 +860,10 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
 }
 
 /* The kept lanes of (q, ch) that stream s (encoded) takes over budget, as a
- * lane mask (0: the stream fits). */
+ * lane mask (0: the stream fits); with `first`, only the first found (the
+ * sign that it does not fit). */
 static uint32_t stream_fails(pack_lay *L, uint32_t q, uint32_t ch, const lmb_pstream *s,
-                             double budget) {
+                             double budget, int first) {
     /* the decoder's key cache (chunk layout: keys a and b of the 10 rows)
      * decodes each key pair once, not at each of its SUB positions */
     float cache[160] __attribute__((aligned(32))), out[80];
@@ -872,7 +873,8 @@ static uint32_t stream_fails(pack_lay *L, uint32_t q, uint32_t ch, const lmb_pst
     for (uint32_t l = 0; l < 8; l++)
         kept |= (uint32_t)L->keep[(q * 8 + l) * 3 + ch] << l;
     const float *d = out + first_comp[ch] * 8;
-    for (uint32_t p = 0; p < SUB * (L->F - 1) + 1 && fail != kept; p++) {
+    uint32_t enough = first ? 1u : kept; /* failing lanes that end the search */
+    for (uint32_t p = 0; p < SUB * (L->F - 1) + 1 && fail != kept && fail < enough; p++) {
         pack_cached_stream(&L->pk, s, (int)ch, (float)p / (float)SUB, cache, &tag, out, 8);
         const float *e = grid_rows(L, p, q, ch);
         for (uint32_t l = 0; l < 8; l++)
@@ -1052,7 +1054,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
             }
             lmb_pstream s;
             stream_encode(L, q, ch, m, n, k, kind, red, &s);
-            if (stream_fails(L, q, ch, &s, budget)) continue;
+            if (stream_fails(L, q, ch, &s, budget, 1)) continue;
             if (k) tries++;
             if (stream_cost(&s, n) < best_cost) {
                 best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
@@ -1068,7 +1070,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
                 rows_final(kind, lw, n, kept, m, fk, red);
                 stream_encode(L, q, ch, m, n, k, fk, red, &s);
                 if (stream_cost(&s, n) >= best_cost) break;
-                uint32_t fail = stream_fails(L, q, ch, &s, budget);
+                uint32_t fail = stream_fails(L, q, ch, &s, budget, 0);
                 if (!fail) {
                     best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
                     memcpy(best_kind, fk, 4);
