@@ -117,13 +117,19 @@ local function gltf_session()
       checksum = checksum + hi - lo
     end
   end
-  -- corrupted files: every one raises (and must free what it made)
+  -- corrupted files: every one raises (and must free what it made), or
+  -- loads (damage in the binary data). Their clips stay exact: packing
+  -- (covered by the loads above) would take most of the run under valgrind
   local fox = assert(io.open(ASSETS .. "Fox/Fox.glb", "rb")):read("*a")
   for k = 1, 30 do
     local at = math.random(1, #fox)
     local bad = k % 3 == 0 and fox:sub(1, at)
       or fox:sub(1, at - 1) .. string.char(math.random(0, 255)) .. fox:sub(at + 1)
-    if pcall(gltf.load_bytes, bad) then checksum = checksum + 1 else errors = errors + 1 end
+    if pcall(gltf.load_bytes, bad, { tolerance = 0 }) then
+      checksum = checksum + 1
+    else
+      errors = errors + 1
+    end
   end
   expect_error(gltf.load_bytes, '{"asset":{"version":"2.0"},"nodes":[{"children":[0]}]}')
   expect_error(gltf.load_bytes, '{"asset":{"version":"2.0"},'
