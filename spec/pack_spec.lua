@@ -615,6 +615,75 @@ describe("limber.anim.pack", function()
     assert.is_true(md <= 1e-4, md)
   end)
 
+  it("stores a uniform scale once: rows y and z copy row x (SAME)", function()
+    -- 12 joints, two chunks. Chunk 1: joints 1 to 8 scale uniformly (x = y
+    -- = z, each its own motion), joint 3 has no scale track and a uniform
+    -- rest scale: its rows are SAME. Chunk 2: joint 9 scales uniformly but
+    -- joint 10 has no scale track and rest scale (1, 2, 3), which the
+    -- decoder must give back: its rows are stored
+    local desc = {}
+    for j = 1, 12 do
+      desc[j] = { parent = j > 1 and j - 1 or nil, translation = { 0, 0.3, 0 },
+                  scale = j == 10 and { 1, 2, 3 } or { 1.5, 1.5, 1.5 } }
+    end
+    local skel = limber.skeleton(desc)
+    local times, tracks = {}, {}
+    for k = 1, 61 do times[k] = (k - 1) / 30 end
+    local function scales(uniform)
+      local list = {}
+      for _, j in ipairs({ 1, 2, 4, 5, 6, 7, 8, 9 }) do
+        local v = {}
+        for k, t in ipairs(times) do
+          local a = 1 + 0.2 * math.sin(3 * t + j)
+          v[(k - 1) * 3 + 1], v[(k - 1) * 3 + 2], v[(k - 1) * 3 + 3] =
+            a, a, uniform and a or a + 0.01 * math.sin(7 * t)
+        end
+        list[#list + 1] = { joint = j, path = "scale", times = times, values = v }
+      end
+      return list
+    end
+    for _, tr in ipairs(scales(true)) do tracks[#tracks + 1] = tr end
+    local exact = anim.clip({ tracks = tracks, pack = false }, skel)
+    local packed = assert(anim.pack(exact, skel, { tolerance = 1e-4, distance = 0.1 }))
+    assert.is_true(packed:packed())
+    for _, j in ipairs({ 1, 2, 4, 5, 6, 7, 8 }) do
+      local bits = select(4, packed:track_keys(j, "scale"))
+      assert.is_true(bits[1] > 0, "joint " .. j)
+      assert.same({ bits[1], 0, 0 }, bits, "joint " .. j)
+    end
+    local bits9 = select(4, packed:track_keys(9, "scale"))
+    assert.is_true(bits9[2] > 0 and bits9[3] > 0, "chunk 2 stores rows y and z")
+    -- the same clip with z a little apart keeps three rows: more bytes
+    local apart = anim.clip({ tracks = scales(false), pack = false }, skel)
+    local packed_apart = assert(anim.pack(apart, skel, { tolerance = 1e-4, distance = 0.1 }))
+    assert.is_true(packed:bytes() < packed_apart:bytes(),
+      packed:bytes() .. " against " .. packed_apart:bytes())
+    -- every path: x = y = z where the source has it, the rest scale where
+    -- the clip has no track, within the tolerance
+    local N, ts = 15, {}
+    for i = 1, N do ts[i] = i == N and 2 or H.rand(0, 2) end
+    local pa, pb = sample_both(skel, packed, ts)
+    for i = 1, N do
+      for j = 1, 12 do
+        local _, _, sa = pa:trs(i, j)
+        local _, _, sb = pb:trs(i, j)
+        if j == 10 then
+          assert.same({ 1, 2, 3 }, sa)
+          assert.same({ 1, 2, 3 }, sb)
+        elseif j <= 9 then
+          assert.is_true(sa[1] == sa[2] and sa[2] == sa[3], "joint " .. j)
+          assert.is_true(sb[1] == sb[2] and sb[2] == sb[3], "joint " .. j)
+          assert.near(sa[1], sb[1], 1e-6)
+        end
+      end
+    end
+    local mj, md = lua_error(exact, packed, skel, times, f32(0.1))
+    local e = packed:error()
+    assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6, md)
+    assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6, mj)
+    assert.is_true(md <= 1e-4, md)
+  end)
+
   it("removes root motion as the exact clip does", function()
     local skel = rand_skeleton(9)
     local clip = rand_clip(skel, { uniform = true, interpolation = "LINEAR" })

@@ -670,6 +670,35 @@ describe("limber.snapshot", function()
     end
   end)
 
+  it("loads SAME rows (uniform scales) and refuses them where no row x precedes", function()
+    local desc, tracks, times = {}, {}, { 0, 0.25, 0.5, 0.75, 1 }
+    for j = 1, 4 do
+      desc[j] = { parent = j > 1 and j - 1 or nil, translation = { 0, 1, 0 } }
+      local v = {}
+      for k = 1, #times do
+        local a = 1 + 0.3 * math.sin(3 * times[k] + j)
+        v[#v + 1], v[#v + 2], v[#v + 3] = a, a, a
+      end
+      tracks[j] = { joint = j, path = "scale", times = times, values = v }
+    end
+    local skel = limber.skeleton(desc)
+    local packed = assert(anim.pack(anim.clip({ tracks = tracks, pack = false }, skel), skel,
+      { tolerance = 1e-4 }))
+    assert.same(0, select(4, packed:track_keys(1, "scale"))[2])
+    local blob = snapshot.save({ clip = packed })
+    same_graph({ clip = packed }, snapshot.load(blob))
+    -- the scale stream's row kinds: row x, then SAME (7) twice, then none
+    local at = blob:find("\7\7\0", 1, true)
+    assert.truthy(at, "the scale stream's kinds are in the blob")
+    assert.error_matches(function()
+      snapshot.load(blob:sub(1, at - 2) .. "\7" .. blob:sub(at))
+    end, "limber.snapshot.load: .*row kind 7 is not valid")
+    -- and in row w of a stream with three rows (none there)
+    assert.error_matches(function()
+      snapshot.load(blob:sub(1, at + 1) .. "\7" .. blob:sub(at + 3))
+    end, "limber.snapshot.load: .*row kind 7 is not valid")
+  end)
+
   it("refuses hostile blobs by name: truncated, damaged, newer, other byte order", function()
     local skel = limber.skeleton(H.rand_joints(5, 1))
     local clip = anim.clip({ pack = false, events = { { time = 0.5, name = "e" } }, tracks = {

@@ -750,7 +750,7 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
     float *rg = L->rg + s->range;
     uint32_t rec = 0;
     for (uint32_t r = 0; r < n; r++) {
-        if (kind[r] == LMB_PK_SKIP || kind[r] == LMB_PK_DERIVE) continue;
+        if (kind[r] == LMB_PK_SKIP || kind[r] == LMB_PK_DERIVE || kind[r] == LMB_PK_SAME) continue;
         if (kind[r] == LMB_PK_DERIVE_ANY) {
             uint32_t word = 0;
             for (uint32_t l = 0; l < 8; l++)
@@ -799,7 +799,7 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
     uint32_t off = 0;
     for (uint32_t r = 0; r < n; r++) {
         uint8_t kd = kind[r];
-        if (kd == LMB_PK_SKIP || kd == LMB_PK_DERIVE) continue;
+        if (kd == LMB_PK_SKIP || kd == LMB_PK_DERIVE || kd == LMB_PK_SAME) continue;
         if (kd == LMB_PK_CONST || kd == LMB_PK_DERIVE_ANY) {
             rr += lmb_pk_range_floats(kd);
             continue;
@@ -981,6 +981,20 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
             if (low[c] > low[L->didx[l]]) L->didx[l] = c;
         other |= L->didx[l] != 3;
     }
+    /* translation and scale rows y and z equal to row x in every lane (the
+     * lanes the clip drops: their rest values) at every grid sample: SAME */
+    uint32_t same = ch == 1 ? 0u : 6u;
+    for (uint32_t p = 0; same && p < SUB * (L->F - 1) + 1; p++) {
+        const float *g = grid_rows(L, p, q, ch);
+        for (uint32_t l = 0; l < 8; l++) {
+            uint32_t j = q * 8 + l, c = (uint32_t)first_comp[ch];
+            const float *f = L->fill + q * 80 + l;
+            int kept_lane = L->keep[j * 3 + ch];
+            float x = kept_lane ? g[l] : f[c * 8];
+            for (uint32_t r = 1; r < 3; r++)
+                if ((kept_lane ? g[r * 8 + l] : f[(c + r) * 8]) != x) same &= ~(1u << r);
+        }
+    }
     /* the irregular candidates' keys (with half and a quarter of the
      * budget) depend on the grid alone: found once for every dv */
     uint32_t mi[2] = {0, 0};
@@ -1023,6 +1037,10 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
                     lspan[r][l] = 0.0;
                 if (r == 3 && dv) {
                     kind[r] = init[r] = dv == 2 ? LMB_PK_DERIVE_ANY : LMB_PK_DERIVE;
+                    continue;
+                }
+                if (same >> r & 1u) {
+                    kind[r] = init[r] = LMB_PK_SAME;
                     continue;
                 }
                 int exact = 1;
@@ -1085,7 +1103,8 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
                     double most = 0.0;
                     for (uint32_t r = 0; r < n; r++) {
                         uint8_t kd = kind[r];
-                        if (kd == LMB_PK_F32 || kd == LMB_PK_DERIVE || kd == LMB_PK_DERIVE_ANY)
+                        if (kd == LMB_PK_F32 || kd == LMB_PK_DERIVE || kd == LMB_PK_DERIVE_ANY ||
+                            kd == LMB_PK_SAME)
                             continue;
                         double v = kd == LMB_PK_CONST || lw[r][l] == 0
                                        ? 0.5 * lspan[r][l]

@@ -129,10 +129,12 @@ lmb_status lmb_packed_check(const lmb_clip *c, lmb_error *err) {
         uint32_t ch = si % 3, n = ch == 1 ? 4u : 3u, rec = 0, rf = 0;
         for (uint32_t r = 0; r < 4; r++) {
             uint32_t k = s->kind[r];
-            int ok = r < n ? (k == LMB_PK_SKIP || k == LMB_PK_CONST || k == LMB_PK_F32 ||
-                              lmb_pk_quantized(k) || lmb_pk_var(k) ||
-                              ((k == LMB_PK_DERIVE || k == LMB_PK_DERIVE_ANY) && ch == 1 && r == 3))
-                           : k == LMB_PK_SKIP;
+            int ok = r < n
+                         ? (k == LMB_PK_SKIP || k == LMB_PK_CONST || k == LMB_PK_F32 ||
+                            lmb_pk_quantized(k) || lmb_pk_var(k) ||
+                            ((k == LMB_PK_DERIVE || k == LMB_PK_DERIVE_ANY) && ch == 1 && r == 3) ||
+                            (k == LMB_PK_SAME && ch != 1 && r >= 1))
+                         : k == LMB_PK_SKIP;
             if (!ok) return pk_fail(err, "stream {i}: row kind {v} is not valid", si, (double)k);
             const float *rg = p->ranges + s->range + rf;
             if (lmb_pk_var(k)) { /* its reduction word: an integer of 24 bits */

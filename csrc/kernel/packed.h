@@ -24,6 +24,9 @@
  *         (a finger next to the hips) then does not take the bits of the
  *         chunk's busiest joint;
  *   F32   raw floats;
+ *   SAME  (translation and scale rows y and z) not stored: row x's values,
+ *         for streams whose three components are equal in every joint
+ *         (uniform scales, the common case: one row of bits, not three);
  *   DERIVE (rotation w only) not stored: w = sqrt(1 - x^2 - y^2 - z^2), the
  *         keys being stored with w >= 0 (q and -q are one rotation).
  *   DERIVE_ANY (rotation row 3 only) per joint, the component (x, y, z or
@@ -62,7 +65,8 @@ enum {
     LMB_PK_CONST = 1,
     LMB_PK_F32 = 4,
     LMB_PK_DERIVE = 5,
-    LMB_PK_DERIVE_ANY = 6
+    LMB_PK_DERIVE_ANY = 6,
+    LMB_PK_SAME = 7
 };
 /* Quantized rows of b bits (1 .. 16) per joint: b bytes per key. */
 #define LMB_PK_Q(b) (16u + (b))

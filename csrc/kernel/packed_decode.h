@@ -280,6 +280,8 @@ static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint3
             rg += 1;
         } else if (kind == LMB_PK_SKIP || kind == LMB_PK_DERIVE) {
             v[r] = PK(splat)(fill[r]);
+        } else if (kind == LMB_PK_SAME) { /* row 0's values (only rows 1, 2 of T and S) */
+            v[r] = v[0];
         } else if (kind == LMB_PK_CONST) {
             v[r] = PK(ld)(rg);
             rg += 8;

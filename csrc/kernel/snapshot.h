@@ -61,8 +61,9 @@
 /* 2: a packed stream's word 6 holds its skip mask (version 1 wrote 0 there,
  * which reads as every lane stored); 3: packed rows may be V(b), a bit
  * width per joint (packed.h), which version 2 readers refuse as an unknown
- * row kind */
-#define LMB_SNAP_VERSION 3u
+ * row kind; 4: translation and scale rows may be SAME (row x's values),
+ * which version 3 readers refuse likewise */
+#define LMB_SNAP_VERSION 4u
 #define LMB_SNAP_ENDIAN 0x01020304u
 #define LMB_SNAP_ALIGN 16u
 

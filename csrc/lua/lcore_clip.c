@@ -533,7 +533,8 @@ static int packed_track_keys(lua_State *L, const lmb_clip *c, lua_Integer j, int
  * it interpolates as an exact clip of those keys does, except on an
  * irregular grid, where it interpolates by grid frame, not by time; and a
  * fourth value: per component, the bits each key stores for it (0: stored
- * once, or a rotation's w derived from x, y, z; 32: a raw float). */
+ * once, a rotation's component derived from the other three, or a uniform
+ * translation's or scale's y and z read from x; 32: a raw float). */
 static int l_clip_track_keys(lua_State *L) {
     lmb_clip *c = check_clip(L, 1);
     lua_Integer j = luaL_checkinteger(L, 2);
