@@ -17,6 +17,13 @@ H.lua = rawget(_G, "jit") and "luajit" or _VERSION:match("%d+%.%d+")
 --- True where Lua has a separate integer subtype (5.3 and later): there
 -- 2.0 and 2 differ, and 2^63 is out of range of integers.
 H.integers = math.type ~= nil
+--- True on the full pass: Lua 5.4 without the sanitizers' preloaded
+-- runtimes. The other interpreters and the sanitized passes test the
+-- binding and memory, which the first random cases already reach.
+H.full_pass = H.lua == "5.4" and not (os.getenv("LD_PRELOAD") or ""):find("asan", 1, true)
+--- n random cases on the full pass, a quarter of them (at least 1) on the
+-- others, for the long pure-Lua differential loops.
+function H.cases(n) return H.full_pass and n or math.max(1, math.ceil(n / 4)) end
 
 local floor = math.floor
 local function need(ok, msg) if not ok then error("spec.helper: " .. msg, 3) end return ok end
