@@ -314,11 +314,15 @@ end)
 describe("glTF random corruption", function()
   -- Random byte edits of real files: every load either succeeds or raises a
   -- "limber.gltf:" error; never a crash (the sanitizer run checks memory).
+  -- One load in 8 packs the clips of what loaded (damaged key values
+  -- included); the others keep them exact, as packing would take most of
+  -- the time (a Fox load packs three clips).
   H.seed("gltf corruption")
   local sources = {
-    { read(FOX), {} },
-    { read(SIMPLE), {} },
-    { read(SKIN00_DIR .. "Animation_Skin_08.gltf"), { base_dir = SKIN00_DIR } },
+    { read(FOX), {}, { tolerance = 0 } },
+    { read(SIMPLE), {}, { tolerance = 0 } },
+    { read(SKIN00_DIR .. "Animation_Skin_08.gltf"), { base_dir = SKIN00_DIR },
+      { base_dir = SKIN00_DIR, tolerance = 0 } },
   }
   it("raises limber.gltf errors or loads, for 600 corrupted files", function()
     local loaded, failed = 0, 0
@@ -338,7 +342,7 @@ describe("glTF random corruption", function()
           bytes = bytes:sub(1, at - 1) .. digit .. bytes:sub(at)
         end
       end
-      local ok, err = pcall(gltf.load_bytes, bytes, src[2])
+      local ok, err = pcall(gltf.load_bytes, bytes, n % 8 == 0 and src[2] or src[3])
       if ok then
         loaded = loaded + 1
       else
