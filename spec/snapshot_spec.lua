@@ -615,14 +615,10 @@ describe("limber.snapshot", function()
         if at then
           found = found + 1
           same_graph({ clip = packed }, snapshot.load(replaced(blob, at, word)))
-          for _, bad in ipairs({ word + 1, word + 2 ^ 24, 2 ^ 31, -word }) do
-            -- +1: a reduction on the skipped lane
+          for _, bad in ipairs({ word + 1, word + 2 ^ 24, 2 ^ 31, -word, 0.5 }) do
+            -- +1: a reduction on the skipped lane; 0.5: not an integer
             assert.error_matches(function() snapshot.load(replaced(blob, at, bad)) end,
               "limber.snapshot.load: .*a row's width word .* is not valid")
-          end
-          if word < 2 ^ 23 then
-            assert.error_matches(function() snapshot.load(replaced(blob, at, word + 0.5)) end,
-              "a row's width word .* is not valid")
           end
         end
       end

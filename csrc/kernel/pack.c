@@ -873,8 +873,10 @@ static uint32_t stream_fails(pack_lay *L, uint32_t q, uint32_t ch, const lmb_pst
     for (uint32_t l = 0; l < 8; l++)
         kept |= (uint32_t)L->keep[(q * 8 + l) * 3 + ch] << l;
     const float *d = out + first_comp[ch] * 8;
-    uint32_t enough = first ? 1u : kept; /* failing lanes that end the search */
-    for (uint32_t p = 0; p < SUB * (L->F - 1) + 1 && fail != kept && fail < enough; p++) {
+    /* the search ends once every kept lane fails (fail is a subset of kept:
+     * fail < kept until then), or with `first` at the first */
+    uint32_t enough = first && kept ? 1u : kept;
+    for (uint32_t p = 0; p < SUB * (L->F - 1) + 1 && fail < enough; p++) {
         pack_cached_stream(&L->pk, s, (int)ch, (float)p / (float)SUB, cache, &tag, out, 8);
         const float *e = grid_rows(L, p, q, ch);
         for (uint32_t l = 0; l < 8; l++)
