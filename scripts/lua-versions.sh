@@ -51,7 +51,9 @@ build() {
       -DLIMBER_FUZZ_REPLAY=OFF >/dev/null
     cmake --build build-luajit -j "$(nproc)" >/dev/null
   else
-    luarocks --lua-version "$1" make --tree lua_modules limber-scm-1.rockspec >/dev/null
+    # LuaRocks' cmake backend builds with one job unless told otherwise
+    CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+      luarocks --lua-version "$1" make --tree lua_modules limber-scm-1.rockspec >/dev/null
   fi
 }
 for v in "${versions[@]}"; do build "$v"; done
