@@ -297,35 +297,59 @@ describe("limber.anim.pack", function()
     end
   end)
 
-  -- #once: no interpreter changes the compressor (about 10 s; the Lua 5.4
-  -- pass and the sanitized pass run it)
-  it("measures a long clip as a short one (past the compressor's source cache) #once", function()
-    -- 9 joints x 10,000 frames: more samples than the compressor keeps the
-    -- source's model matrices for (32 MB), so each budget samples it again.
-    -- Keys 1/60 s apart (167 s): at rand_times' random steps a clip can last
-    -- 20 minutes, where f32 key times are 6e-5 s apart and no packing of a
-    -- fast random motion meets 2e-3 (the code before this test agreed)
+  -- #once: no interpreter changes the compressor (the Lua 5.4 pass and the
+  -- sanitized pass run it)
+  it("packs the same clip whatever it keeps of the source (cache_bytes) #once", function()
+    -- 9 joints x 300 frames. The compressor keeps the exact clip's model
+    -- matrices (9 x 96 bytes per sample time, 4 sample times per key
+    -- interval) when cache_bytes holds at least 4 x 300 + 1 of them, else
+    -- samples the exact clip again for each try: the same packed clip and
+    -- the same measure either way (a 10,000-frame clip took the default past
+    -- 32 MB; cache_bytes gets there with 300)
     local skel = limber.skeleton(H.rand_joints(9, 1))
-    local clip, times = rand_clip(skel, { keys = 10000, uniform = true, interpolation = "LINEAR",
+    local clip, times = rand_clip(skel, { keys = 300, uniform = true, interpolation = "LINEAR",
                                           step = 1 / 60 })
     local tol, d = 2e-3, 0.05
-    local packed, why = anim.pack(clip, skel, { tolerance = tol, distance = d })
-    assert.is_nil(why)
-    local e = packed:error()
-    assert.is_true(e.max_error_distance <= tol)
-    assert.is_true(e.samples >= 4 * (#times - 1) + 1) -- x 9 joints x 96 bytes > 32 MB
-    local again = packed:error(clip, skel, d)
-    assert.near(e.max_error_distance, again.max_error_distance, 1e-9)
-    assert.near(e.p99_error_distance, again.p99_error_distance, 1e-9)
-    -- plain Lua at a run of the key times (and the points between)
-    local at = math.random(1, #times - 60)
-    local some = {}
-    for k = at, at + 59 do some[#some + 1] = f32(times[k]) end
-    local mj, md = lua_error(clip, packed, skel, some, f32(d))
-    assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6)
-    assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6)
+    local room = (4 * #times + 1) * 9 * 96
+    local runs = { {}, { cache_bytes = 0 }, { cache_bytes = room - 1 }, { cache_bytes = room },
+                   { cache_bytes = H.int_max } }
+    local first
+    for r, opts in ipairs(runs) do
+      opts.tolerance, opts.distance = tol, d
+      local packed, why = anim.pack(clip, skel, opts)
+      assert.is_nil(why)
+      assert.is_true(packed:packed())
+      local e = packed:error()
+      assert.is_true(e.max_error_distance <= tol)
+      assert.is_true(e.samples >= 4 * (#times - 1) + 1)
+      if not first then
+        first = { packed = packed, e = e }
+        -- measured again (clip:error keeps the default cache): the same
+        local again = packed:error(clip, skel, d)
+        assert.near(e.max_error_distance, again.max_error_distance, 1e-9)
+        assert.near(e.p99_error_distance, again.p99_error_distance, 1e-9)
+        -- plain Lua at a run of the key times (and the points between)
+        local at = math.random(1, #times - 60)
+        local some = {}
+        for k = at, at + 59 do some[#some + 1] = f32(times[k]) end
+        local mj, md = lua_error(clip, packed, skel, some, f32(d))
+        assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6)
+        assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6)
+      else
+        assert.equal(first.packed:bytes(), packed:bytes(), "run " .. r)
+        for _, k in ipairs({ "max_error", "max_error_distance", "p99_error_distance",
+                             "worst_joint", "worst_time", "samples" }) do
+          assert.equal(first.e[k], e[k], "run " .. r .. ": " .. k)
+        end
+        for j = 1, 9 do
+          for _, path in ipairs({ "translation", "rotation", "scale" }) do
+            assert.same(first.packed:track_keys(j, path), packed:track_keys(j, path),
+                        "run " .. r .. ": joint " .. j .. " " .. path)
+          end
+        end
+      end
+    end
   end)
-
 
   it("derives a small rotation w alike on every path (turns near 180 degrees)", function()
     -- w = cos(angle / 2) near 0, derived from x y z (packed.h's DERIVE):
@@ -1004,6 +1028,11 @@ describe("limber.anim.pack", function()
       { function() anim.pack(clip, skel, { tolerance = 0 / 0 }) end, "option 'tolerance' must be" },
       { function() anim.pack(clip, skel, { distance = math.huge }) end, "option 'distance' must be" },
       { function() anim.pack(clip, skel, { tolerence = 1 }) end, "unknown option 'tolerence'" },
+      { function() anim.pack(clip, skel, { cache_bytes = -1 }) end, "option 'cache_bytes' must be >= 0" },
+      { function() anim.pack(clip, skel, { cache_bytes = 0.5 }) end,
+        "option 'cache_bytes' must be an integer" },
+      { function() limber.core.clip_pack(clip, skel, 1e-3, 0.1, -1) end, "cache bytes must be >= 0" },
+      { function() limber.core.clip_pack(clip, skel, 1e-3, 0.1, "x") end, "bad argument #5" },
       { function() anim.pack(packed, skel) end, "packed already" },
       { function() anim.pack(clip, small) end, "animates joint 3 of a 1-joint skeleton" },
       { function() limber.core.clip_pack(clip, skel, 0, 0.1) end, "tolerance must be > 0" },

@@ -23,8 +23,6 @@ static const uint16_t step_list[] = {32, 24, 16, 12, 8, 6, 5, 4, 3, 2, 1};
 #define HIST_PER_DECADE 200
 #define HIST_BINS (18 * HIST_PER_DECADE + 2)
 #define SECTION 16
-/* Largest cache of the source's model matrices (measure). */
-#define SRC_CACHE_BYTES ((size_t)32 << 20)
 /* Sample positions per key interval: the keys and the points a quarter,
  * half and three quarters of the way (interpolation errors of rotations
  * peak off the midpoint). */
@@ -190,7 +188,8 @@ static size_t carve(size_t *off, size_t bytes) {
 }
 
 /* Sizes (mem NULL) or places the scratch; returns its bytes (0: too large). */
-static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pack_lay **out) {
+static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_bytes, void *mem,
+                      pack_lay **out) {
     pack_lay L;
     memset(&L, 0, sizeof L);
     if (!grid_of(src, &L)) return 0;
@@ -222,10 +221,10 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pa
     size_t ohist = carve(&off, HIST_BINS * sizeof(uint32_t));
     size_t opc = carve(&off, (size_t)L.Q * LMB_PK_CACHE_FLOATS * sizeof(float));
     /* the source's model matrices at the times measure samples (the same at
-     * every budget of a grid): room for all of them, or SRC_CACHE_BYTES if
-     * that holds at least the source grid's (measure checks each grid) */
+     * every budget of a grid): room for all of them, or cache_bytes' worth
+     * if that holds at least the source grid's (measure checks each grid) */
     double most = (double)SUB * ((double)src->key_total + L.Fmax) + 1.0;
-    double room = (double)SRC_CACHE_BYTES / (12.0 * sizeof(double) * (L.J ? L.J : 1));
+    double room = (double)cache_bytes / (12.0 * sizeof(double) * (L.J ? L.J : 1));
     size_t ocache = 0, cap = 0;
     if (most <= room || (double)SUB * L.F0 + 1.0 <= room) {
         cap = (size_t)(most < room ? most : room) * L.J;
@@ -272,8 +271,8 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, void *mem, pa
     return bytes;
 }
 
-size_t lmb_pack_scratch_bytes(const lmb_clip *src, const lmb_skeleton *skel) {
-    return lay_out(src, skel, NULL, NULL);
+size_t lmb_pack_scratch_bytes(const lmb_clip *src, const lmb_skeleton *skel, size_t cache_bytes) {
+    return lay_out(src, skel, cache_bytes, NULL, NULL);
 }
 
 /* ---- model space ------------------------------------------------------ */
@@ -1350,7 +1349,7 @@ lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
         return lmb_error_set(err, LMB_ERANGE, "distance", "distance {v} must be finite and >= 0", 0,
                              0, (double)job->distance, 0);
     pack_lay *L = NULL;
-    if (!lay_out(src, sk, scratch, &L))
+    if (!lay_out(src, sk, job->cache_bytes, scratch, &L))
         return lmb_error_set(err, LMB_ERANGE, "clip", "the clip is too large to pack", 0, 0, 0, 0);
     memset(L->has, 0, (size_t)L->Q * 24);
     for (uint32_t m = 0; m < src->joint_track_count; m++)
@@ -1479,7 +1478,7 @@ lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem) {
 void lmb_pack_measure(const lmb_clip *src, const lmb_clip *c, const lmb_skeleton *skel,
                       float distance, void *scratch, lmb_pack_stats *out) {
     pack_lay *L = NULL;
-    lay_out(src, skel, scratch, &L);
+    lay_out(src, skel, LMB_PACK_CACHE_BYTES, scratch, &L);
     clip_ctx x = {c, skel};
     measure(src, skel, distance, L, pose_clip, &x, out, &c->packed);
 }

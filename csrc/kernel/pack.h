@@ -33,13 +33,22 @@ typedef struct lmb_pack_job {
     const lmb_clip *src;
     const lmb_skeleton *skel;
     float tolerance, distance;
+    /* the most scratch bytes the source's model matrices are kept in
+     * between budgets (LMB_PACK_CACHE_BYTES by default): a clip whose samples
+     * need more samples the source again for each budget (the same result,
+     * more time); the same value must size the scratch */
+    size_t cache_bytes;
     /* set by lmb_pack_plan */
     size_t bytes; /* block size for lmb_pack_write (any alignment) */
     lmb_pack_stats stats;
 } lmb_pack_job;
 
-/* Scratch bytes for packing src for skel (0: too large to plan). */
-size_t lmb_pack_scratch_bytes(const lmb_clip *src, const lmb_skeleton *skel);
+/* The compressor's default cache of source samples (lmb_pack_job.cache_bytes). */
+#define LMB_PACK_CACHE_BYTES ((size_t)32 << 20)
+
+/* Scratch bytes for packing src for skel with a cache of at most
+ * cache_bytes (0: too large to plan). */
+size_t lmb_pack_scratch_bytes(const lmb_clip *src, const lmb_skeleton *skel, size_t cache_bytes);
 
 /* Rules (err->field): "clip" (already packed; LMB_EINVAL), "skeleton" (the
  * clip animates joint {v} of a {l}-joint skeleton; LMB_EMISMATCH),
@@ -53,7 +62,7 @@ lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem);
 
 /* Measures any clip `c` (packed or not) against `src` for skel (the same
  * sample times and points as the stats above); scratch of
- * lmb_pack_scratch_bytes(src, skel) bytes. */
+ * lmb_pack_scratch_bytes(src, skel, LMB_PACK_CACHE_BYTES) bytes. */
 void lmb_pack_measure(const lmb_clip *src, const lmb_clip *c, const lmb_skeleton *skel,
                       float distance, void *scratch, lmb_pack_stats *out);
 

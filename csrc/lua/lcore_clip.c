@@ -620,10 +620,12 @@ static void push_stats(lua_State *L, const lmb_pack_stats *st, double tolerance,
     set_number(L, "distance", distance);
 }
 
-/** core.clip_pack(clip, skeleton, tolerance, distance): a packed copy of
- * clip (pack.h) whose model-space error for skeleton stays within
- * tolerance at the joints and at `distance` from them, or nil and a
- * message when no packing meets the tolerance. Bad arguments raise. */
+/** core.clip_pack(clip, skeleton, tolerance, distance [, cache_bytes]): a
+ * packed copy of clip (pack.h) whose model-space error for skeleton stays
+ * within tolerance at the joints and at `distance` from them, or nil and a
+ * message when no packing meets the tolerance. cache_bytes (an integer >= 0,
+ * default LMB_PACK_CACHE_BYTES) caps the source samples kept while packing.
+ * Bad arguments raise. */
 static int l_clip_pack(lua_State *L) {
     lmb_clip *src = check_clip(L, 1);
     lmb_skeleton *sk = lcore_check_skeleton(L, 2);
@@ -632,6 +634,12 @@ static int l_clip_pack(lua_State *L) {
     job.src = src, job.skel = sk;
     job.tolerance = lcore_check_float(L, 3, "tolerance");
     job.distance = lcore_check_float(L, 4, "distance");
+    job.cache_bytes = LMB_PACK_CACHE_BYTES;
+    if (!lua_isnoneornil(L, 5)) {
+        lua_Integer cb = luaL_checkinteger(L, 5);
+        luaL_argcheck(L, cb >= 0, 5, "cache bytes must be >= 0");
+        job.cache_bytes = (uint64_t)cb > (uint64_t)SIZE_MAX ? SIZE_MAX : (size_t)cb;
+    }
     lua_settop(L, 4);
     lmb_error err;
     lmb_error_clear(&err);
@@ -649,7 +657,7 @@ static int l_clip_pack(lua_State *L) {
     if (!(job.distance >= 0.0f))
         return luaL_argerror(
             L, 4, lua_pushfstring(L, "distance must be >= 0 (got %f)", (lua_Number)job.distance));
-    size_t sb = lmb_pack_scratch_bytes(src, sk);
+    size_t sb = lmb_pack_scratch_bytes(src, sk, job.cache_bytes);
     if (sb == 0) { /* a limit, not a bad argument: the clip stays usable exact */
         lua_pushnil(L);
         lua_pushliteral(L, "limber.anim.pack: the clip is too large to pack");
@@ -721,7 +729,7 @@ static int l_clip_error(lua_State *L) {
         if (src->packed.streams) return luaL_argerror(L, 2, "the source must be an exact clip");
         if (src->joint_span > sk->joint_count || c->joint_span > sk->joint_count)
             return luaL_argerror(L, 3, "the skeleton has fewer joints than the clips animate");
-        size_t sb = lmb_pack_scratch_bytes(src, sk);
+        size_t sb = lmb_pack_scratch_bytes(src, sk, LMB_PACK_CACHE_BYTES);
         if (sb == 0) return luaL_argerror(L, 2, "the clip is too large to measure");
         void *scratch = lua_newuserdatauv(L, sb, 0);
         lmb_pack_stats st;

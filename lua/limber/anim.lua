@@ -254,7 +254,7 @@ function M.rig_size(skeleton)
   return size > 0 and size or 1
 end
 
-local PACK_OPTIONS = { tolerance = "number", distance = "number" }
+local PACK_OPTIONS = { tolerance = "number", distance = "number", cache_bytes = "integer" }
 
 --- Packs (compresses) a clip for a skeleton within an error bound.
 --
@@ -269,7 +269,11 @@ local PACK_OPTIONS = { tolerance = "number", distance = "number" }
 -- @tparam limber.Skeleton skeleton the skeleton it animates
 -- @tparam[opt] table opts `tolerance` (default `PACK_TOLERANCE` times
 --   `rig_size(skeleton)`; 0 returns the clip itself, exact) and `distance`
---   (default `PACK_DISTANCE` times the rig size), both in model units
+--   (default `PACK_DISTANCE` times the rig size), both in model units;
+--   `cache_bytes` (default 32 MB): the most memory the compressor keeps the
+--   exact clip's samples in while it tries encodings; a clip that needs
+--   more is sampled again for each try (the same packed clip, packed more
+--   slowly: a long clip packed where memory is short)
 -- @treturn limber.Clip the packed clip, or `clip` itself when the
 --   tolerance is 0 or no packing meets it
 -- @treturn[opt] string why the clip was kept exact (no packing met the tolerance)
@@ -286,12 +290,15 @@ function M.pack(clip, skeleton, opts)
   if dist ~= nil and not (finite(dist) and dist >= 0) then
     check.arg_fail(3, "limber.anim.pack", "option 'distance' must be a finite number >= 0", 2)
   end
+  if opts.cache_bytes ~= nil and opts.cache_bytes < 0 then
+    check.arg_fail(3, "limber.anim.pack", "option 'cache_bytes' must be >= 0", 2)
+  end
   if tol == 0 then return clip end
   local size
   if tol == nil or dist == nil then size = M.rig_size(skeleton) end
   tol = tol or M.PACK_TOLERANCE * size
   dist = dist or M.PACK_DISTANCE * size
-  local ok, packed, why = pcall(core.clip_pack, clip, skeleton, tol, dist)
+  local ok, packed, why = pcall(core.clip_pack, clip, skeleton, tol, dist, opts.cache_bytes)
   if not ok then check.rethrow(packed, "limber.anim.pack", "clip_pack", 2) end
   if not packed then return clip, why end
   events_of[packed] = events_of[clip]
