@@ -266,10 +266,39 @@ static inline lmb_v8f PK(row_var)(uint32_t kind, uint32_t skip, const uint8_t *r
     return PK(ld)(base) + PK(ld)(base + 8) * __builtin_convertvector((lmb_v8i)q, lmb_v8f);
 }
 
-/* Rows [0, n) of stream s at key a into v (fill: the value of SKIP rows). */
-static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint32_t a, int n,
-                                const float *fill, lmb_v8f *v) {
+/* A rotation's row 3 when it is derived: w from the other three, or for
+ * DERIVE_ANY (its word: two bits per joint naming the derived component)
+ * the component each joint left out, rows 0 .. 2 then being the other three
+ * in order. */
+static inline __attribute__((always_inline)) void PK(derive)(const lmb_pstream *s,
+                                                             const float *word, lmb_v8f *v) {
+    if (s->kind[3] == LMB_PK_DERIVE) v[3] = PK(derive_w)(v[0], v[1], v[2]);
+    if (word) {
+        uint32_t w = (uint32_t)*word;
+        lmb_v8i idx;
+        for (int l = 0; l < 8; l++)
+            idx[l] = (int32_t)(w >> (2 * l) & 3u);
+        lmb_v8i m0 = idx == 0, m1 = idx == 1, m2 = idx == 2, m3 = idx == 3;
+        lmb_v8i qa = (lmb_v8i)v[0], qb = (lmb_v8i)v[1], qc = (lmb_v8i)v[2];
+        lmb_v8i d = (lmb_v8i)PK(derive_w)(v[0], v[1], v[2]);
+        v[0] = (lmb_v8f)((d & m0) | (qa & ~m0));
+        v[1] = (lmb_v8f)((qa & m0) | (d & m1) | (qb & ~(m0 | m1)));
+        v[2] = (lmb_v8f)((qb & (m0 | m1)) | (d & m2) | (qc & m3));
+        v[3] = (lmb_v8f)((d & m3) | (qc & ~m3));
+    }
+}
+
+/* Rows [0, n) of stream s at key a into v, and when vb is not NULL (a
+ * constant at each call) at key a + 1 into vb, in one pass over the rows:
+ * both keys' records share the row kinds, ranges and bit offsets, so a
+ * seek decodes its two keys for little more than one (fill: the value of
+ * SKIP rows). Each key's values are those of a pass for that key alone. */
+static inline __attribute__((always_inline)) void PK(key_rows)(const lmb_packed *p,
+                                                               const lmb_pstream *s, uint32_t a,
+                                                               int n, const float *fill, lmb_v8f *v,
+                                                               lmb_v8f *vb) {
     const uint8_t *ra = p->data + s->data + (size_t)a * s->rec;
+    const size_t rec = s->rec;                        /* key a + 1's record: rec bytes on */
     const uint8_t *end = p->data + p->data_bytes + 4; /* the read padding */
     const float *rg = p->ranges + s->range, *word = NULL;
     for (int r = 0; r < n; r++) {
@@ -282,33 +311,30 @@ static inline void PK(key_rows)(const lmb_packed *p, const lmb_pstream *s, uint3
             v[r] = PK(splat)(fill[r]);
         } else if (kind == LMB_PK_SAME) { /* row 0's values (only rows 1, 2 of T and S) */
             v[r] = v[0];
+            if (vb) vb[r] = vb[0];
+            continue;
         } else if (kind == LMB_PK_CONST) {
             v[r] = PK(ld)(rg);
             rg += 8;
         } else if (lmb_pk_var(kind)) {
             uint32_t bits = lmb_pk_var_bits(kind, s->skip, rg[16]);
             v[r] = PK(row_var)(kind, s->skip, ra, rg, end, bits);
+            if (vb) vb[r] = PK(row_var)(kind, s->skip, ra + rec, rg, end, bits);
             ra += (bits + 7u) / 8u;
             rg += 17;
+            continue;
         } else {
             v[r] = PK(row)(kind, s->skip, ra, rg, end);
+            if (vb) vb[r] = PK(row)(kind, s->skip, ra + rec, rg, end);
             ra += lmb_pk_row_bytes(kind, s->skip, rg);
             rg += lmb_pk_range_floats(kind);
+            continue;
         }
+        if (vb) vb[r] = v[r]; /* rows without bits: the same at every key */
     }
-    if (n == 4 && s->kind[3] == LMB_PK_DERIVE) v[3] = PK(derive_w)(v[0], v[1], v[2]);
-    if (n == 4 && word) { /* per joint: rows 0 .. 2 are the other three, in order */
-        uint32_t w = (uint32_t)*word;
-        lmb_v8i idx;
-        for (int l = 0; l < 8; l++)
-            idx[l] = (int32_t)(w >> (2 * l) & 3u);
-        lmb_v8i m0 = idx == 0, m1 = idx == 1, m2 = idx == 2, m3 = idx == 3;
-        lmb_v8i qa = (lmb_v8i)v[0], qb = (lmb_v8i)v[1], qc = (lmb_v8i)v[2];
-        lmb_v8i d = (lmb_v8i)PK(derive_w)(v[0], v[1], v[2]);
-        v[0] = (lmb_v8f)((d & m0) | (qa & ~m0));
-        v[1] = (lmb_v8f)((qa & m0) | (d & m1) | (qb & ~(m0 | m1)));
-        v[2] = (lmb_v8f)((qb & (m0 | m1)) | (d & m2) | (qc & m3));
-        v[3] = (lmb_v8f)((d & m3) | (qc & ~m3));
+    if (n == 4) {
+        PK(derive)(s, word, v);
+        if (vb) PK(derive)(s, word, vb);
     }
 }
 
@@ -386,14 +412,19 @@ static inline void PK(stream)(const lmb_packed *p, const lmb_pstream *s, int ch,
                               lmb_v8f *r) {
     int n = ch == 1 ? 4 : 3;
     if (PK(as_stored)(s, ch)) {
-        PK(key_rows)(p, s, 0, n, PK(fill)[ch], r);
+        PK(key_rows)(p, s, 0, n, PK(fill)[ch], r, NULL);
         return;
     }
     float al;
     uint32_t a = PK(key)(p, s, pos, 0, &al);
     lmb_v8f va[4], vb[4];
-    PK(key_rows)(p, s, a, n, PK(fill)[ch], va);
-    PK(key_rows)(p, s, s->keys > 1 ? a + 1 : a, n, PK(fill)[ch], vb);
+    if (s->keys > 1) {
+        PK(key_rows)(p, s, a, n, PK(fill)[ch], va, vb);
+    } else {
+        PK(key_rows)(p, s, a, n, PK(fill)[ch], va, NULL);
+        for (int m = 0; m < n; m++)
+            vb[m] = va[m];
+    }
     PK(interp)(ch, va, vb, al, r);
 }
 
@@ -423,17 +454,16 @@ PK(stream_keys)(const lmb_packed *p, const lmb_pstream *s, const int ch, float p
     uint32_t a = PK(key)(p, s, pos, *tag ? *tag - 1 : 0, al);
     if (*tag == a + 1) return;
     lmb_v8f va[4], vb[4];
-    if (a > 0 && *tag == a) { /* one key forward: the old b is the new a */
-        for (int m = 0; m < n; m++)
-            va[m] = PK(ld)(cb + m * 8);
-    } else {
-        PK(key_rows)(p, s, a, n, PK(fill)[ch], va);
-    }
-    if (s->keys > 1) {
-        PK(key_rows)(p, s, a + 1, n, PK(fill)[ch], vb);
-    } else {
+    if (s->keys <= 1) {
+        PK(key_rows)(p, s, a, n, PK(fill)[ch], va, NULL);
         for (int m = 0; m < n; m++)
             vb[m] = va[m];
+    } else if (a > 0 && *tag == a) { /* one key forward: the old b is the new a */
+        for (int m = 0; m < n; m++)
+            va[m] = PK(ld)(cb + m * 8);
+        PK(key_rows)(p, s, a + 1, n, PK(fill)[ch], vb, NULL);
+    } else { /* a seek: both keys in one pass */
+        PK(key_rows)(p, s, a, n, PK(fill)[ch], va, vb);
     }
     for (int m = 0; m < n; m++) {
         memcpy(ca + m * 8, &va[m], sizeof va[m]);
