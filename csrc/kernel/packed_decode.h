@@ -145,8 +145,8 @@ static inline lmb_v8f PK(row_bits)(uint32_t b, const uint8_t *r, const float *ba
 /* Row values of one key record: base + scale * q, or the stored floats;
  * lanes in `skip` store no bits (q = 0). end: the data's end, read padding
  * included. */
-static inline lmb_v8f PK(row)(uint32_t kind, uint32_t skip, const uint8_t *r, const float *base,
-                              const uint8_t *end) {
+static inline __attribute__((always_inline)) lmb_v8f
+PK(row)(uint32_t kind, uint32_t skip, const uint8_t *r, const float *base, const uint8_t *end) {
     (void)end;
     if (kind == LMB_PK_F32) return PK(ld)(r);
 #ifdef PK_AVX2_ROWS
@@ -200,8 +200,9 @@ static inline lmb_v8f PK(row)(uint32_t kind, uint32_t skip, const uint8_t *r, co
 /* A V row (packed.h: a width per joint) of one key record, `bits` in all
  * (lmb_pk_var_bits). Each joint's bits lie in the four bytes from its
  * first one (the data is followed by 4 bytes of padding). */
-static inline lmb_v8f PK(row_var)(uint32_t kind, uint32_t skip, const uint8_t *r, const float *base,
-                                  const uint8_t *end, uint32_t bits) {
+static inline __attribute__((always_inline)) lmb_v8f
+PK(row_var)(uint32_t kind, uint32_t skip, const uint8_t *r, const float *base, const uint8_t *end,
+            uint32_t bits) {
     (void)end, (void)bits;
 #ifdef PK_AVX2_ROWS
     if (!skip && bits <= 96u && end - r >= 16) {
