@@ -2,6 +2,7 @@
  * the batched sampler. */
 #include "clip.h"
 #include "qpoly.h"
+#include "vec8.h"
 
 #include <float.h>
 #include <math.h>
@@ -741,10 +742,11 @@ static void finish_lanes(const lmb_sampler *s, int32_t k, const lmb_clip *c, flo
         float *d = local + (size_t)j * jstride + path_offset[path];
         const float *r = rest + (size_t)j * LMB_TRS_FLOATS + (path == 0 ? 0 : path == 1 ? 3 : 7);
         uint32_t w = path == LMB_PATH_R ? 4 : 3;
-        if (m == 0xFFu) {
-            for (uint32_t c2 = 0; c2 < w; c2++)
-                for (uint32_t l = 0; l < LMB_LANES; l++)
-                    d[c2 * LMB_LANES + l] = r[c2];
+        if (m == 0xFFu) { /* one 8-float row per component */
+            for (uint32_t c2 = 0; c2 < w; c2++) {
+                lmb_v8f v = {r[c2], r[c2], r[c2], r[c2], r[c2], r[c2], r[c2], r[c2]};
+                memcpy(d + c2 * LMB_LANES, &v, sizeof v);
+            }
         } else {
             for (uint32_t c2 = 0; c2 < w; c2++)
                 for (uint32_t l = 0; l < LMB_LANES; l++)
