@@ -222,9 +222,12 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
     size_t opc = carve(&off, (size_t)L.Q * LMB_PK_CACHE_FLOATS * sizeof(float));
     /* the source's model matrices at the times measure samples (the same at
      * every budget of a grid): room for all of them, or cache_bytes' worth
-     * if that holds at least the source grid's (measure checks each grid) */
+     * if that holds at least the source grid's (measure checks each grid).
+     * cache_bytes is the caller's (up to SIZE_MAX): a quarter of the address
+     * space at most, so the offsets below cannot wrap */
     double most = (double)SUB * ((double)src->key_total + L.Fmax) + 1.0;
-    double room = (double)cache_bytes / (12.0 * sizeof(double) * (L.J ? L.J : 1));
+    size_t cache_max = SIZE_MAX / 4 < cache_bytes ? SIZE_MAX / 4 : cache_bytes;
+    double room = (double)cache_max / (12.0 * sizeof(double) * (L.J ? L.J : 1));
     size_t ocache = 0, cap = 0;
     if (most <= room || (double)SUB * L.F0 + 1.0 <= room) {
         cap = (size_t)(most < room ? most : room) * L.J;
