@@ -351,6 +351,54 @@ describe("limber.anim.pack", function()
     end
   end)
 
+  -- #once, as above
+  it("tries a long clip's streams at its key times, then measures it in full #once", function()
+    -- 256 joints x 60 frames at 120 Hz: too long for every stream's tries
+    -- at all the sample times, so the compressor tries them at the key times
+    -- only, measuring the joints a stream moves, and confirms the result
+    -- with one full measure. The cache of the exact clip's model matrices
+    -- (4 x 60 sample times fit the default; a measure of some joints only
+    -- must not fill it) changes nothing, and the report is the full measure's
+    local skel = limber.skeleton(H.rand_joints(256, 1))
+    local clip, times = rand_clip(skel, { keys = 60, uniform = true, interpolation = "LINEAR",
+                                          step = 1 / 120 })
+    local tol, d = 1e-3, 0.05
+    local first
+    for r, opts in ipairs({ {}, { cache_bytes = 0 } }) do
+      opts.tolerance, opts.distance = tol, d
+      local packed, why = anim.pack(clip, skel, opts)
+      assert.is_nil(why)
+      assert.is_true(packed:packed())
+      local e = packed:error()
+      assert.is_true(e.max_error_distance <= tol)
+      assert.is_true(e.samples >= 4 * (#times - 1) + 1)
+      local again = packed:error(clip, skel, d)
+      for _, k in ipairs({ "max_error", "max_error_distance", "p99_error_distance", "worst_joint",
+                           "worst_time", "samples" }) do
+        assert.near(again[k], e[k], 1e-9 * (1 + math.abs(e[k])), "run " .. r .. ": " .. k)
+      end
+      if not first then
+        first = { packed = packed, e = e }
+        local at = math.random(1, #times - 20)
+        local some = {}
+        for k = at, at + 19 do some[#some + 1] = f32(times[k]) end
+        local mj, md = lua_error(clip, packed, skel, some, f32(d))
+        assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6)
+        assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6)
+      else
+        assert.equal(first.packed:bytes(), packed:bytes())
+        for _, k in ipairs({ "max_error", "max_error_distance", "p99_error_distance",
+                             "worst_joint", "worst_time", "samples" }) do
+          assert.equal(first.e[k], e[k], k)
+        end
+        for j = 1, 256, 9 do
+          assert.same(first.packed:track_keys(j, "rotation"), packed:track_keys(j, "rotation"),
+                      "joint " .. j)
+        end
+      end
+    end
+  end)
+
   it("derives a small rotation w alike on every path (turns near 180 degrees)", function()
     -- w = cos(angle / 2) near 0, derived from x y z (packed.h's DERIVE):
     -- 1 - (x^2 + y^2 + z^2) in float kept few of w's bits, and the AVX2

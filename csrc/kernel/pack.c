@@ -61,8 +61,12 @@ typedef struct pack_lay {
     double *srcM; /* srcM_cap joint samples: the source's model matrices at measure's
                    * times (NULL: too large to keep) */
     size_t srcM_cap;
-    uint32_t srcM_ns; /* samples srcM holds for the current grid (0: none) */
-    float *pcache;    /* Q * LMB_PK_CACHE_FLOATS: pose_packed's decoded keys */
+    uint32_t srcM_ns;  /* samples srcM holds for the current grid (0: none) */
+    uint32_t srcM_sub; /* ... and at how many points per interval */
+    uint8_t *mark;     /* NULL, or the joints measure computes: 2 measured, 1 an ancestor */
+    uint8_t *qmark;    /* chunks with a marked joint */
+    uint8_t *marks;    /* room for mark (max(Q * 8, J)) and qmark (Q) */
+    float *pcache;     /* Q * LMB_PK_CACHE_FLOATS: pose_packed's decoded keys */
     uint32_t *hist;
     uint32_t range_floats, data_bytes, kept, node_tracks, node_times, node_values;
     uint32_t didx[8]; /* the stream being chosen: each lane's derived component (DERIVE_ANY) */
@@ -233,6 +237,7 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
         cap = (size_t)(most < room ? most : room) * L.J;
         ocache = carve(&off, cap * 12 * sizeof(double));
     }
+    size_t omark = carve(&off, (size_t)(L.Q * 8 > L.J ? L.Q * 8 : L.J) + L.Q);
     size_t ogt = carve(&off, (size_t)L.Fmax * sizeof(float));
     size_t okfc = carve(&off, (size_t)L.Fmax * 4 * sizeof(uint16_t));
     size_t okf = carve(&off, (size_t)L.Q * 3 * L.Fmax * sizeof(uint16_t));
@@ -264,6 +269,7 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
         P->pcache = (float *)(void *)(b + opc);
         P->srcM = cap ? (double *)(void *)(b + ocache) : NULL;
         P->srcM_cap = cap, P->srcM_ns = 0;
+        P->marks = b + omark, P->mark = NULL, P->qmark = NULL;
         P->gt = (float *)(void *)(b + ogt);
         P->kfc = (uint16_t *)(void *)(b + okfc);
         P->kfb = P->kfc + L.Fmax;
@@ -280,9 +286,11 @@ size_t lmb_pack_scratch_bytes(const lmb_clip *src, const lmb_skeleton *skel, siz
 
 /* ---- model space ------------------------------------------------------ */
 
-/* Model 3x4 matrices (column-major: 3 axes then the origin) of a pose. */
-static void model_of(const lmb_skeleton *sk, const float *trs, double *m) {
+/* Model 3x4 matrices (column-major: 3 axes then the origin) of a pose;
+ * with `mark`, of the marked joints only (their ancestors marked too). */
+static void model_of(const lmb_skeleton *sk, const float *trs, double *m, const uint8_t *mark) {
     for (uint32_t j = 0; j < sk->joint_count; j++) {
+        if (mark && !mark[j]) continue;
         const float *lf = trs + (size_t)j * LMB_TRS_FLOATS;
         double l[10];
         for (int k = 0; k < 10; k++)
@@ -323,7 +331,7 @@ static double dist3(const double *a, const double *b) {
 
 /* Reach of every joint: distance + its farthest descendant's distance (rest pose). */
 static void reaches(pack_lay *L, const lmb_skeleton *sk, float distance) {
-    model_of(sk, sk->rest, L->mE);
+    model_of(sk, sk->rest, L->mE, NULL);
     uint32_t n = L->Q * 8;
     for (uint32_t j = 0; j < n; j++)
         L->reach[j] = (double)distance;
@@ -400,6 +408,7 @@ static void pose_packed(const void *ctx, pack_lay *L, float t, float *trs) {
     memcpy(trs, sk->rest, (size_t)sk->joint_count * LMB_TRS_FLOATS * sizeof(float));
     float pos = lmb_packed_pos(&L->pk, t), buf[80];
     for (uint32_t q = 0; q < L->pk.chunks; q++) {
+        if (L->mark && !L->qmark[q]) continue; /* no joint measure needs */
         /* measure's times increase: each key pair is decoded once */
         lmb_packed_chunk_cached(&L->pk, q, pos, L->pcache + (size_t)q * LMB_PK_CACHE_FLOATS, buf,
                                 8);
@@ -428,10 +437,15 @@ static uint32_t grid_frames(const lmb_packed *g, pack_lay *L, uint32_t n, uint32
 
 /* The error of `fn`'s poses against src's at the sample times: src's key
  * times and (grid) the packed grid's frame times, and the quarter points
- * between consecutive ones, so interpolation between grid frames that the
- * source's keys do not see is measured too. */
-static void measure(const lmb_clip *src, const lmb_skeleton *sk, float distance, pack_lay *L,
-                    pose_fn fn, const void *ctx, lmb_pack_stats *out, const lmb_packed *grid) {
+ * between consecutive ones (sub = SUB), so interpolation between grid
+ * frames that the source's keys do not see is measured too; sub = 1 samples
+ * the times only (the p99 is then not counted). With L->mark, only the
+ * joints marked 2 are measured (their ancestors, marked 1, computed for
+ * them): the others keep their errors in L->jerr from the last measure,
+ * and count in the maximum as they are. */
+static void measure_at(const lmb_clip *src, const lmb_skeleton *sk, float distance, pack_lay *L,
+                       pose_fn fn, const void *ctx, lmb_pack_stats *out, const lmb_packed *grid,
+                       uint32_t sub) {
     memset(out, 0, sizeof *out);
     uint32_t nt = src->key_total, nu = 0;
     memcpy(L->times, src->times, (size_t)nt * sizeof(float));
@@ -446,25 +460,38 @@ static void measure(const lmb_clip *src, const lmb_skeleton *sk, float distance,
     uint64_t count = 0;
     uint32_t J = sk->joint_count;
     for (uint32_t j = 0; j < J; j++)
-        L->jerr[j] = 0.0;
-    uint32_t ns = SUB * (nu - 1) + 1;
+        if (!L->mark || L->mark[j] == 2) L->jerr[j] = 0.0;
+    uint32_t ns = sub * (nu - 1) + 1;
     /* the source's side from the cache when it holds this grid's samples */
-    int keep = L->srcM && (size_t)ns * J <= L->srcM_cap, have = keep && L->srcM_ns == ns;
+    int fits = L->srcM && (size_t)ns * J <= L->srcM_cap,
+        have = fits && L->srcM_ns == ns && L->srcM_sub == sub;
+    int keep = fits && (have || !L->mark); /* a marked measure fills no cache */
     for (uint32_t s = 0; s < ns; s++) {
-        uint32_t seg = s / SUB, f = s % SUB;
-        float t = f ? L->times[seg] + (L->times[seg + 1] - L->times[seg]) * ((float)f / (float)SUB)
+        uint32_t seg = s / sub, f = s % sub;
+        float t = f ? L->times[seg] + (L->times[seg + 1] - L->times[seg]) * ((float)f / (float)sub)
                     : L->times[seg];
         double *mE = keep ? L->srcM + (size_t)s * J * 12 : L->mE;
         if (!have) {
             if (src->packed.streams)
                 lmb_clip_sample_pose(src, t, sk, L->poseE);
-            else /* the times increase: each track's cursor walks forward */
+            else if (!L->mark) /* the times increase: each track's cursor walks forward */
                 lmb_clip_sample_pose_cursors(src, t, sk, L->poseE, L->cur);
-            model_of(sk, L->poseE, mE);
+            else {
+                memcpy(L->poseE, sk->rest, (size_t)J * LMB_TRS_FLOATS * sizeof(float));
+                for (uint32_t m = 0; m < src->joint_track_count; m++) {
+                    const lmb_track *tr = src->tracks + m;
+                    if (tr->target >= J || !L->mark[tr->target]) continue;
+                    lmb_track_sample(src, tr, t, L->cur + m,
+                                     L->poseE + (size_t)tr->target * LMB_TRS_FLOATS +
+                                         first_comp[tr->path]);
+                }
+            }
+            model_of(sk, L->poseE, mE, L->mark);
         }
         fn(ctx, L, t, L->poseD);
-        model_of(sk, L->poseD, L->mD);
+        model_of(sk, L->poseD, L->mD, L->mark);
         for (uint32_t j = 0; j < J; j++) {
+            if (L->mark && L->mark[j] != 2) continue;
             const double *a = mE + (size_t)j * 12, *b = L->mD + (size_t)j * 12;
             double ej = dist3(a + 9, b + 9), ed = 0.0;
             for (int k = 0; k < 3; k++) {
@@ -483,14 +510,23 @@ static void measure(const lmb_clip *src, const lmb_skeleton *sk, float distance,
                 out->worst_joint = j;
                 out->worst_time = t;
             }
-            hist_add(L->hist, e);
+            if (sub == SUB) hist_add(L->hist, e); /* p99: full measures only */
             count++;
         }
     }
-    if (keep) L->srcM_ns = ns;
+    if (keep) L->srcM_ns = ns, L->srcM_sub = sub;
+    if (L->mark) /* the joints not measured keep their errors */
+        for (uint32_t j = 0; j < J; j++)
+            if (L->jerr[j] > out->max_distance)
+                out->max_distance = L->jerr[j], out->worst_joint = j;
     out->samples = ns;
     out->p99_distance = hist_quantile(L->hist, count, 0.99);
     if (out->p99_distance > out->max_distance) out->p99_distance = out->max_distance;
+}
+
+static void measure(const lmb_clip *src, const lmb_skeleton *sk, float distance, pack_lay *L,
+                    pose_fn fn, const void *ctx, lmb_pack_stats *out, const lmb_packed *grid) {
+    measure_at(src, sk, distance, L, fn, ctx, out, grid, SUB);
 }
 
 /* ---- the exact grid ------------------------------------------------------ */
@@ -1238,6 +1274,25 @@ static size_t packed_bytes(const pack_lay *L) {
     return lmb_packed_clip_bytes(&z);
 }
 
+/* Marks for a measure of what chunk q's streams move: its joints and their
+ * descendants measured (2), their ancestors computed (1). */
+static void mark_subtrees(pack_lay *L, const lmb_skeleton *sk, uint32_t q) {
+    uint32_t J = sk->joint_count;
+    uint8_t *mk = L->marks, *qm = L->marks + (L->Q * 8 > J ? L->Q * 8 : J);
+    for (uint32_t j = 0; j < J; j++) {
+        uint32_t p = sk->parent[j];
+        mk[j] = j / 8 == q || (p != LMB_NO_PARENT && mk[p] == 2) ? 2 : 0;
+    }
+    for (uint32_t j = J; j-- > 0;) {
+        uint32_t p = sk->parent[j];
+        if (mk[j] && p != LMB_NO_PARENT && !mk[p]) mk[p] = 1;
+    }
+    memset(qm, 0, L->Q);
+    for (uint32_t j = 0; j < J && j / 8 < L->Q; j++)
+        qm[j / 8] |= mk[j] != 0;
+    L->mark = mk, L->qmark = qm;
+}
+
 /* Grows each stream's budget by the slack its joints leave: the chain errors
  * of the last measure (at best the tolerance) tell, per stream, how far the
  * largest error in the subtrees of its joints stays under the tolerance;
@@ -1249,6 +1304,8 @@ static size_t packed_bytes(const pack_lay *L) {
 #define RELAX_ROUNDS 4
 /* Joint samples the stream-by-stream tries may measure in all. */
 #define TRY_WORK 1e7
+/* ... and at the sample times only (long clips) */
+#define TRY_WORK_FAST 6e7
 #define RELAX_MAX 4.0
 static void relax(const lmb_clip *src, const lmb_skeleton *sk, lmb_pack_job *job, pack_lay *L,
                   double budget, double tol) {
@@ -1297,14 +1354,32 @@ static void relax(const lmb_clip *src, const lmb_skeleton *sk, lmb_pack_job *job
     /* then stream by stream, the largest first: its budget doubled (then
      * x1.4), kept when the skeleton stays within the tolerance in fewer
      * bytes. Each try measures the whole skeleton: tries stop after about
-     * TRY_WORK joint samples measured */
-    uint32_t ns = SUB * (L->F - 1) + 1, *order = L->order;
-    double work = (double)ns * J;
+     * TRY_WORK joint samples measured. A clip too long for every stream's
+     * tries (dense long clips) measures them at its sample times only, a
+     * quarter of the points, against the tolerance scaled by how much the
+     * quarter points add on the packing so far; one full measure at the end
+     * confirms the tries, else the packing before them stays. */
+    uint32_t ns = SUB * (L->F - 1) + 1, *order = L->order, keyed = 0, pts = SUB;
+    for (uint32_t i = 0; i < n; i++)
+        keyed += L->st[i].keys * L->st[i].rec != 0;
+    double work = (double)ns * J, lim = tol;
     int tries = work > 0.0 ? (int)(TRY_WORK / work) : 0;
+    double *saved = L->chain + all; /* the budgets before the tries (pts 1) */
+    if (tries < 2 * (int)keyed && work > 0.0 && (int)(TRY_WORK_FAST / ((double)L->F * J)) > tries) {
+        lmb_pack_stats s1;
+        measure_at(src, sk, job->distance, L, pose_packed, sk, &s1, &L->pk, 1);
+        if (kept.max_distance > 0.0 && s1.max_distance > 0.0) {
+            pts = 1;
+            tries = (int)(TRY_WORK_FAST / ((double)L->F * J));
+            lim = tol * s1.max_distance / kept.max_distance;
+            memcpy(saved, L->mult, (size_t)n * sizeof(double));
+        }
+    }
     if (tries <= 0) {
         job->stats = kept;
         return;
     }
+    size_t before = best;
     /* by bytes, largest first: a stable insertion sort on costs computed
      * once (the slack rounds are done with `was`) */
     for (uint32_t i = 0; i < n; i++)
@@ -1322,16 +1397,39 @@ static void relax(const lmb_clip *src, const lmb_skeleton *sk, lmb_pack_job *job
             double m = L->mult[i];
             L->mult[i] = m * grows[pass];
             rechoose(L, i, budget);
-            measure(src, sk, job->distance, L, pose_packed, sk, &job->stats, &L->pk);
+            if (pts != SUB) { /* the stream's joints and their subtrees */
+                mark_subtrees(L, sk, i / 3);
+                memcpy(jkept, L->jerr, (size_t)J * sizeof(double));
+            }
+            measure_at(src, sk, job->distance, L, pose_packed, sk, &job->stats, &L->pk, pts);
+#ifdef LMB_SELF_CHECK
+            if (L->mark && tries % 4 == 0) { /* (sanitized builds, every 4th try) the
+                                              * joints not measured did not move */
+                lmb_pack_stats whole;
+                L->mark = NULL;
+                measure_at(src, sk, job->distance, L, pose_packed, sk, &whole, &L->pk, pts);
+                if (whole.max_distance != job->stats.max_distance) abort();
+            }
+#endif
+            L->mark = NULL;
             tries--;
             size_t bytes = packed_bytes(L);
-            if (job->stats.max_distance <= tol && bytes && bytes < best) {
+            if (job->stats.max_distance <= lim && bytes && bytes < best) {
                 best = bytes, kept = job->stats;
                 continue;
             }
+            if (pts != SUB) memcpy(L->jerr, jkept, (size_t)J * sizeof(double));
             L->mult[i] = m;
             rechoose(L, i, budget);
         }
+    if (pts != SUB && best < before) {
+        measure(src, sk, job->distance, L, pose_packed, sk, &job->stats, &L->pk);
+        if (job->stats.max_distance <= tol) return;
+        memcpy(L->mult, saved, (size_t)n * sizeof(double)); /* the packing before the tries */
+        choose_all(L, budget);
+        measure(src, sk, job->distance, L, pose_packed, sk, &job->stats, &L->pk);
+        return;
+    }
     job->stats = kept;
 }
 
