@@ -61,29 +61,30 @@ for v in "${versions[@]}"; do build "$v"; done
 
 profile() { [ "$1" = luajit ] && echo luajit || echo "lua${1/./}"; }
 mkdir -p build-test
-declare -A pids
+declare -A version_of # busted's pid -> its Lua
 failed=()
-finish() {
-  local v="$1"
-  if wait "${pids[$v]}"; then
+# two passes at a time; the next starts as soon as either ends (wait -n)
+finish_one() {
+  local pid rc=0
+  wait -n -p pid || rc=$?
+  local v="${version_of[$pid]}"
+  if [ "$rc" -eq 0 ]; then
     echo "== busted, Lua $v: $(grep -E '^[0-9]+ success' "build-test/busted-$v.log" | tail -1)"
   else
     echo "== busted, Lua $v FAILED (build-test/busted-$v.log):"
     tail -n 60 "build-test/busted-$v.log"
     failed+=("$v")
   fi
+  running=$((running - 1))
 }
-running=()
+running=0
 for v in "${versions[@]}"; do
   busted --run="$(profile "$v")" -o plainTerminal "$@" >"build-test/busted-$v.log" 2>&1 &
-  pids[$v]=$!
-  running+=("$v")
-  if [ ${#running[@]} -ge 2 ]; then
-    finish "${running[0]}"
-    running=("${running[@]:1}")
-  fi
+  version_of[$!]="$v"
+  running=$((running + 1))
+  if [ "$running" -ge 2 ]; then finish_one; fi
 done
-for v in "${running[@]}"; do finish "$v"; done
+while [ "$running" -gt 0 ]; do finish_one; done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "busted failed on Lua ${failed[*]}"
   exit 1
