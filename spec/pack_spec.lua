@@ -297,6 +297,42 @@ describe("limber.anim.pack", function()
     end
   end)
 
+  -- Packs clip for skel with opts (tolerance tol, distance d) and checks the
+  -- report: within the tolerance, every sample time measured, and (check)
+  -- plain Lua at a run of `run` key times (and the points between) erring
+  -- no more than it says. Returns the packed clip and its report.
+  local REPORT = { "max_error", "max_error_distance", "p99_error_distance", "worst_joint",
+                   "worst_time", "samples" }
+  local function pack_checked(clip, times, skel, opts, tol, d, run)
+    opts.tolerance, opts.distance = tol, d
+    local packed, why = anim.pack(clip, skel, opts)
+    assert.is_nil(why)
+    assert.is_true(packed:packed())
+    local e = packed:error()
+    assert.is_true(e.max_error_distance <= tol)
+    assert.is_true(e.samples >= 4 * (#times - 1) + 1)
+    if run then
+      local at = math.random(1, #times - run)
+      local some = {}
+      for k = at, at + run - 1 do some[#some + 1] = f32(times[k]) end
+      local mj, md = lua_error(clip, packed, skel, some, f32(d))
+      assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6)
+      assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6)
+    end
+    return packed, e
+  end
+  -- The same packed clip: bytes, report and the keys of `paths` at joints js.
+  local function same_packing(a, ea, b, eb, js, paths, what)
+    assert.equal(a:bytes(), b:bytes(), what)
+    for _, k in ipairs(REPORT) do assert.equal(ea[k], eb[k], what .. ": " .. k) end
+    for _, j in ipairs(js) do
+      for _, path in ipairs(paths) do
+        assert.same(a:track_keys(j, path), b:track_keys(j, path),
+                    what .. ": joint " .. j .. " " .. path)
+      end
+    end
+  end
+
   -- #once: no interpreter changes the compressor (the Lua 5.4 pass and the
   -- sanitized pass run it)
   it("packs the same clip whatever it keeps of the source (cache_bytes) #once", function()
@@ -311,43 +347,16 @@ describe("limber.anim.pack", function()
                                           step = 1 / 60 })
     local tol, d = 2e-3, 0.05
     local room = (4 * #times + 1) * 9 * 96
-    local runs = { {}, { cache_bytes = 0 }, { cache_bytes = room - 1 }, { cache_bytes = room },
-                   { cache_bytes = H.int_max } }
-    local first
-    for r, opts in ipairs(runs) do
-      opts.tolerance, opts.distance = tol, d
-      local packed, why = anim.pack(clip, skel, opts)
-      assert.is_nil(why)
-      assert.is_true(packed:packed())
-      local e = packed:error()
-      assert.is_true(e.max_error_distance <= tol)
-      assert.is_true(e.samples >= 4 * (#times - 1) + 1)
-      if not first then
-        first = { packed = packed, e = e }
-        -- measured again (clip:error keeps the default cache): the same
-        local again = packed:error(clip, skel, d)
-        assert.near(e.max_error_distance, again.max_error_distance, 1e-9)
-        assert.near(e.p99_error_distance, again.p99_error_distance, 1e-9)
-        -- plain Lua at a run of the key times (and the points between)
-        local at = math.random(1, #times - 60)
-        local some = {}
-        for k = at, at + 59 do some[#some + 1] = f32(times[k]) end
-        local mj, md = lua_error(clip, packed, skel, some, f32(d))
-        assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6)
-        assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6)
-      else
-        assert.equal(first.packed:bytes(), packed:bytes(), "run " .. r)
-        for _, k in ipairs({ "max_error", "max_error_distance", "p99_error_distance",
-                             "worst_joint", "worst_time", "samples" }) do
-          assert.equal(first.e[k], e[k], "run " .. r .. ": " .. k)
-        end
-        for j = 1, 9 do
-          for _, path in ipairs({ "translation", "rotation", "scale" }) do
-            assert.same(first.packed:track_keys(j, path), packed:track_keys(j, path),
-                        "run " .. r .. ": joint " .. j .. " " .. path)
-          end
-        end
-      end
+    local first, fe = pack_checked(clip, times, skel, {}, tol, d, 60)
+    -- measured again (clip:error keeps the default cache): the same
+    local again = first:error(clip, skel, d)
+    assert.near(fe.max_error_distance, again.max_error_distance, 1e-9)
+    assert.near(fe.p99_error_distance, again.p99_error_distance, 1e-9)
+    for r, opts in ipairs({ { cache_bytes = 0 }, { cache_bytes = room - 1 },
+                            { cache_bytes = room }, { cache_bytes = H.int_max } }) do
+      local packed, e = pack_checked(clip, times, skel, opts, tol, d)
+      same_packing(first, fe, packed, e, { 1, 2, 3, 4, 5, 6, 7, 8, 9 },
+                   { "translation", "rotation", "scale" }, "run " .. r)
     end
   end)
 
@@ -363,40 +372,17 @@ describe("limber.anim.pack", function()
     local clip, times = rand_clip(skel, { keys = 60, uniform = true, interpolation = "LINEAR",
                                           step = 1 / 120 })
     local tol, d = 1e-3, 0.05
-    local first
-    for r, opts in ipairs({ {}, { cache_bytes = 0 } }) do
-      opts.tolerance, opts.distance = tol, d
-      local packed, why = anim.pack(clip, skel, opts)
-      assert.is_nil(why)
-      assert.is_true(packed:packed())
-      local e = packed:error()
-      assert.is_true(e.max_error_distance <= tol)
-      assert.is_true(e.samples >= 4 * (#times - 1) + 1)
-      local again = packed:error(clip, skel, d)
-      for _, k in ipairs({ "max_error", "max_error_distance", "p99_error_distance", "worst_joint",
-                           "worst_time", "samples" }) do
-        assert.near(again[k], e[k], 1e-9 * (1 + math.abs(e[k])), "run " .. r .. ": " .. k)
-      end
-      if not first then
-        first = { packed = packed, e = e }
-        local at = math.random(1, #times - 20)
-        local some = {}
-        for k = at, at + 19 do some[#some + 1] = f32(times[k]) end
-        local mj, md = lua_error(clip, packed, skel, some, f32(d))
-        assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6)
-        assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6)
-      else
-        assert.equal(first.packed:bytes(), packed:bytes())
-        for _, k in ipairs({ "max_error", "max_error_distance", "p99_error_distance",
-                             "worst_joint", "worst_time", "samples" }) do
-          assert.equal(first.e[k], e[k], k)
-        end
-        for j = 1, 256, 9 do
-          assert.same(first.packed:track_keys(j, "rotation"), packed:track_keys(j, "rotation"),
-                      "joint " .. j)
-        end
+    local first, fe = pack_checked(clip, times, skel, {}, tol, d, 20)
+    local packed, e = pack_checked(clip, times, skel, { cache_bytes = 0 }, tol, d)
+    for _, r in ipairs({ { first, fe }, { packed, e } }) do
+      local again = r[1]:error(clip, skel, d)
+      for _, k in ipairs(REPORT) do
+        assert.near(again[k], r[2][k], 1e-9 * (1 + math.abs(r[2][k])), k)
       end
     end
+    local js = {}
+    for j = 1, 256, 9 do js[#js + 1] = j end
+    same_packing(first, fe, packed, e, js, { "rotation" }, "no cache")
   end)
 
   it("derives a small rotation w alike on every path (turns near 180 degrees)", function()

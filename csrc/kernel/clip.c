@@ -629,7 +629,7 @@ void lmb_track_sample(const lmb_clip *c, const lmb_track *tr, float t, lmb_curso
 void lmb_clip_sample_pose(const lmb_clip *c, float t, const lmb_skeleton *s, float *trs) {
     static const uint32_t at[3] = {0, 3, 7};
     if (!c->packed.streams) {
-        lmb_clip_sample_pose_cursors(c, t, s, trs, NULL);
+        lmb_clip_sample_pose_cursors(c, t, s, trs, NULL, NULL);
         return;
     }
     memcpy(trs, s->rest, (size_t)s->joint_count * LMB_TRS_FLOATS * sizeof(float));
@@ -651,12 +651,12 @@ void lmb_clip_sample_pose(const lmb_clip *c, float t, const lmb_skeleton *s, flo
 }
 
 void lmb_clip_sample_pose_cursors(const lmb_clip *c, float t, const lmb_skeleton *s, float *trs,
-                                  lmb_cursor *cur) {
+                                  lmb_cursor *cur, const uint8_t *only) {
     static const uint32_t at[3] = {0, 3, 7};
     memcpy(trs, s->rest, (size_t)s->joint_count * LMB_TRS_FLOATS * sizeof(float));
     for (uint32_t m = 0; m < c->joint_track_count; m++) {
         const lmb_track *tr = c->tracks + m;
-        if (tr->target >= s->joint_count) continue;
+        if (tr->target >= s->joint_count || (only && !only[tr->target])) continue;
         lmb_cursor fresh = {0, 0.0f, 0.0f};
         float v[4];
         sample_inline(c, tr, t, cur ? cur + m : &fresh, v);

@@ -211,9 +211,10 @@ void lmb_clip_sample_pose(const lmb_clip *c, float t, const lmb_skeleton *s, flo
 /* The same for an exact clip through one cursor per joint track (cur:
  * joint_track_count, zeroed before the first call; NULL: a fresh cursor
  * per track): the same pose, found in O(1) per track when t moves forward
- * from call to call. */
+ * from call to call. only: NULL, or the joints to sample (only[j] != 0;
+ * the others keep their rest values). */
 void lmb_clip_sample_pose_cursors(const lmb_clip *c, float t, const lmb_skeleton *s, float *trs,
-                                  lmb_cursor *cur);
+                                  lmb_cursor *cur, const uint8_t *only);
 
 /* lmb_clip_time in double (the sampler's and the plan's stored times). */
 double lmb_clip_time_d(const lmb_clip *c, double t, int loop);

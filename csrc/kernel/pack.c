@@ -474,18 +474,8 @@ static void measure_at(const lmb_clip *src, const lmb_skeleton *sk, float distan
         if (!have) {
             if (src->packed.streams)
                 lmb_clip_sample_pose(src, t, sk, L->poseE);
-            else if (!L->mark) /* the times increase: each track's cursor walks forward */
-                lmb_clip_sample_pose_cursors(src, t, sk, L->poseE, L->cur);
-            else {
-                memcpy(L->poseE, sk->rest, (size_t)J * LMB_TRS_FLOATS * sizeof(float));
-                for (uint32_t m = 0; m < src->joint_track_count; m++) {
-                    const lmb_track *tr = src->tracks + m;
-                    if (tr->target >= J || !L->mark[tr->target]) continue;
-                    lmb_track_sample(src, tr, t, L->cur + m,
-                                     L->poseE + (size_t)tr->target * LMB_TRS_FLOATS +
-                                         first_comp[tr->path]);
-                }
-            }
+            else /* the times increase: each track's cursor walks forward */
+                lmb_clip_sample_pose_cursors(src, t, sk, L->poseE, L->cur, L->mark);
             model_of(sk, L->poseE, mE, L->mark);
         }
         fn(ctx, L, t, L->poseD);
@@ -1364,13 +1354,14 @@ static void relax(const lmb_clip *src, const lmb_skeleton *sk, lmb_pack_job *job
         keyed += L->st[i].keys * L->st[i].rec != 0;
     double work = (double)ns * J, lim = tol;
     int tries = work > 0.0 ? (int)(TRY_WORK / work) : 0;
+    int fast = work > 0.0 ? (int)(TRY_WORK_FAST / ((double)L->F * J)) : 0; /* at pts 1 */
     double *saved = L->chain + all; /* the budgets before the tries (pts 1) */
-    if (tries < 2 * (int)keyed && work > 0.0 && (int)(TRY_WORK_FAST / ((double)L->F * J)) > tries) {
+    if (tries < 2 * (int)keyed && fast > tries) {
         lmb_pack_stats s1;
         measure_at(src, sk, job->distance, L, pose_packed, sk, &s1, &L->pk, 1);
         if (kept.max_distance > 0.0 && s1.max_distance > 0.0) {
             pts = 1;
-            tries = (int)(TRY_WORK_FAST / ((double)L->F * J));
+            tries = fast;
             lim = tol * s1.max_distance / kept.max_distance;
             memcpy(saved, L->mult, (size_t)n * sizeof(double));
         }
