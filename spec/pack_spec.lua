@@ -361,6 +361,44 @@ describe("limber.anim.pack", function()
   end)
 
   -- #once, as above
+  it("packs and measures the same clip on any number of threads #once", function()
+    -- each measure's sample times are shared out among the pool's threads
+    -- in runs (797 sample times: up to 12 runs), and so are a long grid's
+    -- positions when a candidate stream is checked (8,397 positions: runs
+    -- of 4,096 at least); the packed clip and every figure of its report,
+    -- worst joint and time included, do not depend on how many threads, nor
+    -- does a later clip:error measure
+    for _, case in ipairs({ { joints = 20, keys = 200, threads = { 1, 2, 3 } },
+                            { joints = 3, keys = 2100, threads = { 1, 3 } } }) do
+    local skel = limber.skeleton(H.rand_joints(case.joints, 1))
+    local clip, times = rand_clip(skel, { keys = case.keys, uniform = true,
+                                          interpolation = "LINEAR", step = 1 / 60 })
+    local tol, d = 1e-3, 0.05
+    local old = limber.core.threads()
+    local ok, err = pcall(function()
+      local first, fe, measured
+      for _, t in ipairs(case.threads) do
+        local _, _, threaded = limber.core.threads(t)
+        assert.equal(threaded and t or 1, (limber.core.threads()))
+        local packed, e = pack_checked(clip, times, skel, {}, tol, d, t == 1 and 40 or nil)
+        local again = packed:error(clip, skel, d)
+        if t == 1 then
+          first, fe, measured = packed, e, again
+          for _, k in ipairs(REPORT) do assert.near(e[k], again[k], 1e-9 * (1 + math.abs(e[k])), k) end
+        else
+          local js = case.joints == 3 and { 1, 2, 3 } or { 1, 5, 9, 13, 17, 20 }
+          same_packing(first, fe, packed, e, js, { "translation", "rotation", "scale" },
+                       t .. " threads")
+          for _, k in ipairs(REPORT) do assert.equal(measured[k], again[k], t .. " threads: " .. k) end
+        end
+      end
+    end)
+    limber.core.threads(old)
+    assert(ok, err)
+    end
+  end)
+
+  -- #once, as above
   it("tries a long clip's streams at its key times, then measures it in full #once", function()
     -- 256 joints x 60 frames at 120 Hz: too long for every stream's tries
     -- at all the sample times, so the compressor tries them at the key times
@@ -373,7 +411,12 @@ describe("limber.anim.pack", function()
                                           step = 1 / 120 })
     local tol, d = 1e-3, 0.05
     local first, fe = pack_checked(clip, times, skel, {}, tol, d, 20)
-    local packed, e = pack_checked(clip, times, skel, { cache_bytes = 0 }, tol, d)
+    -- without the cache on one thread (the first on the pool's): the same
+    local old = limber.core.threads()
+    limber.core.threads(1)
+    local ok, packed, e = pcall(pack_checked, clip, times, skel, { cache_bytes = 0 }, tol, d)
+    limber.core.threads(old)
+    assert(ok, packed)
     for _, r in ipairs({ { first, fe }, { packed, e } }) do
       local again = r[1]:error(clip, skel, d)
       for _, k in ipairs(REPORT) do
@@ -382,7 +425,7 @@ describe("limber.anim.pack", function()
     end
     local js = {}
     for j = 1, 256, 9 do js[#js + 1] = j end
-    same_packing(first, fe, packed, e, js, { "rotation" }, "no cache")
+    same_packing(first, fe, packed, e, js, { "rotation" }, "no cache, one thread")
   end)
 
   it("derives a small rotation w alike on every path (turns near 180 degrees)", function()

@@ -1,5 +1,6 @@
 /* pack.c: the clip compressor and its error measurement (pack.h). */
 #include "pack.h"
+#include "threadpool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -27,8 +28,26 @@ static const uint16_t step_list[] = {32, 24, 16, 12, 8, 6, 5, 4, 3, 2, 1};
  * half and three quarters of the way (interpolation errors of rotations
  * peak off the midpoint). */
 #define SUB 4u
+/* Fewest grid positions a worker checks at once in stream_fails (fewer: the
+ * threads' hand-over costs more than the check). */
+#define FAILS_RUN 4096u
 
 static const uint32_t first_comp[3] = {0, 3, 7};
+
+/* What one worker of a measure uses and finds (measure_at): its sampling
+ * state and poses, and the largest errors of the samples it measured. */
+typedef struct pack_worker {
+    lmb_cursor *cur;      /* jt: the source's cursors */
+    float *pcache;        /* Q * LMB_PK_CACHE_FLOATS: pose_packed's decoded keys */
+    float *poseE, *poseD; /* J * LMB_TRS_FLOATS each */
+    double *mE, *mD;      /* J * 12 each */
+    double *jerr;         /* J: each joint's largest error */
+    uint32_t *hist;       /* HIST_BINS: the p99 histogram */
+    uint64_t count;
+    double max_joint, max_distance;
+    uint32_t worst_s, worst_joint; /* the worst sample (the first of equals) */
+    float worst_time;
+} pack_worker;
 
 typedef struct pack_lay {
     uint32_t F0, Fmax, F, Q, J, jt, span;
@@ -56,18 +75,18 @@ typedef struct pack_lay {
     float *fill;     /* Q * 80: rest values (constants past the skeleton) */
     lmb_cursor *cur; /* jt */
     float *times;    /* key_total */
-    float *poseE, *poseD;
-    double *mE, *mD;
-    double *srcM; /* srcM_cap joint samples: the source's model matrices at measure's
-                   * times (NULL: too large to keep) */
+    double *mE;      /* J * 12: the rest pose's model matrices (reaches) */
+    double *srcM;    /* srcM_cap joint samples: the source's model matrices at measure's
+                      * times (NULL: too large to keep) */
     size_t srcM_cap;
     uint32_t srcM_ns;  /* samples srcM holds for the current grid (0: none) */
     uint32_t srcM_sub; /* ... and at how many points per interval */
     uint8_t *mark;     /* NULL, or the joints measure computes: 2 measured, 1 an ancestor */
     uint8_t *qmark;    /* chunks with a marked joint */
     uint8_t *marks;    /* room for mark (max(Q * 8, J)) and qmark (Q) */
-    float *pcache;     /* Q * LMB_PK_CACHE_FLOATS: pose_packed's decoded keys */
-    uint32_t *hist;
+    pack_worker *wk;   /* measure's workers (lmb_pack_workers) */
+    uint32_t workers;
+    lmb_pool *pool;
     uint32_t range_floats, data_bytes, kept, node_tracks, node_times, node_values;
     uint32_t didx[8]; /* the stream being chosen: each lane's derived component (DERIVE_ANY) */
     lmb_packed pk;
@@ -192,8 +211,8 @@ static size_t carve(size_t *off, size_t bytes) {
 }
 
 /* Sizes (mem NULL) or places the scratch; returns its bytes (0: too large). */
-static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_bytes, void *mem,
-                      pack_lay **out) {
+static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_bytes,
+                      uint32_t workers, void *mem, pack_lay **out) {
     pack_lay L;
     memset(&L, 0, sizeof L);
     if (!grid_of(src, &L)) return 0;
@@ -220,10 +239,7 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
     size_t ofill = carve(&off, (size_t)L.Q * 80 * sizeof(float));
     size_t ocur = carve(&off, (size_t)L.jt * sizeof(lmb_cursor) + 1);
     size_t otimes = carve(&off, ((size_t)src->key_total + L.Fmax) * sizeof(float) + 1);
-    size_t opose = carve(&off, (size_t)L.J * LMB_TRS_FLOATS * 2 * sizeof(float));
-    size_t om = carve(&off, (size_t)L.J * 12 * 2 * sizeof(double));
-    size_t ohist = carve(&off, HIST_BINS * sizeof(uint32_t));
-    size_t opc = carve(&off, (size_t)L.Q * LMB_PK_CACHE_FLOATS * sizeof(float));
+    size_t om = carve(&off, (size_t)L.J * 12 * sizeof(double));
     /* the source's model matrices at the times measure samples (the same at
      * every budget of a grid): room for all of them, or cache_bytes' worth
      * if that holds at least the source grid's (measure checks each grid).
@@ -241,6 +257,17 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
     size_t ogt = carve(&off, (size_t)L.Fmax * sizeof(float));
     size_t okfc = carve(&off, (size_t)L.Fmax * 4 * sizeof(uint16_t));
     size_t okf = carve(&off, (size_t)L.Q * 3 * L.Fmax * sizeof(uint16_t));
+    /* each worker's arrays (pack_worker) */
+    if (workers < 1 || workers > LMB_POOL_MAX_THREADS + 1) return 0;
+    size_t owk = carve(&off, (size_t)workers * sizeof(pack_worker));
+    size_t w_cur = lmb_align_up((size_t)L.jt * sizeof(lmb_cursor) + 1, SECTION),
+           w_pose = lmb_align_up((size_t)L.J * LMB_TRS_FLOATS * 2 * sizeof(float), SECTION),
+           w_m = lmb_align_up((size_t)L.J * 12 * 2 * sizeof(double), SECTION),
+           w_hist = lmb_align_up(HIST_BINS * sizeof(uint32_t), SECTION),
+           w_pc = lmb_align_up((size_t)L.Q * LMB_PK_CACHE_FLOATS * sizeof(float), SECTION),
+           w_jerr = lmb_align_up((size_t)(L.J ? L.J : 1) * sizeof(double), SECTION);
+    size_t w_each = w_cur + w_pose + w_m + w_hist + w_pc + w_jerr;
+    size_t ow = carve(&off, (size_t)workers * w_each);
     size_t bytes = off + SECTION;
     if (mem) {
         unsigned char *b = (unsigned char *)lmb_align_ptr(mem, SECTION);
@@ -261,12 +288,7 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
         P->fill = (float *)(void *)(b + ofill);
         P->cur = (lmb_cursor *)(void *)(b + ocur);
         P->times = (float *)(void *)(b + otimes);
-        P->poseE = (float *)(void *)(b + opose);
-        P->poseD = P->poseE + (size_t)L.J * LMB_TRS_FLOATS;
         P->mE = (double *)(void *)(b + om);
-        P->mD = P->mE + (size_t)L.J * 12;
-        P->hist = (uint32_t *)(void *)(b + ohist);
-        P->pcache = (float *)(void *)(b + opc);
         P->srcM = cap ? (double *)(void *)(b + ocache) : NULL;
         P->srcM_cap = cap, P->srcM_ns = 0;
         P->marks = b + omark, P->mark = NULL, P->qmark = NULL;
@@ -275,13 +297,33 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
         P->kfb = P->kfc + L.Fmax;
         P->kfi = P->kfb + L.Fmax;
         P->kf = (uint16_t *)(void *)(b + okf);
+        P->workers = workers, P->pool = NULL;
+        P->wk = (pack_worker *)(void *)(b + owk);
+        for (uint32_t w = 0; w < workers; w++) {
+            pack_worker *k = P->wk + w;
+            unsigned char *a = b + ow + (size_t)w * w_each;
+            memset(k, 0, sizeof *k);
+            k->cur = (lmb_cursor *)(void *)a;
+            k->poseE = (float *)(void *)(a + w_cur);
+            k->poseD = k->poseE + (size_t)L.J * LMB_TRS_FLOATS;
+            k->mE = (double *)(void *)(a + w_cur + w_pose);
+            k->mD = k->mE + (size_t)L.J * 12;
+            k->hist = (uint32_t *)(void *)(a + w_cur + w_pose + w_m);
+            k->pcache = (float *)(void *)(a + w_cur + w_pose + w_m + w_hist);
+            k->jerr = (double *)(void *)(a + w_cur + w_pose + w_m + w_hist + w_pc);
+        }
         *out = P;
     }
     return bytes;
 }
 
-size_t lmb_pack_scratch_bytes(const lmb_clip *src, const lmb_skeleton *skel, size_t cache_bytes) {
-    return lay_out(src, skel, cache_bytes, NULL, NULL);
+uint32_t lmb_pack_workers(const lmb_pool *pool) {
+    return pool ? lmb_pool_threads(pool) : 1u;
+}
+
+size_t lmb_pack_scratch_bytes(const lmb_clip *src, const lmb_skeleton *skel, size_t cache_bytes,
+                              uint32_t workers) {
+    return lay_out(src, skel, cache_bytes, workers, NULL, NULL);
 }
 
 /* ---- model space ------------------------------------------------------ */
@@ -364,7 +406,7 @@ static void reaches(pack_lay *L, const lmb_skeleton *sk, float distance) {
 
 /* ---- error measurement ------------------------------------------------- */
 
-typedef void (*pose_fn)(const void *ctx, pack_lay *L, float t, float *trs);
+typedef void (*pose_fn)(const void *ctx, const pack_lay *L, pack_worker *w, float t, float *trs);
 
 typedef struct clip_ctx {
     const lmb_clip *c;
@@ -372,9 +414,9 @@ typedef struct clip_ctx {
 } clip_ctx;
 
 /* Any clip's pose (packed clips decode through lmb_clip_sample_pose too). */
-static void pose_clip(const void *ctx, pack_lay *L, float t, float *trs) {
+static void pose_clip(const void *ctx, const pack_lay *L, pack_worker *w, float t, float *trs) {
     const clip_ctx *x = (const clip_ctx *)ctx;
-    (void)L;
+    (void)L, (void)w;
     lmb_clip_sample_pose(x->c, t, x->sk, trs);
 }
 
@@ -383,10 +425,35 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* log10(e) for finite e > 0 within about 1e-12, without a call: e = m 2^k
+ * with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(z), z = (m - 1) / (m + 1)
+ * (|z| < 0.172: the series to z^13 is within 1e-12). */
+static double fast_log10(double e) {
+    uint64_t u;
+    memcpy(&u, &e, sizeof u);
+    int k = (int)(u >> 52 & 0x7FFu) - 1023;
+    u = (u & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull; /* m in [1, 2) */
+    double m;
+    memcpy(&m, &u, sizeof m);
+    if (m >= 1.4142135623730951) m *= 0.5, k++;
+    double z = (m - 1.0) / (m + 1.0), z2 = z * z;
+    double p = 2.0 / 11.0 + z2 * (2.0 / 13.0);
+    p = 2.0 / 9.0 + z2 * p;
+    p = 2.0 / 7.0 + z2 * p;
+    p = 2.0 / 5.0 + z2 * p;
+    p = 2.0 / 3.0 + z2 * p;
+    p = z * (2.0 + z2 * p);
+    return (p + (double)k * 0.69314718055994531) * 0.43429448190325182;
+}
+
 static void hist_add(uint32_t *h, double e) {
     int b = 0;
     if (e > 1e-12) {
-        double x = (log10(e) + 12.0) * HIST_PER_DECADE;
+        double x = (e < 1e7 ? fast_log10(e) + 12.0 : 19.0) * HIST_PER_DECADE;
+        /* within 1e-7 of a bin's edge: the library's log10 decides, so
+         * every sample lands where log10 puts it */
+        double f = x - floor(x);
+        if (f < 1e-7 || f > 1.0 - 1e-7) x = (log10(e) + 12.0) * HIST_PER_DECADE;
         b = x >= HIST_BINS - 2 ? HIST_BINS - 1 : (int)x + 1;
     }
     h[b]++;
@@ -403,22 +470,25 @@ static double hist_quantile(const uint32_t *h, uint64_t total, double q) {
 }
 
 /* The decoded pose of the packed form in L->pk with tracks L->keep. */
-static void pose_packed(const void *ctx, pack_lay *L, float t, float *trs) {
+static void pose_packed(const void *ctx, const pack_lay *L, pack_worker *w, float t, float *trs) {
     const lmb_skeleton *sk = (const lmb_skeleton *)ctx;
     memcpy(trs, sk->rest, (size_t)sk->joint_count * LMB_TRS_FLOATS * sizeof(float));
     float pos = lmb_packed_pos(&L->pk, t), buf[80];
     for (uint32_t q = 0; q < L->pk.chunks; q++) {
         if (L->mark && !L->qmark[q]) continue; /* no joint measure needs */
         /* measure's times increase: each key pair is decoded once */
-        lmb_packed_chunk_cached(&L->pk, q, pos, L->pcache + (size_t)q * LMB_PK_CACHE_FLOATS, buf,
+        lmb_packed_chunk_cached(&L->pk, q, pos, w->pcache + (size_t)q * LMB_PK_CACHE_FLOATS, buf,
                                 8);
+        int skipped[3];
+        for (uint32_t ch = 0; ch < 3; ch++)
+            skipped[ch] = lmb_packed_skipped(&L->pk, q, ch);
         for (uint32_t l = 0; l < 8; l++) {
             uint32_t j = q * 8 + l;
             if (j >= sk->joint_count) break;
             for (uint32_t ch = 0; ch < 3; ch++) {
                 /* as samplers do: every joint below the span from its stream
                  * (the rest pose where the clip has no track), unless skipped */
-                if (j >= L->span || lmb_packed_skipped(&L->pk, q, ch)) continue;
+                if (j >= L->span || skipped[ch]) continue;
                 for (uint32_t r = 0; r < (ch == 1 ? 4u : 3u); r++)
                     trs[(size_t)j * LMB_TRS_FLOATS + first_comp[ch] + r] =
                         buf[(first_comp[ch] + r) * 8 + l];
@@ -443,6 +513,88 @@ static uint32_t grid_frames(const lmb_packed *g, pack_lay *L, uint32_t n, uint32
  * joints marked 2 are measured (their ancestors, marked 1, computed for
  * them): the others keep their errors in L->jerr from the last measure,
  * and count in the maximum as they are. */
+/* One measure's shared inputs (measure_at) for its work items. */
+typedef struct measure_job {
+    const lmb_clip *src;
+    const lmb_skeleton *sk;
+    pack_lay *L;
+    pose_fn fn;
+    const void *ctx;
+    float distance;
+    uint32_t sub, ns, per; /* points per interval, samples, samples per item */
+    int keep, have;        /* the source's samples: kept in L->srcM / read from it */
+} measure_job;
+
+/* Whether sample (s, j) with error e is worse than worker w's worst: a
+ * larger error, or an equal one at an earlier sample (the first of equals,
+ * whatever the workers' share). */
+static int worse(const pack_worker *w, double e, uint32_t s, uint32_t j) {
+    if (e != w->max_distance) return e > w->max_distance;
+    return s < w->worst_s || (s == w->worst_s && j < w->worst_joint);
+}
+
+/* Samples [item per, (item + 1) per) of a measure, into worker's findings;
+ * the sampling state starts empty at each item (cursors and the key cache
+ * are hints: the values do not depend on where a walk starts). */
+static void measure_item(void *vjob, uint32_t item, uint32_t worker) {
+    const measure_job *m = (const measure_job *)vjob;
+    pack_lay *L = m->L;
+    pack_worker *w = L->wk + worker;
+    const lmb_skeleton *sk = m->sk;
+    uint32_t J = sk->joint_count, sub = m->sub;
+    uint32_t s0 = item * m->per, s1 = s0 + m->per < m->ns ? s0 + m->per : m->ns;
+    memset(w->pcache, 0, (size_t)L->Q * LMB_PK_CACHE_FLOATS * sizeof(float));
+    memset(w->cur, 0, (size_t)L->jt * sizeof(lmb_cursor));
+    for (uint32_t s = s0; s < s1; s++) {
+        uint32_t seg = s / sub, f = s % sub;
+        float t = f ? L->times[seg] + (L->times[seg + 1] - L->times[seg]) * ((float)f / (float)sub)
+                    : L->times[seg];
+        double *mE = m->keep ? L->srcM + (size_t)s * J * 12 : w->mE;
+        if (!m->have) {
+            if (m->src->packed.streams)
+                lmb_clip_sample_pose(m->src, t, sk, w->poseE);
+            else /* the times increase: each track's cursor walks forward */
+                lmb_clip_sample_pose_cursors(m->src, t, sk, w->poseE, w->cur, L->mark);
+            model_of(sk, w->poseE, mE, L->mark);
+        }
+        m->fn(m->ctx, L, w, t, w->poseD);
+        model_of(sk, w->poseD, w->mD, L->mark);
+        for (uint32_t j = 0; j < J; j++) {
+            if (L->mark && L->mark[j] != 2) continue;
+            const double *a = mE + (size_t)j * 12, *b = w->mD + (size_t)j * 12;
+            double ej = dist3(a + 9, b + 9), ed = 0.0;
+            for (int k = 0; k < 3; k++) {
+                double pa[3], pb[3];
+                for (int i = 0; i < 3; i++)
+                    pa[i] = a[9 + i] + (double)m->distance * a[k * 3 + i],
+                    pb[i] = b[9 + i] + (double)m->distance * b[k * 3 + i];
+                double e = dist3(pa, pb);
+                if (e > ed) ed = e;
+            }
+            if (ej > w->max_joint) w->max_joint = ej;
+            double e = ed > ej ? ed : ej;
+            if (e > w->jerr[j]) w->jerr[j] = e;
+            if (worse(w, e, s, j)) {
+                w->max_distance = e;
+                w->worst_s = s, w->worst_joint = j;
+                w->worst_time = t;
+            }
+            if (sub == SUB) hist_add(w->hist, e); /* p99: full measures only */
+            w->count++;
+        }
+    }
+}
+
+/* The error of `fn`'s poses against src's at the sample times: src's key
+ * times and (grid) the packed grid's frame times, and the quarter points
+ * between consecutive ones (sub = SUB), so interpolation between grid
+ * frames that the source's keys do not see is measured too; sub = 1 samples
+ * the times only (the p99 is then not counted). With L->mark, only the
+ * joints marked 2 are measured (their ancestors, marked 1, computed for
+ * them): the others keep their errors in L->jerr from the last measure,
+ * and count in the maximum as they are. The samples are shared out among
+ * L->pool's workers in runs; the largest errors, the first worst sample
+ * and the histogram do not depend on how. */
 static void measure_at(const lmb_clip *src, const lmb_skeleton *sk, float distance, pack_lay *L,
                        pose_fn fn, const void *ctx, lmb_pack_stats *out, const lmb_packed *grid,
                        uint32_t sub) {
@@ -454,63 +606,61 @@ static void measure_at(const lmb_clip *src, const lmb_skeleton *sk, float distan
     for (uint32_t k = 0; k < nt; k++)
         if (nu == 0 || L->times[k] != L->times[nu - 1]) L->times[nu++] = L->times[k];
     if (nu == 0) L->times[nu++] = 0.0f;
-    memset(L->hist, 0, HIST_BINS * sizeof(uint32_t));
-    memset(L->pcache, 0, (size_t)L->Q * LMB_PK_CACHE_FLOATS * sizeof(float)); /* pose_packed's */
-    memset(L->cur, 0, (size_t)L->jt * sizeof(lmb_cursor));
-    uint64_t count = 0;
     uint32_t J = sk->joint_count;
-    for (uint32_t j = 0; j < J; j++)
-        if (!L->mark || L->mark[j] == 2) L->jerr[j] = 0.0;
-    uint32_t ns = sub * (nu - 1) + 1;
-    /* the source's side from the cache when it holds this grid's samples */
-    int fits = L->srcM && (size_t)ns * J <= L->srcM_cap,
-        have = fits && L->srcM_ns == ns && L->srcM_sub == sub;
-    int keep = fits && (have || !L->mark); /* a marked measure fills no cache */
-    for (uint32_t s = 0; s < ns; s++) {
-        uint32_t seg = s / sub, f = s % sub;
-        float t = f ? L->times[seg] + (L->times[seg + 1] - L->times[seg]) * ((float)f / (float)sub)
-                    : L->times[seg];
-        double *mE = keep ? L->srcM + (size_t)s * J * 12 : L->mE;
-        if (!have) {
-            if (src->packed.streams)
-                lmb_clip_sample_pose(src, t, sk, L->poseE);
-            else /* the times increase: each track's cursor walks forward */
-                lmb_clip_sample_pose_cursors(src, t, sk, L->poseE, L->cur, L->mark);
-            model_of(sk, L->poseE, mE, L->mark);
-        }
-        fn(ctx, L, t, L->poseD);
-        model_of(sk, L->poseD, L->mD, L->mark);
-        for (uint32_t j = 0; j < J; j++) {
-            if (L->mark && L->mark[j] != 2) continue;
-            const double *a = mE + (size_t)j * 12, *b = L->mD + (size_t)j * 12;
-            double ej = dist3(a + 9, b + 9), ed = 0.0;
-            for (int k = 0; k < 3; k++) {
-                double pa[3], pb[3];
-                for (int i = 0; i < 3; i++)
-                    pa[i] = a[9 + i] + (double)distance * a[k * 3 + i],
-                    pb[i] = b[9 + i] + (double)distance * b[k * 3 + i];
-                double e = dist3(pa, pb);
-                if (e > ed) ed = e;
-            }
-            if (!(ej <= out->max_joint)) out->max_joint = ej;
-            double e = ed > ej ? ed : ej;
-            if (!(e <= L->jerr[j])) L->jerr[j] = e;
-            if (!(e <= out->max_distance)) {
-                out->max_distance = e;
-                out->worst_joint = j;
-                out->worst_time = t;
-            }
-            if (sub == SUB) hist_add(L->hist, e); /* p99: full measures only */
-            count++;
-        }
+    for (uint32_t w = 0; w < L->workers; w++) {
+        pack_worker *k = L->wk + w;
+        if (sub == SUB) memset(k->hist, 0, HIST_BINS * sizeof(uint32_t));
+        memset(k->jerr, 0, (size_t)J * sizeof(double));
+        k->count = 0, k->max_joint = 0.0, k->max_distance = 0.0;
+        k->worst_s = UINT32_MAX, k->worst_joint = 0, k->worst_time = 0.0f;
     }
-    if (keep) L->srcM_ns = ns, L->srcM_sub = sub;
+    measure_job m;
+    m.src = src, m.sk = sk, m.L = L, m.fn = fn, m.ctx = ctx, m.distance = distance;
+    m.sub = sub, m.ns = sub * (nu - 1) + 1;
+    /* the source's side from the cache when it holds this grid's samples */
+    int fits = L->srcM && (size_t)m.ns * J <= L->srcM_cap;
+    m.have = fits && L->srcM_ns == m.ns && L->srcM_sub == sub;
+    m.keep = fits && (m.have || !L->mark); /* a marked measure fills no cache */
+    /* runs of at least 64 samples, about 4 per worker */
+    uint32_t want = L->workers * 4u, per = (m.ns + want - 1) / want;
+    m.per = per < 64 ? 64 : per;
+    uint32_t items = (m.ns + m.per - 1) / m.per;
+    if (L->pool && L->workers > 1 && items > 1)
+        lmb_pool_run(L->pool, items, measure_item, &m);
+    else
+        for (uint32_t i = 0; i < items; i++)
+            measure_item(&m, i, 0);
+    if (m.keep) L->srcM_ns = m.ns, L->srcM_sub = sub;
+    /* the workers' findings together */
+    uint64_t count = 0;
+    pack_worker best = L->wk[0];
+    for (uint32_t w = 0; w < L->workers; w++) {
+        const pack_worker *k = L->wk + w;
+        count += k->count;
+        if (k->max_joint > out->max_joint) out->max_joint = k->max_joint;
+        if (k->worst_s != UINT32_MAX && worse(&best, k->max_distance, k->worst_s, k->worst_joint))
+            best.max_distance = k->max_distance, best.worst_s = k->worst_s,
+            best.worst_joint = k->worst_joint, best.worst_time = k->worst_time;
+        if (w > 0 && sub == SUB)
+            for (int b = 0; b < HIST_BINS; b++)
+                L->wk[0].hist[b] += k->hist[b];
+    }
+    out->max_distance = best.max_distance;
+    out->worst_joint = best.worst_joint;
+    out->worst_time = best.worst_time;
+    for (uint32_t j = 0; j < J; j++) {
+        if (L->mark && L->mark[j] != 2) continue;
+        double e = 0.0;
+        for (uint32_t w = 0; w < L->workers; w++)
+            if (L->wk[w].jerr[j] > e) e = L->wk[w].jerr[j];
+        L->jerr[j] = e;
+    }
     if (L->mark) /* the joints not measured keep their errors */
         for (uint32_t j = 0; j < J; j++)
             if (L->jerr[j] > out->max_distance)
                 out->max_distance = L->jerr[j], out->worst_joint = j;
-    out->samples = ns;
-    out->p99_distance = hist_quantile(L->hist, count, 0.99);
+    out->samples = m.ns;
+    out->p99_distance = sub == SUB ? hist_quantile(L->wk[0].hist, count, 0.99) : 0.0;
     if (out->p99_distance > out->max_distance) out->p99_distance = out->max_distance;
 }
 
@@ -887,30 +1037,75 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
     }
 }
 
-/* The kept lanes of (q, ch) that stream s (encoded) takes over budget, as a
- * lane mask (0: the stream fits); with `first`, only the first found (the
- * sign that it does not fit). */
-static uint32_t stream_fails(pack_lay *L, uint32_t q, uint32_t ch, const lmb_pstream *s,
-                             double budget, int first) {
+/* One check of stream_fails (below), shared by its runs of positions. */
+typedef struct fails_job {
+    const pack_lay *L;
+    const lmb_pstream *s;
+    uint32_t q, ch, kept, enough, positions, per;
+    double budget, thr[8];
+    uint32_t found;                          /* lanes any run found failing (atomic) */
+    uint32_t fail[LMB_POOL_MAX_THREADS + 1]; /* per worker */
+} fails_job;
+
+/* Positions [item per, (item + 1) per) of a fails_job: the lanes failing
+ * there into the worker's mask, until the lanes found by every run reach
+ * `enough`. */
+static void fails_item(void *vjob, uint32_t item, uint32_t worker) {
+    fails_job *f = (fails_job *)vjob;
+    const pack_lay *L = f->L;
     /* the decoder's key cache (chunk layout: keys a and b of the 10 rows)
      * decodes each key pair once, not at each of its SUB positions */
     float cache[160] __attribute__((aligned(32))), out[80];
-    uint32_t tag = 0, kept = 0, fail = 0;
-    double thr[8];
-    if (ch == 1) rotation_limits(L, q, budget, thr);
-    for (uint32_t l = 0; l < 8; l++)
-        kept |= (uint32_t)L->keep[(q * 8 + l) * 3 + ch] << l;
-    const float *d = out + first_comp[ch] * 8;
-    /* the search ends once every kept lane fails (fail is a subset of kept:
-     * fail < kept until then), or with `first` at the first */
-    uint32_t enough = first && kept ? 1u : kept;
-    for (uint32_t p = 0; p < SUB * (L->F - 1) + 1 && fail < enough; p++) {
-        pack_cached_stream(&L->pk, s, (int)ch, (float)p / (float)SUB, cache, &tag, out, 8);
-        const float *e = grid_rows(L, p, q, ch);
+    uint32_t tag = 0, fail = 0;
+    const float *d = out + first_comp[f->ch] * 8;
+    uint32_t p0 = item * f->per, p1 = p0 + f->per < f->positions ? p0 + f->per : f->positions;
+    for (uint32_t p = p0; p < p1; p++) {
+        if ((fail | __atomic_load_n(&f->found, __ATOMIC_RELAXED)) >= f->enough) break;
+        pack_cached_stream(&L->pk, f->s, (int)f->ch, (float)p / (float)SUB, cache, &tag, out, 8);
+        const float *e = grid_rows(L, p, f->q, f->ch);
+        uint32_t now = 0;
         for (uint32_t l = 0; l < 8; l++)
-            if ((kept & ~fail) >> l & 1u && lane_over(L, ch, q * 8 + l, e, d, l, thr, budget))
-                fail |= 1u << l;
+            if ((f->kept & ~fail) >> l & 1u &&
+                lane_over(L, f->ch, f->q * 8 + l, e, d, l, f->thr, f->budget))
+                now |= 1u << l;
+        if (now) {
+            fail |= now;
+            __atomic_fetch_or(&f->found, now, __ATOMIC_RELAXED);
+        }
     }
+    f->fail[worker] |= fail;
+}
+
+/* The kept lanes of candidate stream s (chunk q, channel ch) whose decoded
+ * values err by more than budget at some grid position; with `first`, any
+ * nonzero subset of them once one is found. The search ends once every
+ * kept lane fails, so the result is the same on any number of workers
+ * (L->pool shares out long grids' positions in runs). */
+static uint32_t stream_fails(pack_lay *L, uint32_t q, uint32_t ch, const lmb_pstream *s,
+                             double budget, int first) {
+    fails_job f;
+    f.L = L, f.s = s, f.q = q, f.ch = ch, f.budget = budget, f.found = 0;
+    if (ch == 1) rotation_limits(L, q, budget, f.thr);
+    f.kept = 0;
+    for (uint32_t l = 0; l < 8; l++)
+        f.kept |= (uint32_t)L->keep[(q * 8 + l) * 3 + ch] << l;
+    /* fail is a subset of kept: fail < kept until every kept lane fails */
+    f.enough = first && f.kept ? 1u : f.kept;
+    f.positions = SUB * (L->F - 1) + 1;
+    uint32_t workers = L->pool ? L->workers : 1u;
+    memset(f.fail, 0, (size_t)workers * sizeof(uint32_t));
+    /* runs of at least FAILS_RUN positions, about 2 per worker */
+    uint32_t want = workers * 2u, per = (f.positions + want - 1) / want;
+    f.per = per < FAILS_RUN ? FAILS_RUN : per;
+    uint32_t items = (f.positions + f.per - 1) / f.per;
+    if (workers > 1 && items > 1)
+        lmb_pool_run(L->pool, items, fails_item, &f);
+    else
+        for (uint32_t i = 0; i < items; i++)
+            fails_item(&f, i, 0);
+    uint32_t fail = 0;
+    for (uint32_t w = 0; w < workers; w++)
+        fail |= f.fail[w];
     return fail;
 }
 
@@ -1441,8 +1636,9 @@ lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
         return lmb_error_set(err, LMB_ERANGE, "distance", "distance {v} must be finite and >= 0", 0,
                              0, (double)job->distance, 0);
     pack_lay *L = NULL;
-    if (!lay_out(src, sk, job->cache_bytes, scratch, &L))
+    if (!lay_out(src, sk, job->cache_bytes, lmb_pack_workers(job->pool), scratch, &L))
         return lmb_error_set(err, LMB_ERANGE, "clip", "the clip is too large to pack", 0, 0, 0, 0);
+    L->pool = job->pool;
     memset(L->has, 0, (size_t)L->Q * 24);
     for (uint32_t m = 0; m < src->joint_track_count; m++)
         L->has[src->tracks[m].target * 3 + src->tracks[m].path] = 1;
@@ -1568,9 +1764,10 @@ lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem) {
 }
 
 void lmb_pack_measure(const lmb_clip *src, const lmb_clip *c, const lmb_skeleton *skel,
-                      float distance, void *scratch, lmb_pack_stats *out) {
+                      float distance, lmb_pool *pool, void *scratch, lmb_pack_stats *out) {
     pack_lay *L = NULL;
-    lay_out(src, skel, LMB_PACK_CACHE_BYTES, scratch, &L);
+    lay_out(src, skel, LMB_PACK_CACHE_BYTES, lmb_pack_workers(pool), scratch, &L);
+    L->pool = pool;
     clip_ctx x = {c, skel};
     measure(src, skel, distance, L, pose_clip, &x, out, &c->packed);
 }

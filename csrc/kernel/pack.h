@@ -16,6 +16,8 @@
 
 #include "clip.h"
 
+struct lmb_pool; /* threadpool.h */
+
 /* Error of a packed clip against its source, at every source key time and
  * at the points a quarter, half and three quarters of the way between
  * consecutive key times (so every midpoint), over every joint of the
@@ -38,6 +40,10 @@ typedef struct lmb_pack_job {
      * need more samples the source again for each budget (the same result,
      * more time); the same value must size the scratch */
     size_t cache_bytes;
+    /* the workers that share each error measure (NULL: the caller alone);
+     * its thread count must size the scratch (lmb_pack_workers). The packed
+     * clip is the same byte for byte whatever the thread count */
+    struct lmb_pool *pool;
     /* set by lmb_pack_plan */
     size_t bytes; /* block size for lmb_pack_write (any alignment) */
     lmb_pack_stats stats;
@@ -46,9 +52,14 @@ typedef struct lmb_pack_job {
 /* The compressor's default cache of source samples (lmb_pack_job.cache_bytes). */
 #define LMB_PACK_CACHE_BYTES ((size_t)32 << 20)
 
+/* Workers a measure through `pool` uses (1 for NULL). */
+uint32_t lmb_pack_workers(const struct lmb_pool *pool);
+
 /* Scratch bytes for packing src for skel with a cache of at most
- * cache_bytes (0: too large to plan). */
-size_t lmb_pack_scratch_bytes(const lmb_clip *src, const lmb_skeleton *skel, size_t cache_bytes);
+ * cache_bytes and `workers` workers (lmb_pack_workers; 0: too large to
+ * plan). */
+size_t lmb_pack_scratch_bytes(const lmb_clip *src, const lmb_skeleton *skel, size_t cache_bytes,
+                              uint32_t workers);
 
 /* Rules (err->field): "clip" (already packed; LMB_EINVAL), "skeleton" (the
  * clip animates joint {v} of a {l}-joint skeleton; LMB_EMISMATCH),
@@ -61,9 +72,10 @@ lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err);
 lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem);
 
 /* Measures any clip `c` (packed or not) against `src` for skel (the same
- * sample times and points as the stats above); scratch of
- * lmb_pack_scratch_bytes(src, skel, LMB_PACK_CACHE_BYTES) bytes. */
+ * sample times and points as the stats above) with the workers of pool
+ * (NULL: the caller alone); scratch of lmb_pack_scratch_bytes(src, skel,
+ * LMB_PACK_CACHE_BYTES, lmb_pack_workers(pool)) bytes. */
 void lmb_pack_measure(const lmb_clip *src, const lmb_clip *c, const lmb_skeleton *skel,
-                      float distance, void *scratch, lmb_pack_stats *out);
+                      float distance, struct lmb_pool *pool, void *scratch, lmb_pack_stats *out);
 
 #endif

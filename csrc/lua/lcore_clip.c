@@ -657,7 +657,8 @@ static int l_clip_pack(lua_State *L) {
     if (!(job.distance >= 0.0f))
         return luaL_argerror(
             L, 4, lua_pushfstring(L, "distance must be >= 0 (got %f)", (lua_Number)job.distance));
-    size_t sb = lmb_pack_scratch_bytes(src, sk, job.cache_bytes);
+    job.pool = lcore_pool(L);
+    size_t sb = lmb_pack_scratch_bytes(src, sk, job.cache_bytes, lmb_pack_workers(job.pool));
     if (sb == 0) { /* a limit, not a bad argument: the clip stays usable exact */
         lua_pushnil(L);
         lua_pushliteral(L, "limber.anim.pack: the clip is too large to pack");
@@ -729,11 +730,12 @@ static int l_clip_error(lua_State *L) {
         if (src->packed.streams) return luaL_argerror(L, 2, "the source must be an exact clip");
         if (src->joint_span > sk->joint_count || c->joint_span > sk->joint_count)
             return luaL_argerror(L, 3, "the skeleton has fewer joints than the clips animate");
-        size_t sb = lmb_pack_scratch_bytes(src, sk, LMB_PACK_CACHE_BYTES);
+        struct lmb_pool *pool = lcore_pool(L);
+        size_t sb = lmb_pack_scratch_bytes(src, sk, LMB_PACK_CACHE_BYTES, lmb_pack_workers(pool));
         if (sb == 0) return luaL_argerror(L, 2, "the clip is too large to measure");
         void *scratch = lua_newuserdatauv(L, sb, 0);
         lmb_pack_stats st;
-        lmb_pack_measure(src, c, sk, distance, scratch, &st);
+        lmb_pack_measure(src, c, sk, distance, pool, scratch, &st);
         push_stats(L, &st, 0.0, (double)distance);
     } else {
         lua_getiuservalue(L, 1, 1);

@@ -4,7 +4,8 @@
  * Usage: two_states LUA_PATH LUA_CPATH race [frames]
  *   One state on the main thread computes reference bytes of a frame
  *   (crowd sampling, local-to-model, palettes, skinning, a frame plan with
- *   two layers and LOD on the worker pool) at each SIMD
+ *   two layers and LOD on the worker pool, a clip packed with its measures
+ *   shared out among the pool's threads) at each SIMD
  *   level. Then two threads each open their own state and run frames
  *   concurrently, each changing its own SIMD level and thread count every
  *   frame; every frame's bytes must equal the reference for the level that
@@ -96,6 +97,19 @@ static const char *const workload =
     "  plan:set_layer_weight(i, 2, i % 2 == 0 and 1 or rnd())\n"
     "  plan:set_lod(i, 1 + i % 3)\n"
     "end\n"
+    "local ltracks = {}\n"
+    "for j = 1, J do\n"
+    "  local r, t, tm = {}, {}, {}\n"
+    "  for k = 1, 40 do\n"
+    "    tm[k] = (k - 1) / 20\n"
+    "    r[#r + 1], r[#r + 2], r[#r + 3], r[#r + 4] = 0.2 * rnd() - 0.1, 0.2 * rnd() - 0.1, 0.1, "
+    "1\n"
+    "    t[#t + 1], t[#t + 2], t[#t + 3] = 0.1 * rnd(), 0.1 * rnd(), 0.1 * rnd()\n"
+    "  end\n"
+    "  ltracks[#ltracks + 1] = { joint = j, path = 'rotation', times = tm, values = r }\n"
+    "  ltracks[#ltracks + 1] = { joint = j, path = 'translation', times = tm, values = t }\n"
+    "end\n"
+    "local exact = anim.clip({ tracks = ltracks })\n"
     "local frame_no = 0\n"
     "return function(level, threads)\n"
     "  core.simd(level)\n"
@@ -114,9 +128,12 @@ static const char *const workload =
     "  end\n"
     "  plan:invalidate()\n"
     "  for _ = 1, 4 do plan:run(0) end -- every LOD phase: every instance evaluated\n"
+    "  -- the compressor's measures share out their sample times among the threads\n"
+    "  local packed = assert(anim.pack(exact, skel, { tolerance = 1e-3 }))\n"
     "  local _, _, used = core.simd()\n"
     "  return used .. '|' .. target:position_buffer():bytes() .. target:normal_buffer():bytes() .. "
-    "pal:matrix_buffer():bytes() .. ppal:matrix_buffer():bytes()\n"
+    "pal:matrix_buffer():bytes() .. ppal:matrix_buffer():bytes() .. "
+    "require('limber.snapshot').save(packed)\n"
     "end\n";
 
 static const char *const levels[3] = {"portable", "avx2", "avx512"};
