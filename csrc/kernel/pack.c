@@ -527,10 +527,11 @@ typedef struct measure_job {
 
 /* Whether sample (s, j) with error e is worse than worker w's worst: a
  * larger error, or an equal one at an earlier sample (the first of equals,
- * whatever the workers' share). */
+ * whatever the workers' share). Errors of 0 set no worst sample (it stays
+ * joint 0 at time 0). */
 static int worse(const pack_worker *w, double e, uint32_t s, uint32_t j) {
     if (e != w->max_distance) return e > w->max_distance;
-    return s < w->worst_s || (s == w->worst_s && j < w->worst_joint);
+    return w->worst_s != UINT32_MAX && (s < w->worst_s || (s == w->worst_s && j < w->worst_joint));
 }
 
 /* Samples [item per, (item + 1) per) of a measure, into worker's findings;
