@@ -49,26 +49,35 @@ typedef struct pack_worker {
     float worst_time;
 } pack_worker;
 
+/* What one worker choosing a stream's encoding uses (stream_choose): the
+ * candidates' keys and key frames, and where it writes the stream. */
+typedef struct pack_chooser {
+    float *K;               /* Fmax * 32: one stream's kept key values */
+    float klo[32], khi[32]; /* per row and lane: the smallest and largest of K's keys */
+    uint16_t *kfc, *kfb;    /* Fmax: a candidate's key frames, the best candidate's */
+    uint16_t *kfi;          /* 2 Fmax: the irregular candidates' key frames */
+    uint32_t didx[8]; /* the stream being chosen: each lane's derived component (DERIVE_ANY) */
+    uint32_t data, range, kf; /* where the stream goes: data bytes, range floats, key frames
+                               * (stream_choose moves them past it) */
+    int alone;                /* its checks stay on this thread (it runs in a pool job) */
+} pack_chooser;
+
 typedef struct pack_lay {
     uint32_t F0, Fmax, F, Q, J, jt, span;
     int mode, interp;
     double t0, dt;
-    float *gt;           /* Fmax: the grid's times */
-    uint16_t *kfc, *kfb; /* Fmax: a candidate's key frames, the best candidate's */
-    uint16_t *kfi;       /* 2 Fmax: the irregular candidates' key frames */
-    uint16_t *kf;        /* Q * 3 * Fmax: the chosen streams' key frames */
+    float *gt;    /* Fmax: the grid's times */
+    uint16_t *kf; /* Q * 3 * Fmax: the chosen streams' key frames */
     uint32_t kf_count;
-    float *G;               /* (SUB (Fmax - 1) + 1) * Q * 80: exact values (grid_rows) */
-    float *K;               /* Fmax * 32: one stream's kept key values */
-    float klo[32], khi[32]; /* per row and lane: the smallest and largest of K's keys */
-    float *rg;              /* Q * 3 * 68: ranges of every stream */
-    uint8_t *data;          /* Q * 3 * Fmax * 128: records of every stream */
-    lmb_pstream *st;        /* Q * 3 */
-    uint8_t *has;           /* Q * 8 * 3: the source animates (joint, path) */
-    uint8_t *keep;          /* Q * 8 * 3: the packed clip keeps it */
-    double *reach;          /* Q * 8 */
-    double *mult;           /* Q * 3: each stream's budget, a multiple of the common one */
-    uint32_t *order;        /* Q * 3: streams by bytes (relax) */
+    float *G;        /* (SUB (Fmax - 1) + 1) * Q * 80: exact values (grid_rows) */
+    float *rg;       /* Q * 3 * 68: ranges of every stream */
+    uint8_t *data;   /* Q * 3 * slot_bytes: records of every stream */
+    lmb_pstream *st; /* Q * 3 */
+    uint8_t *has;    /* Q * 8 * 3: the source animates (joint, path) */
+    uint8_t *keep;   /* Q * 8 * 3: the packed clip keeps it */
+    double *reach;   /* Q * 8 */
+    double *mult;    /* Q * 3: each stream's budget, a multiple of the common one */
+    uint32_t *order; /* Q * 3: streams by bytes (relax) */
     double
         *jerr; /* 2 max(J, Q * 8): each joint's largest error in the last measure; relax's copy */
     double *chain;   /* Q * 8: joints on the longest chain through the joint */
@@ -88,7 +97,7 @@ typedef struct pack_lay {
     uint32_t workers;
     lmb_pool *pool;
     uint32_t range_floats, data_bytes, kept, node_tracks, node_times, node_values;
-    uint32_t didx[8]; /* the stream being chosen: each lane's derived component (DERIVE_ANY) */
+    pack_chooser *cs; /* workers choosing streams (one per measure worker) */
     lmb_packed pk;
 } pack_lay;
 
@@ -204,6 +213,12 @@ static void grid_refine(pack_lay *L) {
     L->dt *= 0.5;
 }
 
+/* Room for one stream's records in pack_lay.data: every frame at 128 bytes,
+ * and 16 more that a candidate's decoding may read past its end. */
+static size_t slot_bytes(uint32_t Fmax) {
+    return (size_t)Fmax * 128 + 16;
+}
+
 static size_t carve(size_t *off, size_t bytes) {
     size_t at = *off;
     *off = lmb_align_up(at + bytes, SECTION);
@@ -222,12 +237,11 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
     L.jt = src->joint_track_count;
     L.span = src->joint_span;
     double pos = (double)SUB * (L.Fmax - 1) + 1.0, q = L.Q;
-    if (pos * q * 80.0 * 4.0 + q * 3.0 * L.Fmax * 128.0 > 4e9) return 0;
+    if (pos * q * 80.0 * 4.0 + q * 3.0 * ((double)L.Fmax * 128.0 + 16.0) > 4e9) return 0;
     size_t off = lmb_align_up(sizeof(pack_lay), SECTION);
     size_t oG = carve(&off, ((size_t)SUB * (L.Fmax - 1) + 1) * L.Q * 80 * sizeof(float));
-    size_t oK = carve(&off, (size_t)L.Fmax * 32 * sizeof(float));
     size_t org = carve(&off, (size_t)L.Q * 3 * 68 * sizeof(float));
-    size_t odata = carve(&off, (size_t)L.Q * 3 * L.Fmax * 128);
+    size_t odata = carve(&off, (size_t)L.Q * 3 * slot_bytes(L.Fmax));
     size_t ost = carve(&off, (size_t)L.Q * 3 * sizeof(lmb_pstream));
     size_t ohas = carve(&off, (size_t)L.Q * 24);
     size_t okeep = carve(&off, (size_t)L.Q * 24);
@@ -255,7 +269,6 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
     }
     size_t omark = carve(&off, (size_t)(L.Q * 8 > L.J ? L.Q * 8 : L.J) + L.Q);
     size_t ogt = carve(&off, (size_t)L.Fmax * sizeof(float));
-    size_t okfc = carve(&off, (size_t)L.Fmax * 4 * sizeof(uint16_t));
     size_t okf = carve(&off, (size_t)L.Q * 3 * L.Fmax * sizeof(uint16_t));
     /* each worker's arrays (pack_worker) */
     if (workers < 1 || workers > LMB_POOL_MAX_THREADS + 1) return 0;
@@ -268,13 +281,16 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
            w_jerr = lmb_align_up((size_t)(L.J ? L.J : 1) * sizeof(double), SECTION);
     size_t w_each = w_cur + w_pose + w_m + w_hist + w_pc + w_jerr;
     size_t ow = carve(&off, (size_t)workers * w_each);
+    size_t ocs = carve(&off, (size_t)workers * sizeof(pack_chooser));
+    size_t c_K = lmb_align_up((size_t)L.Fmax * 32 * sizeof(float), SECTION),
+           c_kf = lmb_align_up((size_t)L.Fmax * 4 * sizeof(uint16_t), SECTION);
+    size_t oc = carve(&off, (size_t)workers * (c_K + c_kf));
     size_t bytes = off + SECTION;
     if (mem) {
         unsigned char *b = (unsigned char *)lmb_align_ptr(mem, SECTION);
         pack_lay *P = (pack_lay *)(void *)b;
         *P = L;
         P->G = (float *)(void *)(b + oG);
-        P->K = (float *)(void *)(b + oK);
         P->rg = (float *)(void *)(b + org);
         P->data = b + odata;
         P->st = (lmb_pstream *)(void *)(b + ost);
@@ -293,9 +309,6 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
         P->srcM_cap = cap, P->srcM_ns = 0;
         P->marks = b + omark, P->mark = NULL, P->qmark = NULL;
         P->gt = (float *)(void *)(b + ogt);
-        P->kfc = (uint16_t *)(void *)(b + okfc);
-        P->kfb = P->kfc + L.Fmax;
-        P->kfi = P->kfb + L.Fmax;
         P->kf = (uint16_t *)(void *)(b + okf);
         P->workers = workers, P->pool = NULL;
         P->wk = (pack_worker *)(void *)(b + owk);
@@ -311,6 +324,16 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
             k->hist = (uint32_t *)(void *)(a + w_cur + w_pose + w_m);
             k->pcache = (float *)(void *)(a + w_cur + w_pose + w_m + w_hist);
             k->jerr = (double *)(void *)(a + w_cur + w_pose + w_m + w_hist + w_pc);
+        }
+        P->cs = (pack_chooser *)(void *)(b + ocs);
+        for (uint32_t w = 0; w < workers; w++) {
+            pack_chooser *C = P->cs + w;
+            unsigned char *a = b + oc + (size_t)w * (c_K + c_kf);
+            memset(C, 0, sizeof *C);
+            C->K = (float *)(void *)a;
+            C->kfc = (uint16_t *)(void *)(a + c_K);
+            C->kfb = C->kfc + L.Fmax;
+            C->kfi = C->kfb + L.Fmax;
         }
         *out = P;
     }
@@ -786,25 +809,25 @@ static inline int lane_over(const pack_lay *L, uint32_t ch, uint32_t j, const fl
     return ch == 1 ? rotation_over(e, d, l, thr[l]) : joint_error(L, ch, j, e, d, l) > budget;
 }
 
-/* Kept key values of stream (q, ch) at frames fr[0 .. m) into L->K
+/* Kept key values of stream (q, ch) at frames fr[0 .. m) into C->K
  * ([key][row][lane]). Uniform streams of grids past 65535 frames pass fr
  * NULL and k. */
-static void stream_keys(pack_lay *L, uint32_t q, uint32_t ch, const uint16_t *fr, uint32_t k,
-                        uint32_t m, int derive) {
+static void stream_keys(const pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
+                        const uint16_t *fr, uint32_t k, uint32_t m, int derive) {
     uint32_t F = L->F, n = ch == 1 ? 4 : 3;
     for (uint32_t i = 0; i < m; i++) {
         uint32_t f = fr ? fr[i] : (i * k < F - 1 ? i * k : F - 1);
         const float *g = grid_rows(L, SUB * f, q, ch);
-        float *o = L->K + (size_t)i * 32;
+        float *o = C->K + (size_t)i * 32;
         for (uint32_t r = 0; r < n; r++)
             for (uint32_t l = 0; l < 8; l++) {
                 uint32_t c = (uint32_t)first_comp[ch] + r;
                 o[r * 8 + l] =
                     L->keep[(q * 8 + l) * 3 + ch] ? g[r * 8 + l] : L->fill[q * 80 + c * 8 + l];
             }
-        if (ch == 1 && derive) { /* the derived component >= 0 (w, or L->didx) */
+        if (ch == 1 && derive) { /* the derived component >= 0 (w, or C->didx) */
             for (uint32_t l = 0; l < 8; l++) {
-                uint32_t x = derive == 2 ? L->didx[l] : 3u;
+                uint32_t x = derive == 2 ? C->didx[l] : 3u;
                 if (o[x * 8 + l] < 0.0f)
                     for (uint32_t r = 0; r < 4; r++)
                         o[r * 8 + l] = -o[r * 8 + l];
@@ -831,13 +854,13 @@ static void stream_keys(pack_lay *L, uint32_t q, uint32_t ch, const uint16_t *fr
     }
     /* each row's range over the keys (row_range) */
     for (uint32_t c = 0; c < n * 8; c++) {
-        float a = L->K[c], b = a;
+        float a = C->K[c], b = a;
         for (uint32_t i = 1; i < m; i++) {
-            float v = L->K[(size_t)i * 32 + c];
+            float v = C->K[(size_t)i * 32 + c];
             if (v < a) a = v;
             if (v > b) b = v;
         }
-        L->klo[c] = a, L->khi[c] = b;
+        C->klo[c] = a, C->khi[c] = b;
     }
 }
 
@@ -902,23 +925,24 @@ static uint32_t irregular_keys(const pack_lay *L, uint32_t q, uint32_t ch, doubl
 }
 
 /* Smallest and largest key value of row r, lane l (stream_keys keeps them). */
-static void row_range(const pack_lay *L, uint32_t r, uint32_t l, float *lo, float *hi) {
-    *lo = L->klo[r * 8 + l], *hi = L->khi[r * 8 + l];
+static void row_range(const pack_chooser *C, uint32_t r, uint32_t l, float *lo, float *hi) {
+    *lo = C->klo[r * 8 + l], *hi = C->khi[r * 8 + l];
 }
 
-/* Encodes L->K (m keys) of stream (q, ch) with the given kinds (V rows: with
+/* Encodes C->K (m keys) of stream (q, ch) with the given kinds (V rows: with
  * the reduction words red[r]) at the data / range cursors. Lanes whose track
  * the clip drops (or that have no joint) hold their rest value in K
  * (stream_keys): a range of scale 0, and no bits in quantized rows (the
  * stream's skip mask). A lane of width 0 in a V row holds the middle of its
  * range, as CONST rows do. */
-static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint32_t n, uint32_t k,
-                          const uint8_t *kind, const uint32_t *red, lmb_pstream *s) {
-    s->data = L->data_bytes, s->range = L->range_floats, s->keys = m, s->step = (uint16_t)k;
+static void stream_encode(pack_lay *L, const pack_chooser *C, uint32_t q, uint32_t ch, uint32_t m,
+                          uint32_t n, uint32_t k, const uint8_t *kind, const uint32_t *red,
+                          lmb_pstream *s) {
+    s->data = C->data, s->range = C->range, s->keys = m, s->step = (uint16_t)k;
     s->kf = 0;
-    if (k == 0) { /* irregular keys: their frames (L->kfc) at the key frame cursor */
-        s->kf = L->kf_count;
-        memcpy(L->kf + L->kf_count, L->kfc, (size_t)m * sizeof(uint16_t));
+    if (k == 0) { /* irregular keys: their frames (C->kfc) at the key frame cursor */
+        s->kf = C->kf;
+        memcpy(L->kf + C->kf, C->kfc, (size_t)m * sizeof(uint16_t));
     }
     memcpy(s->kind, kind, 4);
     if (n == 3) s->kind[3] = LMB_PK_SKIP;
@@ -933,13 +957,13 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
         if (kind[r] == LMB_PK_DERIVE_ANY) {
             uint32_t word = 0;
             for (uint32_t l = 0; l < 8; l++)
-                word |= L->didx[l] << (2 * l);
+                word |= C->didx[l] << (2 * l);
             *rg++ = (float)word;
             continue;
         }
         float lo[8], hi[8];
         for (uint32_t l = 0; l < 8; l++)
-            row_range(L, (uint32_t)r, l, lo + l, hi + l);
+            row_range(C, (uint32_t)r, l, lo + l, hi + l);
         if (kind[r] == LMB_PK_CONST) {
             for (uint32_t l = 0; l < 8; l++)
                 rg[l] = lo[l] == hi[l] ? lo[l] : 0.5f * (lo[l] + hi[l]);
@@ -992,7 +1016,7 @@ static void stream_encode(pack_lay *L, uint32_t q, uint32_t ch, uint32_t m, uint
         }
         for (uint32_t i = 0; i < m; i++) {
             uint8_t *dst = L->data + s->data + (size_t)i * rec + off;
-            const float *v = L->K + (size_t)i * 32 + r * 8;
+            const float *v = C->K + (size_t)i * 32 + r * 8;
             if (kd == LMB_PK_F32) {
                 memcpy(dst, v, 32);
                 continue;
@@ -1082,8 +1106,8 @@ static void fails_item(void *vjob, uint32_t item, uint32_t worker) {
  * nonzero subset of them once one is found. The search ends once every
  * kept lane fails, so the result is the same on any number of workers
  * (L->pool shares out long grids' positions in runs). */
-static uint32_t stream_fails(pack_lay *L, uint32_t q, uint32_t ch, const lmb_pstream *s,
-                             double budget, int first) {
+static uint32_t stream_fails(pack_lay *L, const pack_chooser *C, uint32_t q, uint32_t ch,
+                             const lmb_pstream *s, double budget, int first) {
     fails_job f;
     f.L = L, f.s = s, f.q = q, f.ch = ch, f.budget = budget, f.found = 0;
     if (ch == 1) rotation_limits(L, q, budget, f.thr);
@@ -1093,7 +1117,7 @@ static uint32_t stream_fails(pack_lay *L, uint32_t q, uint32_t ch, const lmb_pst
     /* fail is a subset of kept: fail < kept until every kept lane fails */
     f.enough = first && f.kept ? 1u : f.kept;
     f.positions = SUB * (L->F - 1) + 1;
-    uint32_t workers = L->pool ? L->workers : 1u;
+    uint32_t workers = L->pool && !C->alone ? L->workers : 1u;
     memset(f.fail, 0, (size_t)workers * sizeof(uint32_t));
     /* runs of at least FAILS_RUN positions, about 2 per worker */
     uint32_t want = workers * 2u, per = (f.positions + want - 1) / want;
@@ -1169,7 +1193,7 @@ static size_t stream_cost(const lmb_pstream *s, uint32_t n) {
 }
 
 /* Chooses and encodes stream (q, ch) at the cursors with budget `budget`. */
-static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
+static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch, double budget) {
     lmb_pstream *out = L->st + q * 3 + ch;
     uint32_t n = ch == 1 ? 4u : 3u, any = 0;
     for (uint32_t l = 0; l < 8; l++)
@@ -1177,7 +1201,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
     if (!any) {
         memset(out, 0, sizeof *out);
         out->keys = 1, out->step = 1;
-        out->data = L->data_bytes, out->range = L->range_floats;
+        out->data = C->data, out->range = C->range;
         return;
     }
     uint8_t best_kind[4] = {0, 0, 0, 0};
@@ -1193,7 +1217,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
      * then all four stored */
     int other = 0;
     for (uint32_t l = 0; l < 8; l++) {
-        L->didx[l] = 3;
+        C->didx[l] = 3;
         if (ch != 1 || !L->keep[(q * 8 + l) * 3 + 1]) continue;
         double low[4] = {(double)INFINITY, (double)INFINITY, (double)INFINITY, (double)INFINITY};
         for (uint32_t f = 0; f < L->F; f++) {
@@ -1204,8 +1228,8 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
             }
         }
         for (uint32_t c = 0; c < 3; c++)
-            if (low[c] > low[L->didx[l]]) L->didx[l] = c;
-        other |= L->didx[l] != 3;
+            if (low[c] > low[C->didx[l]]) C->didx[l] = c;
+        other |= C->didx[l] != 3;
     }
     /* translation and scale rows y and z equal to row x in every lane (the
      * lanes the clip drops: their rest values) at every grid sample: SAME */
@@ -1226,7 +1250,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
     uint32_t mi[2] = {0, 0};
     if (irregular)
         for (uint32_t h = 0; h < 2; h++)
-            mi[h] = irregular_keys(L, q, ch, budget * (h ? 0.25 : 0.5), L->kfi + h * L->Fmax);
+            mi[h] = irregular_keys(L, q, ch, budget * (h ? 0.25 : 0.5), C->kfi + h * L->Fmax);
     for (int dv = ch == 1 ? 2 : 0; dv >= 0; dv--) {
         if (dv == 2 && !other) continue;
         int tries = 0;
@@ -1239,14 +1263,14 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
                 k = step_list[si];
                 if (tries >= STEP_TRIES || (k > 1 && (L->F < 2 || k > L->F - 1))) continue;
                 m = L->F > 1 ? (L->F - 2) / k + 2 : 1;
-                stream_keys(L, q, ch, NULL, k, m, dv);
+                stream_keys(L, C, q, ch, NULL, k, m, dv);
             } else {
                 if (!irregular) break;
                 k = 0;
                 m = mi[si - STEP_COUNT];
                 if (m * 3 > L->F * 2) continue; /* hardly fewer keys than a step would keep */
-                memcpy(L->kfc, L->kfi + (si - STEP_COUNT) * L->Fmax, (size_t)m * sizeof(uint16_t));
-                stream_keys(L, q, ch, L->kfc, 0, m, dv);
+                memcpy(C->kfc, C->kfi + (si - STEP_COUNT) * L->Fmax, (size_t)m * sizeof(uint16_t));
+                stream_keys(L, C, q, ch, C->kfc, 0, m, dv);
             }
             /* rows: exactly constant rows CONST, else raw floats first; then the
              * quantised start: per row and lane the fewest bits whose step
@@ -1272,7 +1296,7 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
                 int exact = 1;
                 for (uint32_t l = 0; l < 8; l++) {
                     float lo, hi;
-                    row_range(L, (uint32_t)r, l, &lo, &hi);
+                    row_range(C, (uint32_t)r, l, &lo, &hi);
                     uint32_t j = q * 8 + l;
                     if (!L->keep[j * 3 + ch]) continue;
                     if (hi != lo) exact = 0;
@@ -1297,14 +1321,14 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
                 }
             }
             lmb_pstream s;
-            stream_encode(L, q, ch, m, n, k, kind, red, &s);
-            if (stream_fails(L, q, ch, &s, budget, 1)) continue;
+            stream_encode(L, C, q, ch, m, n, k, kind, red, &s);
+            if (stream_fails(L, C, q, ch, &s, budget, 1)) continue;
             if (k) tries++;
             if (stream_cost(&s, n) < best_cost) {
                 best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
                 memcpy(best_kind, kind, 4);
                 memcpy(best_red, red, sizeof red);
-                if (!k) memcpy(L->kfb, L->kfc, (size_t)m * sizeof(uint16_t));
+                if (!k) memcpy(C->kfb, C->kfc, (size_t)m * sizeof(uint16_t));
             }
             /* quantise: add a bit to each failing lane's coarsest row until
              * every lane fits (lanes are joints: each fails on its own) */
@@ -1312,14 +1336,14 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
             memcpy(lw, lw0, sizeof lw);
             for (;;) {
                 rows_final(kind, lw, n, kept, m, fk, red);
-                stream_encode(L, q, ch, m, n, k, fk, red, &s);
+                stream_encode(L, C, q, ch, m, n, k, fk, red, &s);
                 if (stream_cost(&s, n) >= best_cost) break;
-                uint32_t fail = stream_fails(L, q, ch, &s, budget, 0);
+                uint32_t fail = stream_fails(L, C, q, ch, &s, budget, 0);
                 if (!fail) {
                     best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
                     memcpy(best_kind, fk, 4);
                     memcpy(best_red, red, sizeof red);
-                    if (!k) memcpy(L->kfb, L->kfc, (size_t)m * sizeof(uint16_t));
+                    if (!k) memcpy(C->kfb, C->kfc, (size_t)m * sizeof(uint16_t));
                     break;
                 }
                 int grew = 0;
@@ -1359,15 +1383,15 @@ static void stream_choose(pack_lay *L, uint32_t q, uint32_t ch, double budget) {
             best_kind[r] = LMB_PK_F32;
     }
     uint32_t m = best_m;
-    if (best_k == 0) memcpy(L->kfc, L->kfb, (size_t)m * sizeof(uint16_t));
-    stream_keys(L, q, ch, best_k ? NULL : L->kfc, best_k, m, best_dv);
-    stream_encode(L, q, ch, m, n, best_k, best_kind, best_red, out);
-    if (best_k == 0) L->kf_count += m;
+    if (best_k == 0) memcpy(C->kfc, C->kfb, (size_t)m * sizeof(uint16_t));
+    stream_keys(L, C, q, ch, best_k ? NULL : C->kfc, best_k, m, best_dv);
+    stream_encode(L, C, q, ch, m, n, best_k, best_kind, best_red, out);
+    if (best_k == 0) C->kf += m;
     for (uint32_t r = 0; r < n; r++) {
         uint8_t kd = out->kind[r];
-        L->range_floats += lmb_pk_range_floats(kd);
+        C->range += lmb_pk_range_floats(kd);
     }
-    L->data_bytes += out->keys * out->rec;
+    C->data += out->keys * out->rec;
 }
 
 /* Whether (joint, channel) stays within budget at the rest pose everywhere. */
@@ -1383,6 +1407,28 @@ static int rest_fits(const pack_lay *L, uint32_t j, uint32_t ch, double budget) 
     return 1;
 }
 
+/* One choice of every stream (choose_all), shared by the workers. */
+typedef struct choose_job {
+    pack_lay *L;
+    double budget;
+    int alone; /* the workers' checks stay on their threads */
+} choose_job;
+
+/* Stream i of choose_all, into its own slot of the data, ranges and key
+ * frames (they hold every stream at its largest). */
+static void choose_item(void *vjob, uint32_t i, uint32_t worker) {
+    const choose_job *cj = (const choose_job *)vjob;
+    pack_lay *L = cj->L;
+    pack_chooser *C = L->cs + worker;
+    C->alone = cj->alone;
+    C->data = (uint32_t)(i * slot_bytes(L->Fmax)), C->range = i * 68, C->kf = i * L->Fmax;
+    stream_choose(L, C, i / 3, i % 3, cj->budget * L->mult[i]);
+}
+
+/* Chooses every stream at budget x its multiple: each into a slot of its
+ * own (the streams shared out among the pool's workers), then moved in
+ * order behind one another, so the packing is the same bytes on any number
+ * of threads. */
 static void choose_all(pack_lay *L, double budget) {
     L->range_floats = 0, L->data_bytes = 0, L->kept = 0, L->kf_count = 0;
     for (uint32_t j = 0; j < L->Q * 8; j++)
@@ -1392,9 +1438,30 @@ static void choose_all(pack_lay *L, double budget) {
             L->keep[j * 3 + ch] = k;
             L->kept += k;
         }
-    for (uint32_t q = 0; q < L->Q; q++)
-        for (uint32_t ch = 0; ch < 3; ch++)
-            stream_choose(L, q, ch, budget * L->mult[q * 3 + ch]);
+    uint32_t n = L->Q * 3;
+    choose_job cj = {L, budget, 1};
+    if (L->pool && L->workers > 1 && n > 1) {
+        lmb_pool_run(L->pool, n, choose_item, &cj);
+    } else {
+        cj.alone = 0; /* one worker: its checks may use the pool */
+        for (uint32_t i = 0; i < n; i++)
+            choose_item(&cj, i, 0);
+    }
+    /* the slots behind one another (each moves down or stays) */
+    uint32_t d = 0, r = 0, k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        lmb_pstream *st = L->st + i;
+        uint32_t bytes = st->keys * st->rec, rf = 0, kn = st->step == 0 ? st->keys : 0u;
+        for (uint32_t m = 0; m < 4; m++)
+            rf += lmb_pk_range_floats(st->kind[m]);
+        memmove(L->data + d, L->data + st->data, bytes);
+        memmove(L->rg + r, L->rg + st->range, (size_t)rf * sizeof(float));
+        if (kn) memmove(L->kf + k, L->kf + st->kf, (size_t)kn * sizeof(uint16_t));
+        st->data = d, st->range = r;
+        if (kn) st->kf = k;
+        d += bytes, r += rf, k += kn;
+    }
+    L->data_bytes = d, L->range_floats = r, L->kf_count = k;
     L->pk.range_floats = L->range_floats, L->pk.data_bytes = L->data_bytes;
     L->pk.keyframe_count = L->kf_count;
 }
@@ -1414,7 +1481,8 @@ static void rechoose(pack_lay *L, uint32_t i, double budget) {
         rf += lmb_pk_range_floats(st->kind[r]);
     size_t d0 = st->data, d1 = d0 + (size_t)st->keys * st->rec, r0 = st->range, r1 = r0 + rf;
     size_t k1 = kf0 + (st->step == 0 ? st->keys : 0u);
-    size_t dcap = (size_t)n * L->Fmax * 128, rcap = (size_t)n * 68, kcap = (size_t)n * L->Fmax;
+    size_t dcap = (size_t)n * slot_bytes(L->Fmax), rcap = (size_t)n * 68,
+           kcap = (size_t)n * L->Fmax;
     size_t dt = L->data_bytes - d1, rt = L->range_floats - r1, kt = L->kf_count - k1;
     memmove(L->data + dcap - dt, L->data + d1, dt);
     memmove(L->rg + rcap - rt, L->rg + r1, rt * sizeof(float));
@@ -1427,7 +1495,10 @@ static void rechoose(pack_lay *L, uint32_t i, double budget) {
         L->keep[j * 3 + ch] = L->has[j * 3 + ch] && !rest_fits(L, j, ch, b);
         L->kept += L->keep[j * 3 + ch];
     }
-    stream_choose(L, q, ch, b);
+    pack_chooser *C = L->cs;
+    C->alone = 0, C->data = L->data_bytes, C->range = L->range_floats, C->kf = L->kf_count;
+    stream_choose(L, C, q, ch, b);
+    L->data_bytes = C->data, L->range_floats = C->range, L->kf_count = C->kf;
     int64_t dd = (int64_t)L->data_bytes - (int64_t)d1, dr = (int64_t)L->range_floats - (int64_t)r1,
             dk = (int64_t)L->kf_count - (int64_t)k1;
     memmove(L->data + L->data_bytes, L->data + dcap - dt, dt);

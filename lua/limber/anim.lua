@@ -265,9 +265,9 @@ local PACK_OPTIONS = { tolerance = "number", distance = "number", cache_bytes = 
 -- midpoint between key times. Every sampling path (samplers, stacks,
 -- plans, `sample_joint`) reads packed clips as it reads exact ones.
 -- `clip:error()` reports the error reached and `clip:bytes()` the memory.
--- The compressor's error measures (and its checks of long clips' streams)
--- share the worker pool's threads (`limber.skinning.threads`); the packed
--- clip is the same, byte for byte, whatever their number.
+-- The compressor shares its error measures and its choices of the streams'
+-- encodings among the worker pool's threads (`limber.skinning.threads`);
+-- the packed clip is the same, byte for byte, whatever their number.
 -- @tparam limber.Clip clip an exact clip (joints of `skeleton`)
 -- @tparam limber.Skeleton skeleton the skeleton it animates
 -- @tparam[opt] table opts `tolerance` (default `PACK_TOLERANCE` times
