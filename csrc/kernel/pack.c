@@ -650,7 +650,7 @@ static void measure_at(const lmb_clip *src, const lmb_skeleton *sk, float distan
     m.per = per < 64 ? 64 : per;
     uint32_t items = (m.ns + m.per - 1) / m.per;
     if (L->pool && L->workers > 1 && items > 1)
-        lmb_pool_run(L->pool, items, measure_item, &m);
+        lmb_pool_run_workers(L->pool, items, L->workers, measure_item, &m);
     else
         for (uint32_t i = 0; i < items; i++)
             measure_item(&m, i, 0);
@@ -1124,7 +1124,7 @@ static uint32_t stream_fails(pack_lay *L, const pack_chooser *C, uint32_t q, uin
     f.per = per < FAILS_RUN ? FAILS_RUN : per;
     uint32_t items = (f.positions + f.per - 1) / f.per;
     if (workers > 1 && items > 1)
-        lmb_pool_run(L->pool, items, fails_item, &f);
+        lmb_pool_run_workers(L->pool, items, L->workers, fails_item, &f);
     else
         for (uint32_t i = 0; i < items; i++)
             fails_item(&f, i, 0);
@@ -1441,7 +1441,7 @@ static void choose_all(pack_lay *L, double budget) {
     uint32_t n = L->Q * 3;
     choose_job cj = {L, budget, 1};
     if (L->pool && L->workers > 1 && n > 1) {
-        lmb_pool_run(L->pool, n, choose_item, &cj);
+        lmb_pool_run_workers(L->pool, n, L->workers, choose_item, &cj);
     } else {
         cj.alone = 0; /* one worker: its checks may use the pool */
         for (uint32_t i = 0; i < n; i++)
@@ -1708,7 +1708,8 @@ lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
         return lmb_error_set(err, LMB_ERANGE, "distance", "distance {v} must be finite and >= 0", 0,
                              0, (double)job->distance, 0);
     pack_lay *L = NULL;
-    if (!lay_out(src, sk, job->cache_bytes, lmb_pack_workers(job->pool), scratch, &L))
+    uint32_t workers = job->pool && job->workers ? job->workers : 1u;
+    if (!lay_out(src, sk, job->cache_bytes, workers, scratch, &L))
         return lmb_error_set(err, LMB_ERANGE, "clip", "the clip is too large to pack", 0, 0, 0, 0);
     L->pool = job->pool;
     memset(L->has, 0, (size_t)L->Q * 24);
@@ -1836,9 +1837,10 @@ lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem) {
 }
 
 void lmb_pack_measure(const lmb_clip *src, const lmb_clip *c, const lmb_skeleton *skel,
-                      float distance, lmb_pool *pool, void *scratch, lmb_pack_stats *out) {
+                      float distance, lmb_pool *pool, uint32_t workers, void *scratch,
+                      lmb_pack_stats *out) {
     pack_lay *L = NULL;
-    lay_out(src, skel, LMB_PACK_CACHE_BYTES, lmb_pack_workers(pool), scratch, &L);
+    lay_out(src, skel, LMB_PACK_CACHE_BYTES, pool && workers ? workers : 1u, scratch, &L);
     L->pool = pool;
     clip_ctx x = {c, skel};
     measure(src, skel, distance, L, pose_clip, &x, out, &c->packed);

@@ -40,10 +40,13 @@ typedef struct lmb_pack_job {
      * need more samples the source again for each budget (the same result,
      * more time); the same value must size the scratch */
     size_t cache_bytes;
-    /* the workers that share each error measure (NULL: the caller alone);
-     * its thread count must size the scratch (lmb_pack_workers). The packed
+    /* the workers that share each error measure (NULL: the caller alone)
+     * and how many of its threads the scratch was sized for
+     * (lmb_pack_workers(pool), read once: measures use at most that many,
+     * whatever the pool's count when they run; 0 acts as 1). The packed
      * clip is the same byte for byte whatever the thread count */
     struct lmb_pool *pool;
+    uint32_t workers;
     /* set by lmb_pack_plan */
     size_t bytes; /* block size for lmb_pack_write (any alignment) */
     lmb_pack_stats stats;
@@ -72,10 +75,11 @@ lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err);
 lmb_clip *lmb_pack_write(const lmb_pack_job *job, void *scratch, void *mem);
 
 /* Measures any clip `c` (packed or not) against `src` for skel (the same
- * sample times and points as the stats above) with the workers of pool
- * (NULL: the caller alone); scratch of lmb_pack_scratch_bytes(src, skel,
- * LMB_PACK_CACHE_BYTES, lmb_pack_workers(pool)) bytes. */
+ * sample times and points as the stats above) with at most `workers` of
+ * pool's threads (pool NULL: the caller alone); scratch of
+ * lmb_pack_scratch_bytes(src, skel, LMB_PACK_CACHE_BYTES, workers) bytes. */
 void lmb_pack_measure(const lmb_clip *src, const lmb_clip *c, const lmb_skeleton *skel,
-                      float distance, struct lmb_pool *pool, void *scratch, lmb_pack_stats *out);
+                      float distance, struct lmb_pool *pool, uint32_t workers, void *scratch,
+                      lmb_pack_stats *out);
 
 #endif

@@ -221,13 +221,15 @@ void lmb_pool_set_threads(lmb_pool *p, uint32_t threads) {
     p->threads = clamp_threads(threads);
 }
 
-void lmb_pool_run(lmb_pool *p, uint32_t items, lmb_pool_fn fn, void *ctx) {
+void lmb_pool_run_workers(lmb_pool *p, uint32_t items, uint32_t workers, lmb_pool_fn fn,
+                          void *ctx) {
     if (items == 0) return;
     p->fn = fn;
     p->ctx = ctx;
     __atomic_store_n(&p->items, items, __ATOMIC_RELAXED);
     if (p->threads > 1 && items > 1 && p->running + 1 < p->threads) start_workers(p);
-    uint32_t use = p->threads - 1 < p->running ? p->threads - 1 : p->running;
+    uint32_t threads = p->threads < workers ? p->threads : workers > 0 ? workers : 1u;
+    uint32_t use = threads - 1 < p->running ? threads - 1 : p->running;
     if (use == 0 || items == 1) {
         work_alone(p);
         return;
@@ -261,6 +263,10 @@ void lmb_pool_run(lmb_pool *p, uint32_t items, lmb_pool_fn fn, void *ctx) {
     (void)__atomic_exchange_n(&p->ticket, ((uint64_t)gen << 32) | CLOSED, __ATOMIC_ACQ_REL);
 }
 
+void lmb_pool_run(lmb_pool *p, uint32_t items, lmb_pool_fn fn, void *ctx) {
+    lmb_pool_run_workers(p, items, UINT32_MAX, fn, ctx);
+}
+
 #else /* single-threaded build */
 
 void lmb_pool_shutdown(lmb_pool *p) {
@@ -280,6 +286,12 @@ void lmb_pool_run(lmb_pool *p, uint32_t items, lmb_pool_fn fn, void *ctx) {
     p->ctx = ctx;
     p->items = items;
     work_alone(p);
+}
+
+void lmb_pool_run_workers(lmb_pool *p, uint32_t items, uint32_t workers, lmb_pool_fn fn,
+                          void *ctx) {
+    (void)workers;
+    lmb_pool_run(p, items, fn, ctx);
 }
 
 #endif

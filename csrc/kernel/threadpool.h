@@ -48,6 +48,12 @@ void lmb_pool_set_threads(lmb_pool *p, uint32_t threads);
  * one job at a time per pool (the Lua state is single-threaded). If worker
  * threads cannot be started the job runs on the caller. */
 void lmb_pool_run(lmb_pool *p, uint32_t items, lmb_pool_fn fn, void *ctx);
+/* lmb_pool_run with at most `workers` threads (the caller included; 0 acts
+ * as 1), so fn sees worker < workers: for jobs with scratch per worker,
+ * sized for the thread count read before the binding allocated it. That
+ * count can change in between: an allocation can run __gc metamethods, and
+ * Lua code in them can call limber.skinning.threads. */
+void lmb_pool_run_workers(lmb_pool *p, uint32_t items, uint32_t workers, lmb_pool_fn fn, void *ctx);
 
 /* Stops and joins every worker. Idempotent; the pool stays usable (workers
  * restart on the next job). */

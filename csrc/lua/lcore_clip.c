@@ -658,7 +658,9 @@ static int l_clip_pack(lua_State *L) {
         return luaL_argerror(
             L, 4, lua_pushfstring(L, "distance must be >= 0 (got %f)", (lua_Number)job.distance));
     job.pool = lcore_pool(L);
-    size_t sb = lmb_pack_scratch_bytes(src, sk, job.cache_bytes, lmb_pack_workers(job.pool));
+    /* the thread count once: allocating the scratch may run a __gc that sets another */
+    job.workers = lmb_pack_workers(job.pool);
+    size_t sb = lmb_pack_scratch_bytes(src, sk, job.cache_bytes, job.workers);
     if (sb == 0) { /* a limit, not a bad argument: the clip stays usable exact */
         lua_pushnil(L);
         lua_pushliteral(L, "limber.anim.pack: the clip is too large to pack");
@@ -731,11 +733,12 @@ static int l_clip_error(lua_State *L) {
         if (src->joint_span > sk->joint_count || c->joint_span > sk->joint_count)
             return luaL_argerror(L, 3, "the skeleton has fewer joints than the clips animate");
         struct lmb_pool *pool = lcore_pool(L);
-        size_t sb = lmb_pack_scratch_bytes(src, sk, LMB_PACK_CACHE_BYTES, lmb_pack_workers(pool));
+        uint32_t workers = lmb_pack_workers(pool); /* once, as in l_clip_pack */
+        size_t sb = lmb_pack_scratch_bytes(src, sk, LMB_PACK_CACHE_BYTES, workers);
         if (sb == 0) return luaL_argerror(L, 2, "the clip is too large to measure");
         void *scratch = lua_newuserdatauv(L, sb, 0);
         lmb_pack_stats st;
-        lmb_pack_measure(src, c, sk, distance, pool, scratch, &st);
+        lmb_pack_measure(src, c, sk, distance, pool, workers, scratch, &st);
         push_stats(L, &st, 0.0, (double)distance);
     } else {
         lua_getiuservalue(L, 1, 1);

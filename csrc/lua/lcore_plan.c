@@ -1564,7 +1564,9 @@ uint32_t lcore_plan_run(lua_State *L, int idx, double dt) {
             p->workers[w].output = 0.0;
     if (blocks) {
         plan_job job = {p, lcore_simd_cap(L)};
-        lmb_pool_run(pool, blocks, plan_item, &job);
+        /* at most the workers with scratch: a __gc run while plan_workers
+         * allocated may have raised the pool's count since */
+        lmb_pool_run_workers(pool, blocks, p->worker_count, plan_item, &job);
     }
     lmb_plan_finish(p);
     lp->total = wall() - t0;

@@ -2,7 +2,9 @@
  * changing sizes and thread counts (some on the caller alone, some with
  * workers sitting out) and checks every job: each item run exactly once,
  * by a call that saw that job's own context, with a worker index below
- * the job's thread count and no item index past the job's end.
+ * the job's thread count (or below the cap of lmb_pool_run_workers, which
+ * every third job passes: from 1 to the count, and past it) and no item
+ * index past the job's end.
  *
  * Each job's context lives on the heap; when the job returns it is
  * poisoned and kept in a ring of retired jobs that are freed only several
@@ -25,7 +27,7 @@ typedef struct stress_job {
     unsigned magic; /* JOB_LIVE while the job runs */
     unsigned round;
     unsigned items;
-    unsigned threads; /* the pool's thread count for this job */
+    unsigned threads; /* the pool's thread count for this job, or the job's cap below it */
     unsigned *hits;   /* one counter per item, updated atomically */
 } stress_job;
 
@@ -78,7 +80,13 @@ int main(int argc, char **argv) {
         __atomic_store_n(&j->magic, JOB_LIVE, __ATOMIC_RELAXED);
         memset(hits, 0, MAX_ITEMS * sizeof *hits);
         __atomic_store_n(&current_round, (unsigned)r, __ATOMIC_RELEASE);
-        lmb_pool_run(pool, j->items, run_item, j);
+        if (r % 3 == 2) { /* capped: worker indices below cap (0 acts as 1) */
+            unsigned cap = (unsigned)(r / 3 % (threads + 2));
+            if (cap < j->threads) j->threads = cap > 0 ? cap : 1;
+            lmb_pool_run_workers(pool, j->items, cap, run_item, j);
+        } else {
+            lmb_pool_run(pool, j->items, run_item, j);
+        }
         for (unsigned i = 0; i < j->items; i++) {
             unsigned h = __atomic_load_n(&hits[i], __ATOMIC_RELAXED);
             if (h == 0) missed++;
