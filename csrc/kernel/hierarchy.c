@@ -123,6 +123,7 @@ void lmb_hier_copy(lmb_hier *dst, const lmb_hier *src) {
     dst->top = src->top;
     dst->follower_count = src->follower_count;
     dst->pose_count = src->pose_count;
+    dst->edits = src->edits;
 }
 
 /* ---- pending changes ------------------------------------------------------ */
@@ -479,6 +480,7 @@ uint32_t lmb_hier_create(lmb_hier *h) {
     h->node[id].flags = LMB_HIER_ALIVE | LMB_HIER_BASE_DIRTY;
     leaf_insert(h, 0, id);
     h->count++;
+    h->edits++;
     lmb_hier_touch(h, id);
     return id;
 }
@@ -488,6 +490,7 @@ void lmb_hier_link(lmb_hier *h, uint32_t id, uint32_t newp, const float *slot, i
     lmb_hnode *node = h->node;
     lmb_hlink *link = h->link;
     uint32_t oldp = node[id].parent;
+    h->edits++;
     if (newp != oldp) {
         if (newp) {
             if (node[newp].nchild == 0) make_nonleaf(h, newp);
@@ -546,6 +549,7 @@ uint32_t lmb_hier_subtree_size(const lmb_hier *h, uint32_t id) {
 uint32_t lmb_hier_destroy(lmb_hier *h, uint32_t id, uint32_t *out) {
     lmb_hnode *node = h->node;
     lmb_hlink *link = h->link;
+    h->edits++;
     uint32_t n = 0, p = node[id].parent;
     if (node[id].nchild > 0) {
         uint32_t last = run_last(h, id);

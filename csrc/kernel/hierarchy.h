@@ -96,6 +96,9 @@ typedef struct lmb_hier {
     uint32_t count, top;            /* live nodes; highest id ever used */
     uint32_t free_head, free_count; /* ring of destroyed ids (first in, first out) */
     uint32_t follower_count, pose_count;
+    uint32_t edits;        /* bumped by every create, destroy and link: a caller that runs
+                            * other code (Lua) between checking a change and making it
+                            * compares it before and after */
     lmb_hnode *node;       /* capacity + 1 records, 64-byte aligned */
     lmb_hlink *link;       /* capacity + 1 */
     const float **slot;    /* capacity + 1: slot matrices (borrowed), NULL = identity */

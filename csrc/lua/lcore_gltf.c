@@ -82,17 +82,22 @@ static size_t size_field(lua_State *L, int t, const char *k, lua_Integer def, co
     return (size_t)v;
 }
 
-/* Fills an accessor description from the table at t. */
-static void read_desc(lua_State *L, int t, lmb_accessor *a, const char *where) {
+/* Fills an accessor description from the table at t. Its data string is
+ * kept alive in the table at `anchor`, entry `slot`: a __gc run by a later
+ * allocation may take it out of the caller's table. */
+static void read_desc(lua_State *L, int t, lmb_accessor *a, const char *where, int anchor,
+                      int slot) {
     memset(a, 0, sizeof *a);
     lcore_rawfield(L, t, "data");
     if (!lua_isnil(L, -1)) {
         size_t len;
         a->data = (const uint8_t *)luaL_checklstring(L, -1, &len);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, anchor, slot);
         a->data_len = size_field(L, t, "data_len", (lua_Integer)len, where);
         if (a->data_len > len) a->data_len = len;
     }
-    lua_pop(L, 1); /* the string stays alive in the table */
+    lua_pop(L, 1);
     a->view_offset = size_field(L, t, "view_offset", 0, where);
     a->view_length = size_field(L, t, "view_length", 0, where);
     a->view_stride = size_field(L, t, "view_stride", 0, where);
@@ -124,47 +129,48 @@ static int l_accessor(lua_State *L) {
     luaL_checktype(L, 2, LUA_TTABLE);
     int kind = luaL_checkoption(L, 3, NULL, kinds);
     lua_settop(L, 3);
+    lua_createtable(L, 3, 0); /* 4: the data strings read (read_desc) */
     lmb_accessor a;
-    read_desc(L, 2, &a, where);
+    read_desc(L, 2, &a, where, 4, 1);
     check_desc(L, &a, kind == 1, where);
 
     /* sparse parts, checked before anything is allocated */
     lmb_accessor si, sv;
     size_t sparse_n = 0;
-    int has_sparse = lcore_rawfield(L, 2, "sparse") == LUA_TTABLE; /* 4 */
+    int has_sparse = lcore_rawfield(L, 2, "sparse") == LUA_TTABLE; /* 5 */
     if (has_sparse) {
-        sparse_n = size_field(L, 4, "count", 0, where);
+        sparse_n = size_field(L, 5, "count", 0, where);
         if (sparse_n < 1 || sparse_n > a.count)
             return gerr(L, "limber.gltf: %s: sparse.count %I out of range [1, %I]", where,
                         (lua_Integer)sparse_n, (lua_Integer)a.count);
-        lua_pushfstring(L, "%s.sparse.indices", where); /* 5 */
-        lcore_rawfield(L, 4, "indices");                /* 6 */
-        luaL_checktype(L, 6, LUA_TTABLE);
-        read_desc(L, 6, &si, lua_tostring(L, 5));
+        lua_pushfstring(L, "%s.sparse.indices", where); /* 6 */
+        lcore_rawfield(L, 5, "indices");                /* 7 */
+        luaL_checktype(L, 7, LUA_TTABLE);
+        read_desc(L, 7, &si, lua_tostring(L, 6), 4, 2);
         si.components = 1;
         si.count = sparse_n;
         if (!(si.component_type == LMB_GLTF_U8 || si.component_type == LMB_GLTF_U16 ||
               si.component_type == LMB_GLTF_U32))
             return gerr(L, "limber.gltf: %s: componentType %d must be 5121, 5123 or 5125",
-                        lua_tostring(L, 5), (int)si.component_type);
-        if (!si.data) return gerr(L, "limber.gltf: %s: missing bufferView", lua_tostring(L, 5));
-        check_desc(L, &si, 1, lua_tostring(L, 5));
-        lua_pushfstring(L, "%s.sparse.values", where); /* 7 */
-        lcore_rawfield(L, 4, "values");                /* 8 */
-        luaL_checktype(L, 8, LUA_TTABLE);
-        read_desc(L, 8, &sv, lua_tostring(L, 7));
+                        lua_tostring(L, 6), (int)si.component_type);
+        if (!si.data) return gerr(L, "limber.gltf: %s: missing bufferView", lua_tostring(L, 6));
+        check_desc(L, &si, 1, lua_tostring(L, 6));
+        lua_pushfstring(L, "%s.sparse.values", where); /* 8 */
+        lcore_rawfield(L, 5, "values");                /* 9 */
+        luaL_checktype(L, 9, LUA_TTABLE);
+        read_desc(L, 9, &sv, lua_tostring(L, 8), 4, 3);
         sv.component_type = a.component_type;
         sv.components = a.components;
         sv.is_matrix = a.is_matrix;
         sv.normalized = a.normalized;
         sv.count = sparse_n;
-        if (!sv.data) return gerr(L, "limber.gltf: %s: missing bufferView", lua_tostring(L, 7));
-        check_desc(L, &sv, kind == 1, lua_tostring(L, 7));
+        if (!sv.data) return gerr(L, "limber.gltf: %s: missing bufferView", lua_tostring(L, 8));
+        check_desc(L, &sv, kind == 1, lua_tostring(L, 8));
     }
-    lua_settop(L, 8);
+    lua_settop(L, 9);
 
     size_t bad = 0;
-    lbuffer *out = lbuf_push(L, kind == 0 ? LBUF_F32 : LBUF_U32, a.components, a.count); /* 9 */
+    lbuffer *out = lbuf_push(L, kind == 0 ? LBUF_F32 : LBUF_U32, a.components, a.count); /* 10 */
     if (kind == 0) {
         if (lmb_accessor_read_f32(&a, (float *)out->data, &bad) != LMB_OK)
             return gerr(L, "limber.gltf: %s: element %I is NaN or infinite", where,
@@ -195,7 +201,7 @@ static int l_accessor(lua_State *L) {
                         "limber.gltf: %s.sparse.indices: index %I (%I) is out of range or not "
                         "increasing (count %I)",
                         where, (lua_Integer)bad, (lua_Integer)idx[bad], (lua_Integer)a.count);
-        lua_settop(L, 9);
+        lua_settop(L, 10);
     }
     return 1;
 }
@@ -656,7 +662,17 @@ static int l_worlds(lua_State *L) {
         }
     }
     /* all checked: build every world table, then store them */
+    lua_settop(L, 4);
     lua_createtable(L, (int)(n < INT_MAX ? n : INT_MAX), 0); /* 5 */
+    /* 6: the node tables as read, since a __gc run by the allocations below
+     * may change the caller's list (the stores then go to these, all tables) */
+    lua_createtable(L, (int)(n < INT_MAX ? n : INT_MAX), 0);
+    for (size_t i = 0; i < n; i++) {
+        if (lua_rawgeti(L, 2, (lua_Integer)i + 1) != LUA_TTABLE)
+            return gerr(L, "limber.gltf: %s: nodes[%I] changed during the call", name,
+                        (lua_Integer)i + 1);
+        lua_rawseti(L, 6, (lua_Integer)i + 1);
+    }
     for (size_t i = 0; i < n; i++) {
         lua_createtable(L, 16, 0);
         for (size_t k = 0; k < 16; k++) {
@@ -666,7 +682,7 @@ static int l_worlds(lua_State *L) {
         lua_rawseti(L, 5, (lua_Integer)i + 1);
     }
     for (size_t i = 0; i < n; i++) {
-        lua_rawgeti(L, 2, (lua_Integer)i + 1);
+        lua_rawgeti(L, 6, (lua_Integer)i + 1);
         lua_pushliteral(L, "world");
         lua_rawgeti(L, 5, (lua_Integer)i + 1);
         lua_rawset(L, -3);

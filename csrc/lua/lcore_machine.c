@@ -391,13 +391,20 @@ static uint32_t check_key(lua_State *L, lmachines *lm, int arg) {
 static void grow_params(lua_State *L, lmachines *lm, uint32_t need) {
     lmb_machines *m = &lm->m;
     if (need <= m->param_count) return;
-    uint32_t cap = m->param_count ? m->param_count : 4;
+    uint32_t had = m->param_count, cap = had ? had : 4;
     while (cap < need)
         cap *= 2;
     if (cap > MAX_PARAMS) cap = MAX_PARAMS;
     size_t N = m->instance_count;
     unsigned char *mem =
         (unsigned char *)lua_newuserdatauv(L, N * cap * (sizeof(double) + 1) + 8, 0);
+    if (m->param_count != had) {
+        /* a __gc run by that allocation grew the arrays (set_param from a
+         * finalizer): start again from what they are now */
+        lua_pop(L, 1);
+        grow_params(L, lm, need);
+        return;
+    }
     double *v = (double *)lmb_align_ptr(mem, 8);
     uint8_t *t = (uint8_t *)(v + N * cap);
     memset(v, 0, N * cap * sizeof(double));

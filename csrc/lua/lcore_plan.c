@@ -1425,8 +1425,16 @@ static int l_plan_follow_ik(lua_State *L) {
         lua_pushvalue(L, 4);
         lua_setfield(L, -2, "scene");
         lua_pop(L, 1);
-        lp->scene = sc;
     }
+    /* checked again: a __gc run by an allocation above may have grown the
+     * scene (its storage moved), destroyed the nodes or followed another one */
+    h = *sc;
+    if (lp->scene && lp->scene != sc && lp->follow_count)
+        return luaL_argerror(L, 4, "the plan already follows nodes of another Scene");
+    if (!lmb_hier_alive(h, (uint32_t)id) || (pole && !lmb_hier_alive(h, pole)) ||
+        (frame && !lmb_hier_alive(h, frame)))
+        return luaL_argerror(L, 5, "a node was destroyed during the call");
+    lp->scene = sc;
     struct follow *f = lp->follow + (size_t)c * N + i;
     if (!f->node[0]) lp->follow_count++;
     f->node[0] = (uint32_t)id, f->node[1] = pole, f->node[2] = frame;

@@ -306,16 +306,30 @@ static int l_scene_new(lua_State *L) {
     return 1;
 }
 
+/* The scene's storage, checked after code that may have run Lua: a __gc at
+ * an allocation, a slot provider's `find` or `index`. Raises (before the
+ * call changed anything) when that code edited the scene, or moved its
+ * storage, since `h` and `edits` were read: the checks made before would be
+ * stale, and `h` perhaps freed. */
+static lmb_hier *same_scene(lua_State *L, const char *m, const lmb_hier *h, uint32_t edits) {
+    lmb_hier *now = *(lmb_hier **)lua_touserdata(L, 1);
+    if (now != h || now->edits != edits)
+        scene_error(L, m, "the scene was edited during the call (from a __gc or a slot lookup)");
+    return now;
+}
+
 /* Makes room for one more node: a storage of twice the capacity takes a
  * copy of every node and replaces the old one (a world_buffer view keeps
- * the old storage it reads alive). Returns the storage. */
-static lmb_hier *reserve_node(lua_State *L, const char *m) {
+ * the old storage it reads alive). Returns the storage; raises if the scene
+ * was edited since `edits` (same_scene) while this allocated. */
+static lmb_hier *reserve_node(lua_State *L, const char *m, uint32_t edits) {
     lmb_hier **u = (lmb_hier **)lua_touserdata(L, 1);
-    lmb_hier *h = *u;
+    lmb_hier *h = same_scene(L, m, *u, edits);
     if (lmb_hier_next_id(h) == 0) {
         if (h->capacity >= MAX_CAPACITY) scene_error(L, m, "the scene is full (67108864 nodes)");
         uint32_t cap = h->capacity > MAX_CAPACITY / 2 ? MAX_CAPACITY : h->capacity * 2;
         lmb_hier *d = push_storage(L, cap, h->stale_bound);
+        same_scene(L, m, h, edits);
         lmb_hier_copy(d, h);
         lua_setiuservalue(L, 1, UV_STORAGE);
         *u = h = d;
@@ -330,7 +344,7 @@ static lmb_hier *reserve_node(lua_State *L, const char *m) {
         }
         lua_pop(L, 2);
     }
-    return h;
+    return same_scene(L, m, h, edits);
 }
 
 static const char *const create_keys[] = {"parent", "slot",  "follow", "translation", "rotation",
@@ -341,6 +355,7 @@ enum { O_PARENT = 3, O_SLOT, O_FOLLOW, O_T, O_R, O_S, O_SLOTS, O_POSE, O_INSTANC
 static int l_create(lua_State *L) {
     const char *m = "create";
     lmb_hier *h = self_scene(L, m);
+    const uint32_t edits = h->edits; /* the checks below hold while it stays */
     if (lua_isnoneornil(L, 2)) {
         lua_settop(L, 1);
         lua_newtable(L);
@@ -389,7 +404,7 @@ static int l_create(lua_State *L) {
     }
     target tg = resolve_slot(L, m, 2, parent, O_SLOT); /* pushes the owner: 12 */
     /* what can allocate */
-    h = reserve_node(L, m);
+    h = reserve_node(L, m, edits);
     /* the commit */
     uint32_t id = lmb_hier_create(h);
     if (ht || hr || hs) lmb_hier_set_srt(h, id, ht ? t : NULL, hr ? r : NULL, hs ? s : NULL);
@@ -416,6 +431,7 @@ static int l_create(lua_State *L) {
  * cycle, resolves, commits. */
 static void relink(lua_State *L, lmb_hier *h, const char *m, uint32_t id, uint32_t parent,
                    int parent_arg, int slot_idx, int follow_idx) {
+    const uint32_t edits = h->edits;
     int mode = check_follow(L, m, follow_idx, follow_idx);
     lmb_error err;
     if (lmb_hier_link_validate(h, id, parent, mode, &err) != LMB_OK) {
@@ -423,7 +439,8 @@ static void relink(lua_State *L, lmb_hier *h, const char *m, uint32_t id, uint32
         lmb_error_format(&err, msg, sizeof msg);
         scene_argerror(L, m, parent_arg, "%s", msg);
     }
-    target tg = resolve_slot(L, m, slot_idx, parent, slot_idx);
+    target tg = resolve_slot(L, m, slot_idx, parent, slot_idx); /* may run Lua */
+    h = same_scene(L, m, h, edits);
     commit_link(L, h, id, parent, mode, slot_idx, tg);
 }
 
@@ -581,7 +598,10 @@ static int l_trs(lua_State *L) {
     lmb_hier *h = self_scene(L, m);
     uint32_t id = check_live(L, h, m, 2);
     int ot = opt_out(L, m, 3), orr = opt_out(L, m, 4), os = opt_out(L, m, 5);
-    const float *d = h->node[id].srt;
+    /* a copy: each table made below can run a __gc that grows the scene,
+     * which moves (and may free) the node storage */
+    float d[LMB_TRS_FLOATS];
+    memcpy(d, h->node[id].srt, sizeof d);
     push_floats(L, d, 3, ot);
     push_floats(L, d + 3, 4, orr);
     push_floats(L, d + 7, 3, os);
@@ -610,6 +630,7 @@ static int l_world(lua_State *L) {
     int out = opt_out(L, m, 3);
     lmb_hier_sync(h);
     lmb_hier_refresh(h, id);
+    push_uv(L, UV_STORAGE); /* h stays alive if a __gc below grows the scene */
     push_floats(L, lmb_hier_world(h, id), 16, out);
     return 1;
 }
@@ -727,6 +748,7 @@ static int l_changed(lua_State *L) {
     lmb_hier *h = self_synced(L, m);
     int out = opt_out(L, m, 2);
     uint32_t n = lmb_hier_changed(h);
+    push_uv(L, UV_STORAGE); /* h stays alive (and as it was) if a __gc below edits the scene */
     if (out)
         lua_pushvalue(L, out);
     else
@@ -742,6 +764,7 @@ static int l_changed(lua_State *L) {
 /** scene:stats(): figures of the last update pass. */
 static int l_stats(lua_State *L) {
     lmb_hier *h = self_scene(L, "stats");
+    push_uv(L, UV_STORAGE); /* h stays alive if a __gc below grows the scene */
     lua_createtable(L, 0, 7);
     lua_pushinteger(L, h->order_count);
     lua_setfield(L, -2, "pass");
