@@ -1514,31 +1514,10 @@ describe("constructors and finalizers", function()
   -- whatever the specs before left behind: after the whole suite up to here,
   -- Debian's Lua 5.4 (generational by default) was found collecting nothing
   -- at all in these loops (the heap grew from 7 to 83 MB, no finalizer ran).
-  local pause, stepmul, mode
-  before_each(function()
-    collectgarbage("restart")
-    if H.lua == "5.4" then mode = collectgarbage("incremental") end
-    if H.lua == "5.2" then collectgarbage("incremental") end -- 5.2's default
-    collectgarbage()
-    pause, stepmul = collectgarbage("setpause", 100), collectgarbage("setstepmul", 400)
-  end)
-  after_each(function()
-    collectgarbage("setpause", pause)
-    collectgarbage("setstepmul", stepmul)
-    if mode then collectgarbage(mode) end
-  end)
-  -- garbage whose finalizer is fn: tables on 5.2 and later, proxy userdata on
-  -- 5.1 and LuaJIT, whose tables have no __gc
-  local newproxy = rawget(_G, "newproxy")
-  local function armed(fn)
-    for _ = 1, 20 do
-      if newproxy then
-        getmetatable(newproxy(true)).__gc = fn
-      else
-        setmetatable({}, { __gc = fn })
-      end
-    end
-  end
+  local restore_gc
+  before_each(function() restore_gc = H.eager_gc() end)
+  after_each(function() restore_gc() end)
+  local armed = H.armed
 
   -- Under ASan a constructor that read a table twice overflowed the heap
   -- (54e6e80). The finalizers act only while the constructor runs

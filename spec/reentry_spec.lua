@@ -13,7 +13,6 @@ local core = require("limber").core
 -- Runs f() with `act(k)` called from finalizers that run while f runs (k:
 -- the how-manieth such finalizer; act returns true when done). Returns how
 -- many acted and f's pcall results.
-local newproxy = rawget(_G, "newproxy")
 local function with_finalizers(f, act)
   local inside, count, done, stop = false, 0, false, false
   local arm
@@ -26,10 +25,7 @@ local function with_finalizers(f, act)
     end
     arm()
   end
-  function arm()
-    if newproxy then getmetatable(newproxy(true)).__gc = fin
-    else setmetatable({}, { __gc = fin }) end
-  end
+  function arm() H.armed(fin, 1) end
   -- every allocation with debt runs a full cycle
   local restore
   if H.lua == "5.4" then
@@ -52,15 +48,7 @@ local function with_finalizers(f, act)
   return count, H.tunpack(r, 1, r.n)
 end
 
--- 5.4's collector steps where these cases need it; another Lua may not
-local function fired_or_pending(n, what)
-  if n == 0 and H.lua ~= "5.4" then
-    pending("no finalizer ran inside " .. what .. " on this Lua: nothing to check")
-    return false
-  end
-  assert.is_true(n > 0, "no finalizer ran inside " .. what)
-  return true
-end
+local function fired_or_pending(n, what) return H.fired_or_pending(n, what, pending) end
 
 describe("a binding call during which Lua code changes what it read", function()
   it("machines:set_param grows the parameters once, whatever a finalizer grew", function()
