@@ -1,7 +1,11 @@
 -- Out-of-memory injection (issue 13): spec/c/oom_host.c runs a
 -- representative workload (a glTF model loaded, pose, palette, crowd,
 -- skinning mesh and target, a scene with slots, a prefab and followers on
--- pose joints that grows, frames, structure edits, an unordered skeleton)
+-- pose joints that grows, frames, structure edits, an unordered skeleton;
+-- frame plans with masked layers, LOD and 1 -> 2 -> 1 threads, a controller
+-- with a state machine, parameters, a trigger and a blend space, a clip
+-- packed and measured, a snapshot of the asset saved and loaded, a plan
+-- with IK constraints on set and scene-followed targets)
 -- with an allocator that refuses every allocation from the N-th on. Each
 -- run must end with a clean "not enough memory" error; then, with the
 -- allocator healthy again, the same state must finish the workload and
@@ -25,12 +29,13 @@ local tmp = H.tmpdir(setup, teardown)
 
 -- The workload: SETUP (not injected), WORK (resumable steps), VERIFY.
 local WORKLOAD = [==[
-local limber, gltf, anim, scene, skinning
-local STEPS = 16
+local limber, gltf, anim, scene, skinning, controller, snapshot, ik
+local STEPS = 27
 
 function SETUP()
   limber = require "limber"
   gltf, anim, scene, skinning = limber.gltf, limber.anim, limber.scene, limber.skinning
+  controller, snapshot, ik = require "limber.controller", require "limber.snapshot", require "limber.ik"
   skinning.threads(1)
   -- Lua 5.4.4's lauxlib makes the metatable of its string-buffer boxes on
   -- first use; an allocation failure in the middle leaves it without
@@ -132,6 +137,128 @@ local steps = {
     PLAN:run(1 / 30)
     skinning.threads(1)
   end,
+  function()
+    -- a second plan: two sources in the base layer, an override over joint 2
+    -- only, mat4 palettes, LOD tiers
+    PLAN2_POSE = PLAN2_POSE or gltf.pose(ASSET, 1, 4)
+    PLAN2_PAL = PLAN2_PAL or gltf.palette(ASSET, PLAN2_POSE, { skin = 1, layout = "mat4" })
+    PLAN2 = limber.plan({ pose = PLAN2_POSE, clips = { ASSET.animations[1].clips[1] },
+      palettes = { PLAN2_PAL }, slots = { 1, 2 },
+      layers = { { name = "base", sources = 2 }, { name = "upper", sources = 1, mask = { 0, 1 } } } })
+  end,
+  function()
+    for i = 1, 4 do
+      PLAN2:play(i, "base", 1, 1, 0.1 * i)
+      PLAN2:play(i, "base", 2, 1, 0.3)
+      PLAN2:set_weight(i, "base", 2, 0.5, 0.2)
+      PLAN2:play(i, "upper", 1, 1, 0.05 * i)
+      PLAN2:set_layer_weight(i, "upper", 0.5, 0.1)
+      PLAN2:set_lod(i, i == 4 and 2 or 1)
+    end
+    -- frames on 1, 2 and 1 threads: the worker scratch grows at the run
+    -- after each change of limber.skinning.threads
+    PLAN2:run(1 / 30)
+    skinning.threads(2)
+    PLAN2:run(1 / 30)
+    PLAN2:run(1 / 30)
+    skinning.threads(1)
+    PLAN2:run(1 / 30)
+  end,
+  function()
+    -- a clip of its own on the asset's skeleton, for the controller
+    local skel = ASSET.skeletons[1].skeleton
+    SWING = anim.clip({ name = "swing", tracks = {
+      { joint = 2, path = "rotation", times = { 0, 0.5, 1 },
+        values = { 0, 0, 0, 1, 0, 0, 0.38268343, 0.92387953, 0, 0, 0, 1 } } } }, skel)
+  end,
+  function()
+    -- a controller: a base layer run by a state machine, an upper layer
+    -- playing a blend space
+    CTL_POSE = CTL_POSE or gltf.pose(ASSET, 1, 3)
+    CTL_PAL = CTL_PAL or gltf.palette(ASSET, CTL_POSE, { skin = 1, layout = "mat3x4" })
+    CTL_MACHINE = CTL_MACHINE or controller.machine({
+      initial = "idle",
+      states = { idle = { clip = 1 }, move = { clip = "swing" }, hit = { clip = 1, loop = false } },
+      transitions = {
+        { from = "idle", to = "move", fade = 0.2, when = { { "speed", ">", 0.5 } } },
+        { from = "move", to = "idle", fade = 0.2, when = { { "speed", "<=", 0.5 } } },
+        { from = "any", to = "hit", fade = 0.1, trigger = "hit", priority = 10 },
+        { from = "hit", to = "idle", fade = 0.2, when = { { "calm", "==", true } } },
+      } })
+    CTL_SPACE = CTL_SPACE or controller.blend1d({ { clip = 1, at = 0 }, { clip = "swing", at = 1 } })
+    CTL = controller.new({ pose = CTL_POSE, clips = { ASSET.animations[1].clips[1], SWING },
+      palettes = { CTL_PAL }, sources = 3,
+      layers = { { name = "base" }, { name = "upper", mask = { 0, 1 } } } })
+  end,
+  function()
+    for i = 1, 3 do
+      CTL:set_machine(i, "base", CTL_MACHINE)
+      CTL:play_space(i, "upper", CTL_SPACE, 0.25, { fade = 0.1 })
+      CTL:set_weight(i, "upper", 0.5, 0.1)
+    end
+    CTL:update(1 / 30)
+  end,
+  function()
+    -- parameters and a trigger: instances 1, 2 move, 3 is hit
+    for i = 1, 3 do CTL:set(i, "speed", i < 3 and 1 or 0) end
+    CTL:trigger(3, "hit")
+    for i = 1, 3 do CTL:set_param(i, "upper", 0.5 + 0.2 * i, 0.1) end
+    CTL:update(1 / 30)
+    CTL:update(1 / 30)
+  end,
+  function()
+    -- a clip of a leg and a head, packed, and its error measured again
+    IK_SKEL = limber.skeleton({
+      { name = "root" },
+      { name = "hip", parent = "root", translation = { 0, 1, 0 } },
+      { name = "knee", parent = "hip", translation = { 0, -0.5, 0.1 } },
+      { name = "foot", parent = "knee", translation = { 0, -0.5, -0.1 } },
+      { name = "head", parent = "root", translation = { 0, 1.6, 0 } } })
+    local s, c = 0.25881905, 0.96592583 -- 30 degrees about x
+    IK_CLIP = anim.clip({ name = "legs", pack = false, tracks = {
+      { joint = 1, path = "translation", times = { 0, 0.5, 1 }, values = { 0, 0, 0, 0, 0.1, 0.2, 0, 0, 0.4 } },
+      { joint = 2, path = "rotation", times = { 0, 0.25, 0.5, 0.75, 1 },
+        values = { 0, 0, 0, 1, s, 0, 0, c, 0, 0, 0, 1, -s, 0, 0, c, 0, 0, 0, 1 } },
+      { joint = 3, path = "rotation", times = { 0, 0.5, 1 }, values = { 0, 0, 0, 1, s, 0, 0, c, 0, 0, 0, 1 } },
+      { joint = 5, path = "rotation", times = { 0, 1 }, values = { 0, 0, 0, 1, 0, s, 0, c } } } }, IK_SKEL)
+    PACKED = anim.pack(IK_CLIP, IK_SKEL, { tolerance = 1e-3, distance = 0.1 })
+    assert(PACKED ~= IK_CLIP and PACKED:packed(), "the clip was not packed")
+    PACKED_ERROR = PACKED:error(IK_CLIP, IK_SKEL, 0.1)
+  end,
+  function()
+    -- the asset in a snapshot and back
+    SNAP = snapshot.save(ASSET)
+    SNAP_ASSET = snapshot.load(SNAP)
+  end,
+  function()
+    -- IK in a plan: a two-bone leg reaching a fixed target, a head aiming at
+    -- a scene node
+    IK_POSE = IK_POSE or limber.pose(IK_SKEL, 3)
+    IK_PAL = IK_PAL or limber.palette(IK_POSE)
+    LEG = LEG or ik.two_bone(IK_SKEL, "hip", "knee", "foot", { soften = 0.98 })
+    LOOK = LOOK or ik.aim(IK_SKEL, "head", { forward = { 0, 0, 1 }, up = { 0, 1, 0 } })
+    IK_PLAN = limber.plan({ pose = IK_POSE, clips = { IK_CLIP, PACKED }, palettes = { IK_PAL },
+      slots = { "foot" }, ik = { LEG, LOOK } })
+  end,
+  function()
+    for i = 1, 3 do
+      IK_PLAN:play(i, 1, 1, i == 2 and 2 or 1, 0.2 * i)
+      IK_PLAN:set_ik(1, i, { 0.1 * i, 0.3, 0.4 }, { 0, 0.5, 2 })
+      IK_PLAN:follow_ik(2, i, SCENE, NODES[i == 3 and 8 or 1])
+    end
+    IK_PLAN:run(1 / 30)
+    skinning.threads(2)
+    IK_PLAN:run(1 / 30)
+    skinning.threads(1)
+  end,
+  function()
+    -- a plan over the snapshot's asset
+    SNAP_POSE = SNAP_POSE or gltf.pose(SNAP_ASSET, 1, 2)
+    SNAP_PAL = SNAP_PAL or gltf.palette(SNAP_ASSET, SNAP_POSE, { skin = 1, layout = "mat4" })
+    SNAP_PLAN = limber.plan({ pose = SNAP_POSE, clips = { SNAP_ASSET.animations[1].clips[1] },
+      palettes = { SNAP_PAL } })
+    SNAP_PLAN:run(1 / 30)
+  end,
 }
 assert(#steps == STEPS)
 
@@ -179,7 +306,62 @@ function VERIFY()
   end
   assert(PLAN:run(0) == 3, "the plan did not evaluate every instance")
   for i = 1, 3 do for j = 1, PLAN_PAL:joint_count() do acc = sum(PLAN_PAL:get(i, j), acc) end end
-  return string.format("%.5e", acc)
+  -- the newer parts of the API, each in a sum of its own (so that none
+  -- hides in the rounding of another's)
+  local parts = { string.format("%.5e", acc) }
+  local function part() parts[#parts + 1] = string.format("%.5e", acc); acc = 0 end
+  acc = 0
+  -- the second plan: one fixed frame, every instance due
+  for i = 1, 4 do
+    PLAN2:play(i, "base", 1, 1, 0.2 * i)
+    PLAN2:play(i, "base", 2, 1, 0.6)
+    PLAN2:set_weight(i, "base", 2, 0.5)
+    PLAN2:play(i, "upper", 1, 1, 0.1 * i)
+    PLAN2:set_layer_weight(i, "upper", 0.5)
+    PLAN2:set_lod(i, 1)
+  end
+  assert(PLAN2:run(0) == 4, "the second plan did not evaluate every instance")
+  for i = 1, 4 do for j = 1, PLAN2_PAL:joint_count() do acc = sum(PLAN2_PAL:get(i, j), acc) end end
+  for i = 1, 4 do for j = 1, 2 do acc = sum(PLAN2_POSE:model(i, j), acc) end end
+  part()
+  -- the controller: the states the parameters and the trigger led to, then
+  -- one fixed frame (every source stopped, one clip at a time per layer)
+  local want = { "move", "move", "hit" }
+  for i = 1, 3 do
+    assert(CTL:state(i, "base") == want[i], "instance " .. i .. " in state " .. tostring(CTL:state(i, "base")))
+    CTL:stop(i, "base", 0)
+    CTL:stop(i, "upper", 0)
+    CTL:play(i, "base", i == 1 and 1 or "swing", { time = 0.15 * i })
+    CTL:play(i, "upper", "swing", { time = 0.3 })
+    CTL:set_weight(i, "upper", 0.5)
+  end
+  CTL:update(0)
+  for i = 1, 3 do
+    assert(CTL:state(i, "base") == want[i], "instance " .. i .. " left state " .. want[i])
+    for j = 1, CTL_PAL:joint_count() do acc = sum(CTL_PAL:get(i, j), acc) end
+  end
+  part()
+  -- the packed clip: its bytes (through a snapshot) and its error
+  local blob = snapshot.save(PACKED)
+  for k = 1, #blob, 3 do acc = acc + blob:byte(k) * ((k % 7) + 1) end
+  acc = acc + PACKED:bytes() + PACKED_ERROR.max_error + PACKED_ERROR.max_error_distance
+    + PACKED_ERROR.samples
+  part()
+  -- the snapshot: the same bytes saved back, a checksum of its bytes
+  assert(snapshot.save(SNAP_ASSET) == SNAP, "the loaded snapshot saves back to other bytes")
+  for k = 1, #SNAP, 5 do acc = acc + SNAP:byte(k) * ((k % 7) + 1) end
+  part()
+  -- the IK plan: one fixed frame with the targets as set and followed
+  for i = 1, 3 do IK_PLAN:play(i, 1, 1, i == 2 and 2 or 1, 0.3 * i) end
+  assert(IK_PLAN:run(0) == 3, "the IK plan did not evaluate every instance")
+  for i = 1, 3 do for j = 1, 5 do acc = sum(IK_PAL:get(i, j), acc) end end
+  part()
+  -- the plan over the snapshot's asset
+  for i = 1, 2 do SNAP_PLAN:play(i, 1, 1, 1, 0.4 * i) end
+  SNAP_PLAN:run(0)
+  for i = 1, 2 do for j = 1, SNAP_PAL:joint_count() do acc = sum(SNAP_PAL:get(i, j), acc) end end
+  part()
+  return table.concat(parts, "/")
 end
 ]==]
 
