@@ -803,16 +803,37 @@ function Crowd:player(i, layer)
   return p
 end
 
+-- The events of Crowd:advance: every player has moved; each step is
+-- replayed for its events only.
+local function deliver_events(self, on_event)
+  local step = step_core
+  for l = 1, #self.players do
+    local players = self.players[l]
+    for i = 1, self.n do
+      local p = players[i]
+      local clip = p.eclip
+      if clip then
+        p.eclip = false
+        step(clip, p.e0, p.ed, p.eloop, on_event, p)
+      end
+    end
+  end
+end
+
 --- Advances every player of every layer by `dt` seconds: times (rate,
 -- loop or clamp), cross-fades, events (on_event) and root motion.
 -- All or nothing: `dt` is checked first and nothing after can fail, so
 -- either every player moves or none does. Events are reported after every
 -- player has moved, in player order (an error raised by on_event leaves
--- the crowd advanced and drops that frame's later events).
+-- the crowd advanced and drops that frame's later events). Calling
+-- advance from on_event raises: the frame's later events would be lost.
 -- @tparam number dt seconds (finite, magnitude <= 3.4e38)
 function Crowd:advance(dt)
   check_self(self, Crowd, "advance")
   check_finite(dt, 1, "advance", "dt")
+  if self.delivering then
+    fail("Crowd:advance: called from on_event (advance the crowd after its events)", 2)
+  end
   local on_event, root, bl = self.on_event, self.root, self.blend_job
   local step, clips = step_core, self.clips
   for l = 1, #self.players do
@@ -868,18 +889,10 @@ function Crowd:advance(dt)
     end
   end
   if not on_event then return end
-  -- events: every player has moved; replay each step for its events only
-  for l = 1, #self.players do
-    local players = self.players[l]
-    for i = 1, self.n do
-      local p = players[i]
-      local clip = p.eclip
-      if clip then
-        p.eclip = false
-        step(clip, p.e0, p.ed, p.eloop, on_event, p)
-      end
-    end
-  end
+  self.delivering = true
+  local ok, err = pcall(deliver_events, self, on_event)
+  self.delivering = false
+  if not ok then error(err, 0) end
 end
 
 --- Samples every layer slot (one C call each, all instances) and blends

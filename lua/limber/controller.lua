@@ -1412,6 +1412,19 @@ end
 
 local dispatch -- after Controller:events (below)
 
+-- Marker spaces, found in one C pass: those that landed in the last step
+-- get their segment's rates back; those whose step passes a marker now land
+-- (a step that ends within 1e-9 s of one reaches it).
+local function marker_pass(self, dt)
+  local due, synced = self.due, self.synced
+  for a = 1, 3 * self.ms:markers(dt, due), 3 do
+    local sp, code = synced[due[a]], due[a + 1]
+    sp.el = due[a + 2]
+    if code % 2 == 1 then marker_rates(self, sp.i, sp.n, sp, dt) end
+    if code >= 2 then marker_land(self, sp.i, sp.n, sp, dt) end
+  end
+end
+
 --- Advances every instance by dt seconds, evaluates the crowd and steps
 -- every state machine and blend space, in one C call (`Machines:update`:
 -- `plan:run(dt)`, then `Machines:step`; spaces synced by markers take one
@@ -1422,26 +1435,37 @@ function Controller:update(dt)
   check_self(self, "update")
   if type(dt) ~= "number" then check.arg_error(2, "limber.Controller:update", "number", dt, 2) end
   dt = dt + 0.0 -- (an integer such as math.mininteger, as a float)
+  if self.stepping then
+    -- from a __gc run by an allocation below: the buffers of markers and
+    -- transitions (self.due, self.acts) would be refilled under the step
+    error("limber.Controller:update: called while this controller steps its machines"
+      .. " (from a __gc?)", 2)
+  end
+  self.stepping = true
   if next(self.synced) and dt == dt and abs(dt) <= 3.4e38 then
-    -- marker spaces, found in one C pass: those that landed in the last
-    -- step get their segment's rates back; those whose step passes a
-    -- marker now land (a step that ends within 1e-9 s of one reaches it)
-    local due, synced = self.due, self.synced
-    for a = 1, 3 * self.ms:markers(dt, due), 3 do
-      local sp, code = synced[due[a]], due[a + 1]
-      sp.el = due[a + 2]
-      if code % 2 == 1 then marker_rates(self, sp.i, sp.n, sp, dt) end
-      if code >= 2 then marker_land(self, sp.i, sp.n, sp, dt) end
-    end
+    local okm, em = pcall(marker_pass, self, dt)
+    if not okm then self.stepping = false; error(em, 0) end
   end
   -- one C call: the plan's run (times, fades, the crowd's evaluation), then
   -- the machines' step (which also forgets what the last update kept)
   local ok, count = pcall(self.ms.update, self.ms, dt, self.acts)
-  if not ok then check.rethrow(count, "limber.Controller:update", "update", 2) end
+  if not ok then
+    self.stepping = false
+    check.rethrow(count, "limber.Controller:update", "update", 2)
+  end
   self.last_dt = dt
-  local failed = step_machines(self, dt, count)
-  if self.handlers[1] then dispatch(self) end
-  if failed then error("limber.Controller:update: " .. tostring(failed), 2) end
+  local stepped, failed = pcall(step_machines, self, dt, count)
+  self.stepping = false
+  if not stepped then error(failed, 0) end
+  -- every handler call is made, even after one raised; then the first
+  -- error: a state that could not be entered, else the first handler's
+  local raised, herr
+  if self.handlers[1] then raised, herr = dispatch(self) end
+  if failed then
+    error("limber.Controller:update: " .. tostring(failed)
+      .. (raised and " (and a handler raised: " .. tostring(herr) .. ")" or ""), 2)
+  end
+  if raised then error(herr, 0) end
 end
 
 --- How many times `play` found every slot of a layer busy and dropped the
@@ -1663,6 +1687,7 @@ function Controller:off(handle)
   for k, h in ipairs(self.handlers) do
     if h == handle then
       table.remove(self.handlers, k)
+      h.removed = true -- no more calls, those of a running dispatch included
       return
     end
   end
@@ -1671,7 +1696,9 @@ end
 
 -- Runs the handlers for the last update: first every call is collected
 -- over the crowd, then made (a handler that plays or sets something
--- changes the next update, not the calls of this one).
+-- changes the next update, not the calls of this one; one that `off`s a
+-- handler stops its later calls). A call that raises does not stop the
+-- others: returns true and the first error when one did.
 dispatch = function(self)
   local dt = self.last_dt
   if dt == 0 then return end
@@ -1682,7 +1709,7 @@ dispatch = function(self)
     for _, h in ipairs(hs) do
       if h.kind == kind and (h.clip == nil or h.clip == clip)
           and (h.event == nil or h.event == name) then
-        calls[#calls + 1] = { h.fn, i, rec }
+        calls[#calls + 1] = { h, i, rec }
       end
     end
   end
@@ -1737,7 +1764,15 @@ dispatch = function(self)
       end
     end
   end
-  for _, c in ipairs(calls) do c[1](c[2], c[3]) end
+  local raised, first
+  for _, c in ipairs(calls) do
+    local h = c[1]
+    if not h.removed then
+      local ok, err = pcall(h.fn, c[2], c[3])
+      if not ok and not raised then raised, first = true, err end
+    end
+  end
+  return raised, first
 end
 
 -- The root-motion joint argument (default 1), checked.
