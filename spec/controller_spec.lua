@@ -157,21 +157,8 @@ describe("limber.controller", function()
       end
     end)
 
-  -- A skeleton of a root and a child; clips moving the root along x at
-  -- `speed` units per second for 1 s (looping), with events.
-  local function walker_setup()
-    local skel = limber.skeleton({ { name = "root" }, { name = "child", parent = "root" } })
-    local function clip(name, speed, ev)
-      return anim.clip({ name = name, events = ev, tracks = {
-        { joint = 1, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, speed, 0, 0 } },
-        { joint = 2, path = "rotation", times = { 0, 1 },
-          values = { 0, 0, 0, 1, 0, math.sin(0.5 * speed), 0, math.cos(0.5 * speed) } } } }, skel)
-    end
-    local clips = { clip("slow", 1, { { time = 0.5, name = "step" } }),
-                    clip("fast", 3, { { time = 0.25, name = "kick" }, { time = 0.75, name = "kick" } }) }
-    local pose = limber.pose(skel, 1)
-    return skel, clips, pose
-  end
+  -- A skeleton of a root and a child; clips moving the root along x, with events.
+  local function walker_setup() return H.walker_setup(1) end
 
   it("sums root motion and reports events over every source through a fade", function()
     local _, clips, pose = walker_setup()

@@ -688,4 +688,23 @@ function H.fired_or_pending(fired, what, pending)
   return true
 end
 
+--- A skeleton of a root and a child and clips moving the root along x at
+-- `speed` units per second for 1 s, with events: "slow" (1, "step" at 0.5)
+-- and "fast" (3, "kick" at 0.25 and 0.75), and with `once` also "once" (1,
+-- "last" at 0.9). Returns the skeleton, the clips and a pose of n instances.
+function H.walker_setup(n, once)
+  local limber, anim = require "limber", require "limber.anim"
+  local skel = limber.skeleton({ { name = "root" }, { name = "child", parent = "root" } })
+  local function clip(name, speed, ev)
+    return anim.clip({ name = name, events = ev, tracks = {
+      { joint = 1, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, speed, 0, 0 } },
+      { joint = 2, path = "rotation", times = { 0, 1 },
+        values = { 0, 0, 0, 1, 0, math.sin(0.5 * speed), 0, math.cos(0.5 * speed) } } } }, skel)
+  end
+  local clips = { clip("slow", 1, { { time = 0.5, name = "step" } }),
+                  clip("fast", 3, { { time = 0.25, name = "kick" }, { time = 0.75, name = "kick" } }) }
+  if once then clips[3] = clip("once", 1, { { time = 0.9, name = "last" } }) end
+  return skel, clips, limber.pose(skel, n or 1)
+end
+
 return H

@@ -117,6 +117,9 @@ describe("a thread count changed by a __gc during a call", function()
       local e = packed:error(clip, skel, 0.1)
       inside = false
       assert.equal(ref:bytes(), packed:bytes())
+      for _, j in ipairs({ 1, 48, 96 }) do -- the same keys, not just as many bytes
+        assert.same({ ref:track_keys(j, "rotation") }, { packed:track_keys(j, "rotation") })
+      end
       assert.equal(ref_err.max_error_distance, e.max_error_distance)
       assert.equal(ref_err.p99_error_distance, e.p99_error_distance)
       if it >= 20 and fired >= 20 then break end

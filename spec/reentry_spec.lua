@@ -94,6 +94,7 @@ describe("a binding call during which Lua code changes what it read", function()
     end)
     assert.is_true(n > 0 and ok, ids)
     assert.equal(#ids, count)
+    assert.same(scene:changed(), ids) -- the list as it was (creating nodes does not change it)
   end)
 
   it("scene:create refuses a parent a finalizer destroyed, and changes nothing", function()
@@ -187,22 +188,9 @@ end)
 -- ctl:update from a __gc during the machines' step refilled its buffer
 -- under it ("attempt to index a nil value" from controller.lua).
 describe("user code run in the middle of an update", function()
-  local limber = require "limber"
   local anim = require "limber.anim"
   local controller = require "limber.controller"
-  local function setup(N)
-    local skel = limber.skeleton({ { name = "root" }, { name = "child", parent = "root" } })
-    local function clip(name, speed, ev)
-      return anim.clip({ name = name, events = ev, tracks = {
-        { joint = 1, path = "translation", times = { 0, 1 }, values = { 0, 0, 0, speed, 0, 0 } },
-        { joint = 2, path = "rotation", times = { 0, 1 },
-          values = { 0, 0, 0, 1, 0, math.sin(0.5 * speed), 0, math.cos(0.5 * speed) } } } }, skel)
-    end
-    local clips = { clip("slow", 1, { { time = 0.5, name = "step" } }),
-                    clip("fast", 3, { { time = 0.25, name = "kick" }, { time = 0.75, name = "kick" } }),
-                    clip("once", 1, { { time = 0.9, name = "last" } }) }
-    return skel, clips, limber.pose(skel, N)
-  end
+  local function setup(N) return H.walker_setup(N, true) end
 
   it("controller: a raising handler does not lose the update's other calls; update raises after them", function()
     local _, clips, pose = setup(3)

@@ -1412,17 +1412,28 @@ end
 
 local dispatch -- after Controller:events (below)
 
--- Marker spaces, found in one C pass: those that landed in the last step
--- get their segment's rates back; those whose step passes a marker now land
--- (a step that ends within 1e-9 s of one reaches it).
-local function marker_pass(self, dt)
-  local due, synced = self.due, self.synced
-  for a = 1, 3 * self.ms:markers(dt, due), 3 do
-    local sp, code = synced[due[a]], due[a + 1]
-    sp.el = due[a + 2]
-    if code % 2 == 1 then marker_rates(self, sp.i, sp.n, sp, dt) end
-    if code >= 2 then marker_land(self, sp.i, sp.n, sp, dt) end
+-- The step of an update, while update's `stepping` flag is up: the marker
+-- spaces, found in one C pass (those that landed in the last step get their
+-- segment's rates back; those whose step passes a marker now land: a step
+-- that ends within 1e-9 s of one reaches it), then one C call (the plan's
+-- run: times, fades, the crowd's evaluation; then the machines' step, which
+-- also forgets what the last update kept), then the transitions it
+-- reported. Returns true and the first state that could not be entered, or
+-- false and the C call's error.
+local function step_all(self, dt)
+  if next(self.synced) and dt == dt and abs(dt) <= 3.4e38 then
+    local due, synced = self.due, self.synced
+    for a = 1, 3 * self.ms:markers(dt, due), 3 do
+      local sp, code = synced[due[a]], due[a + 1]
+      sp.el = due[a + 2]
+      if code % 2 == 1 then marker_rates(self, sp.i, sp.n, sp, dt) end
+      if code >= 2 then marker_land(self, sp.i, sp.n, sp, dt) end
+    end
   end
+  local ok, count = pcall(self.ms.update, self.ms, dt, self.acts)
+  if not ok then return false, count end
+  self.last_dt = dt
+  return true, step_machines(self, dt, count)
 end
 
 --- Advances every instance by dt seconds, evaluates the crowd and steps
@@ -1436,27 +1447,17 @@ function Controller:update(dt)
   if type(dt) ~= "number" then check.arg_error(2, "limber.Controller:update", "number", dt, 2) end
   dt = dt + 0.0 -- (an integer such as math.mininteger, as a float)
   if self.stepping then
-    -- from a __gc run by an allocation below: the buffers of markers and
-    -- transitions (self.due, self.acts) would be refilled under the step
+    -- from a __gc run by an allocation of the step: the buffers of markers
+    -- and transitions (self.due, self.acts) would be refilled under it
     error("limber.Controller:update: called while this controller steps its machines"
       .. " (from a __gc?)", 2)
   end
   self.stepping = true
-  if next(self.synced) and dt == dt and abs(dt) <= 3.4e38 then
-    local okm, em = pcall(marker_pass, self, dt)
-    if not okm then self.stepping = false; error(em, 0) end
-  end
-  -- one C call: the plan's run (times, fades, the crowd's evaluation), then
-  -- the machines' step (which also forgets what the last update kept)
-  local ok, count = pcall(self.ms.update, self.ms, dt, self.acts)
-  if not ok then
-    self.stepping = false
-    check.rethrow(count, "limber.Controller:update", "update", 2)
-  end
-  self.last_dt = dt
-  local stepped, failed = pcall(step_machines, self, dt, count)
+  local ok, ran, res = pcall(step_all, self, dt)
   self.stepping = false
-  if not stepped then error(failed, 0) end
+  if not ok then error(ran, 0) end
+  if not ran then check.rethrow(res, "limber.Controller:update", "update", 2) end
+  local failed = res
   -- every handler call is made, even after one raised; then the first
   -- error: a state that could not be entered, else the first handler's
   local raised, herr
