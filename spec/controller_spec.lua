@@ -158,7 +158,7 @@ describe("limber.controller", function()
     end)
 
   -- A skeleton of a root and a child; clips moving the root along x, with events.
-  local function walker_setup() return H.walker_setup(1) end
+  local function walker_setup(n) return H.walker_setup(n or 1) end
 
   it("sums root motion and reports events over every source through a fade", function()
     local _, clips, pose = walker_setup()
@@ -709,6 +709,89 @@ describe("limber.controller", function()
       assert.is_false(ok, "case " .. k)
       assert.matches("bad argument #1 to 'limber.controller.machine'", tostring(err), 1, true)
       assert.matches(c[2], tostring(err), 1, true)
+    end
+  end)
+
+  it("keeps machines and blend spaces as made: handles read-only, forged ones refused", function()
+    local _, clips, pose = walker_setup(2)
+    local states = { idle = { clip = "slow" }, run = { clip = "fast" } }
+    local def = { initial = "idle", states = states, transitions = {
+      { from = "idle", to = "run", when = { { "speed", ">", 1 } } },
+      { from = "run", to = "idle", when = { { "speed", "<=", 1 } } } } }
+    local m = controller.machine(def)
+    local sp = controller.blend1d({ { clip = "slow", at = 0 }, { clip = "fast", at = 1 } })
+    -- the tables it was made from, changed afterwards: nothing changes
+    states.idle.clip, def.transitions[1].when[1][3] = "fast", 100
+    -- the handles: a write raises; a read gives a copy; raw fields are ignored
+    for _, h in ipairs({ m, sp }) do
+      local ok, err = pcall(function() h.states = {} end)
+      assert.is_false(ok)
+      assert.matches("read-only (field 'states')", tostring(err), 1, true)
+    end
+    local pts = sp.points
+    pts[1].at, pts[2].clip = 5, "slow"
+    assert.equal(0, sp.points[1].at)
+    assert.equal("fast", sp.points[2].clip)
+    assert.equal("idle", m.initial)
+    assert.equal(1, sp.dims)
+    rawset(m, "states", {})
+    rawset(m, "by_from", { idle = {} })
+    rawset(sp, "points", { { clip = "nope", at = 0 } })
+    local ctl = controller.new({ pose = pose, clips = clips, sources = 4 })
+    ctl:set_machine(1, 1, m)
+    ctl:play_space(2, 1, sp, 0.25)
+    local function weight_of(i, name)
+      local w = 0
+      for _, e in ipairs(ctl:sources(i)) do
+        if e.clip:name() == name then w = w + e.weight end
+      end
+      return w
+    end
+    ctl:update(1 / 30)
+    assert.equal("idle", ctl:state(1, 1))
+    assert.near(1, weight_of(1, "slow"), 1e-6) -- the state plays "slow", as made
+    assert.near(0.75, weight_of(2, "slow"), 1e-6)
+    assert.near(0.25, weight_of(2, "fast"), 1e-6)
+    ctl:set(1, "speed", 2) -- the condition as made (> 1), not > 100
+    ctl:update(1 / 30)
+    assert.equal("run", ctl:state(1, 1))
+    -- a table given a handle's metatable is not a handle
+    local fm = setmetatable({ initial = "idle", states = {} }, getmetatable(m))
+    local fs = setmetatable({ points = {}, dims = 1 }, getmetatable(sp))
+    local ok, err = pcall(ctl.set_machine, ctl, 1, 1, fm)
+    assert.is_false(ok)
+    assert.matches("bad argument #4 to 'limber.Controller:set_machine' (machine made by "
+      .. "limber.controller.machine expected, got limber.Machine)", tostring(err), 1, true)
+    ok, err = pcall(ctl.play_space, ctl, 2, 1, fs, 0)
+    assert.is_false(ok)
+    assert.matches("bad argument #4 to 'limber.Controller:play_space' (blend space made by",
+      tostring(err), 1, true)
+    assert.equal("run", ctl:state(1, 1))
+    ok = pcall(controller.machine, { initial = "a", states = { a = { space = fs, param = "x" } } })
+    assert.is_false(ok)
+  end)
+
+  it("gives each handler call its own event record; the payload is the clip's", function()
+    local skel, clips = walker_setup()
+    local payload = { foot = "left" }
+    clips[1] = anim.clip({ name = "slow", events = { { time = 0.5, name = "step", data = payload } },
+      tracks = { { joint = 1, path = "translation", times = { 0, 1 },
+        values = { 0, 0, 0, 1, 0, 0 } } } }, skel)
+    local ctl = controller.new({ pose = limber.pose(skel, 1), clips = clips })
+    local seen = {}
+    for k = 1, 3 do
+      ctl:on({ event = "step" }, function(_, r)
+        seen[k] = { name = r.name, time = r.time, clip = r.clip, data = r.data }
+        r.name, r.time, r.clip, r.data = "changed", -1, "other", nil
+      end)
+    end
+    ctl:play(1, 1, "slow")
+    ctl:update(0)
+    for _ = 1, 20 do ctl:update(1 / 30) end
+    for k = 1, 3 do
+      assert.same({ name = "step", time = 0.5, clip = "slow" },
+        { name = seen[k].name, time = seen[k].time, clip = seen[k].clip })
+      assert.equal(payload, seen[k].data)
     end
   end)
 

@@ -283,4 +283,26 @@ describe("user code run in the middle of an update", function()
     assert.matches("called from on_event", nested)
     assert.same({ "kick", "kick", "kick" }, got)
   end)
+
+  it("player: seek(t, true) with an on_event that raises moves the player; a retry reports nothing twice",
+    function()
+      local _, clips, pose = setup(1)
+      local got, raise = {}, true
+      local crowd = anim.crowd(pose, clips, { on_event = function(_, name, t)
+        got[#got + 1] = name .. "@" .. t
+        if raise then error("handler failed", 0) end
+      end })
+      local p = crowd:player(1)
+      p:play(2, { time = 0.1 }) -- "fast": kicks at 0.25 and 0.75
+      local ok, err = pcall(p.seek, p, 0.9, true)
+      assert.is_false(ok)
+      assert.equal("handler failed", err)
+      assert.equal(0.9, p:time()) -- moved before its events were reported
+      assert.same({ "kick@0.25" }, got) -- the later event of that seek is dropped
+      raise = false
+      p:seek(0.9, true)
+      assert.same({ "kick@0.25" }, got) -- nothing between 0.9 and 0.9
+      p:seek(0.5, true) -- and back over the kick at 0.75
+      assert.same({ "kick@0.25", "kick@0.75" }, got)
+    end)
 end)

@@ -624,7 +624,9 @@ function Player:stop()
 end
 
 --- Jumps to clip time `t`. With `report`, every event between the old and
--- the new time (direct path, no wrap) is reported, as if playing there.
+-- the new time (direct path, no wrap) is reported, as if playing there,
+-- after the player moved: an error raised by on_event leaves it at `t`
+-- and drops the later events (a second seek reports none twice).
 -- @tparam number t clip time in seconds
 -- @tparam[opt] boolean report
 function Player:seek(t, report)
@@ -633,16 +635,17 @@ function Player:seek(t, report)
   if not self.k then fail("Player:seek: no clip playing", 2) end
   local crowd = self.crowd
   local clip = crowd.clips[self.k]
-  if report and crowd.on_event then
-    local d = clip:duration()
-    local target = self.loop and d > 0 and wrap(t, d) or t
-    M.step(clip, self.t, target - self.t, false, crowd.on_event, self)
-  end
-  local d = clip:duration()
+  local d, t0 = clip:duration(), self.t
   if self.loop then self.t = d > 0 and wrap(t, d) or 0
   else self.t = t < 0 and 0 or (t > d and d or t) end
   self.seeked = true
   self.dirty = true
+  -- the player has moved before its events are reported: an on_event that
+  -- raises leaves it at `t`, so calling seek again reports nothing twice
+  if report and crowd.on_event then
+    local target = self.loop and d > 0 and wrap(t, d) or t
+    M.step(clip, t0, target - t0, false, crowd.on_event, self)
+  end
 end
 
 --- Sets the playback rate (negative plays backwards).

@@ -289,7 +289,44 @@ function Controller:play(i, layer, clip, opts)
   return pick
 end
 
-local SPACE_MT = { __name = "limber.BlendSpace" }
+-- Blend spaces and machines are opaque handles: what Lua holds is an empty
+-- table; the definition it stands for lives in a private table keyed by
+-- that handle, so changing or forging a handle after a controller took it
+-- cannot change what the controller runs. Reading a field gives a copy.
+local SPACES = setmetatable({}, { __mode = "k" })
+local MACHINES = setmetatable({}, { __mode = "k" })
+
+local function copy(v)
+  if type(v) ~= "table" then return v end
+  local c = {}
+  for k, x in next, v do c[k] = copy(x) end
+  return c
+end
+
+-- The metatable of a handle class: `fields` may be read (as copies).
+local function handle_mt(name, defs, fields)
+  return {
+    __name = name,
+    __index = function(h, k)
+      local d = defs[h]
+      if d and fields[k] then return copy(d[k]) end
+      return nil
+    end,
+    __newindex = function(_, k)
+      error(("%s is read-only (field '%s')"):format(name, tostring(k)), 2)
+    end,
+  }
+end
+
+local SPACE_MT = handle_mt("limber.BlendSpace", SPACES,
+  { points = true, dims = true, sync = true, tris = true, edges = true })
+local MACHINE_MT = handle_mt("limber.Machine", MACHINES, { initial = true })
+
+local function new_handle(mt, defs, data)
+  local h = setmetatable({}, mt)
+  defs[h] = data
+  return h
+end
 
 -- The `markers` option of a blend space: nil, or { set = { name = true },
 -- names = { ... } } from a name or an array of 1 to 16 names.
@@ -328,7 +365,7 @@ end
 -- markers at the rate that brings all of them to their next marker at once (see
 -- docs/controller.md, "Sync by markers").
 -- @tparam[opt] table opts `sync` (boolean), `markers` (string or array)
--- @treturn table the blend space (pass it to `Controller:play_space`)
+-- @treturn table the blend space (a read-only handle; pass it to `Controller:play_space`)
 function M.blend1d(points, opts)
   local fname = "limber.controller.blend1d"
   points = rawlist(points)
@@ -352,8 +389,8 @@ function M.blend1d(points, opts)
       check.arg_fail(1, fname, ("two points at %g"):format(list[k].at), 2)
     end
   end
-  return setmetatable({ points = list, sync = opts.sync ~= false, dims = 1, markers = markers },
-    SPACE_MT)
+  return new_handle(SPACE_MT, SPACES,
+    { points = list, sync = opts.sync ~= false, dims = 1, markers = markers })
 end
 
 -- ---- 2D blend spaces: a Delaunay triangulation of the points ----------------
@@ -459,7 +496,7 @@ end
 -- exactly that clip. Synced like `blend1d`.
 -- @tparam table points { { clip =, at = { x, y } }, ... } (distinct points)
 -- @tparam[opt] table opts `sync` (boolean, default true), `markers` (as blend1d)
--- @treturn table the blend space
+-- @treturn table the blend space (a read-only handle)
 function M.blend2d(points, opts)
   local fname = "limber.controller.blend2d"
   points = rawlist(points)
@@ -488,8 +525,9 @@ function M.blend2d(points, opts)
   local pts = {}
   for k, p in ipairs(list) do pts[k] = p.at end
   local tris = triangulate(pts)
-  return setmetatable({ points = list, sync = opts.sync ~= false, dims = 2, tris = tris,
-                        edges = hull_edges(pts, tris), markers = markers }, SPACE_MT)
+  return new_handle(SPACE_MT, SPACES, { points = list, sync = opts.sync ~= false, dims = 2,
+                                       tris = tris, edges = hull_edges(pts, tris),
+                                       markers = markers })
 end
 
 -- The closest point to (x, y) on segment a b: parameter t in [0, 1], squared distance.
@@ -861,8 +899,10 @@ function Controller:play_space(i, layer, space, x, opts)
   local fname = "limber.Controller:play_space"
   instance_of(self, i, fname)
   local n = layer_of(self, layer, 3, fname)
-  if getmetatable(space) ~= SPACE_MT then
-    check.arg_error(4, fname, "blend space (limber.controller.blend1d or blend2d)", space, 2)
+  local handle = space
+  space = SPACES[handle]
+  if not space then
+    check.arg_error(4, fname, "blend space made by limber.controller.blend1d or blend2d", handle, 2)
   end
   local px = param_of(space, x)
   if px == nil then
@@ -963,7 +1003,7 @@ local TRANSITION_KEYS = { from = true, to = true, fade = true, when = true, trig
 -- A transition fires when all its conditions hold; one per update; "any"
 -- never re-enters the current state.
 -- @tparam table def
--- @treturn table the machine
+-- @treturn table the machine (a read-only handle)
 function M.machine(def)
   local fname = "limber.controller.machine"
   local function bad(msg) check.arg_fail(1, fname, msg, 3) end
@@ -986,7 +1026,7 @@ function M.machine(def)
     end
     local space = st.space
     if space ~= nil then
-      if getmetatable(space) ~= SPACE_MT then
+      if not SPACES[space] then
         local p1 = type(space) == "table" and rawget(space, 1)
         local two = type(p1) == "table" and type(rawget(p1, "at")) == "table"
         space = (two and M.blend2d or M.blend1d)(space,
@@ -995,8 +1035,9 @@ function M.machine(def)
         bad(("state '%s': markers belong to its space (blend1d / blend2d options)"):format(name))
       end
       if type(st.param) == "table" then st.param = rawlist(st.param) end
-      local pok = space.dims == 1 and type(st.param) == "string"
-        or space.dims == 2 and type(st.param) == "table" and type(st.param[1]) == "string"
+      local dims = SPACES[space].dims
+      local pok = dims == 1 and type(st.param) == "string"
+        or dims == 2 and type(st.param) == "table" and type(st.param[1]) == "string"
           and type(st.param[2]) == "string"
       if not pok then
         bad(("state '%s': a space needs a param (two names for a 2D space)"):format(name))
@@ -1013,7 +1054,8 @@ function M.machine(def)
     if type(smooth) ~= "number" or smooth ~= smooth or smooth < 0 then
       bad(("state '%s': smooth must be a number >= 0"):format(name))
     end
-    states[name] = { name = name, clip = st.clip, space = space, param = st.param,
+    states[name] = { name = name, clip = st.clip, handle = space, space = SPACES[space],
+                     param = st.param,
                      loop = st.loop ~= false, rate = st.rate or 1, smooth = smooth }
   end
   if not states[def.initial] then bad("initial must name a state") end
@@ -1075,8 +1117,8 @@ function M.machine(def)
     end
     by_from[name] = l
   end
-  return setmetatable({ initial = def.initial, states = states, transitions = list,
-                        by_from = by_from }, { __name = "limber.Machine" })
+  return new_handle(MACHINE_MT, MACHINES, { initial = def.initial, states = states,
+                                           transitions = list, by_from = by_from })
 end
 
 -- The value of a space state's parameter(s) in params (0 where unset).
@@ -1155,7 +1197,7 @@ end
 local function enter(self, i, n, run, st, fade)
   local ok, slot = pcall(function()
     if st.space then
-      self:play_space(i, n, st.space, space_param(st, run.params), { fade = fade })
+      self:play_space(i, n, st.handle, space_param(st, run.params), { fade = fade })
       return nil
     end
     return self:play(i, n, st.clip, { fade = fade, rate = st.rate, loop = st.loop })
@@ -1183,9 +1225,10 @@ function Controller:set_machine(i, layer, machine, fade)
   local fname = "limber.Controller:set_machine"
   instance_of(self, i, fname)
   local n = layer_of(self, layer, 3, fname)
-  local mt = getmetatable(machine)
-  if type(machine) ~= "table" or not mt or mt.__name ~= "limber.Machine" then
-    check.arg_error(4, fname, "machine (limber.controller.machine)", machine, 2)
+  local handle = machine
+  machine = MACHINES[handle]
+  if not machine then
+    check.arg_error(4, fname, "machine made by limber.controller.machine", handle, 2)
   end
   for _, st in pairs(machine.states) do -- every clip and space's clip known here
     if st.clip ~= nil then clip_of(self, st.clip, fname) end
@@ -1710,7 +1753,9 @@ dispatch = function(self)
     for _, h in ipairs(hs) do
       if h.kind == kind and (h.clip == nil or h.clip == clip)
           and (h.event == nil or h.event == name) then
-        calls[#calls + 1] = { h, i, rec }
+        local own = {} -- each call its own record (`data` is the clip's payload itself)
+        for key, v in next, rec do own[key] = v end
+        calls[#calls + 1] = { h, i, own }
       end
     end
   end
