@@ -681,15 +681,25 @@ end)
 
 -- The layers of a random plan: a base layer of 2 sources, an override layer
 -- with a mask, sometimes an additive layer with a reference.
-local function plan_layers(skel, clips)
+local function plan_layers(skel, clips, many)
   local layers = {
     { name = "base", sources = 2 },
     { name = "upper", mode = "override", sources = math.random(1, 2), mask = (rand_mask(skel, true)),
       weight = pick({ false, rand01 }) or nil },
   }
-  if math.random() < 0.7 then
+  if many or math.random() < 0.7 then
     layers[3] = { name = "add", mode = "additive", sources = math.random(1, 2),
       mask = (rand_mask(skel, true)), reference = (rand_reference(skel, clips)) }
+  end
+  if many then
+    -- four more override layers, each joint's mask 0, 1 or a fraction: more
+    -- than the 32 joint patterns (mask > 0, mask = 1 per layer) a plan's
+    -- block handles by pattern, so it works joint by joint
+    for l = 4, 7 do
+      local mask = {}
+      for j = 1, skel:joint_count() do mask[j] = pick({ 0, 1, rand01 }) end
+      layers[l] = { name = "extra" .. l, mode = "override", sources = 1, mask = mask }
+    end
   end
   return layers
 end
@@ -948,12 +958,14 @@ end)
 describe("limber.plan against the stage path", function()
   it("gives the stage path's model matrices and palettes on random crowds", function()
     keep_simd(finally)
-    for round = 1, 6 do
+    for round = 1, 7 do
       limber.core.simd(round % 3 ~= 0)
-      local skel = round % 2 == 0 and humanoid() or random_skeleton(math.random(7, 20))
-      local N = ({ 37, 37, 37, 37, 1, 8 })[round]
+      local skel = round == 7 and random_skeleton(math.random(60, 80))
+        or round % 2 == 0 and humanoid() or random_skeleton(math.random(7, 20))
+      local N = ({ 37, 37, 37, 37, 1, 8, 37 })[round]
       local clips = rand_clips(skel, 4)
-      local layers = plan_layers(skel, clips)
+      -- round 7: masks making more joint patterns than a block handles by pattern
+      local layers = plan_layers(skel, clips, round == 7)
       local roots, palopts = rand_roots(N), palette_options(skel)
       -- root motion on rounds 3 and 4, layer 2 covering most instances on 5 and 6
       local rm = (round == 3 or round == 4)

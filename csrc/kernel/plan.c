@@ -17,7 +17,8 @@ size_t lmb_plan_worker_bytes(uint32_t joints, uint32_t sources, uint32_t layers)
     size_t pose = lmb_pose_bytes(joints, LMB_LANES);
     if (pose == 0) return 0;
     return pose + 64 + (size_t)sources * joints * JS * sizeof(float) + (size_t)joints * 2 +
-           (size_t)layers * ((joints + 7) / 8) + 64;
+           (size_t)layers * ((joints + 7) / 8) + (size_t)joints + 4 * (size_t)((joints + 7) / 8) +
+           64;
 }
 
 void lmb_plan_worker_place(lmb_plan_worker *w, void *mem, const lmb_skeleton *s, uint32_t sources) {
@@ -26,7 +27,10 @@ void lmb_plan_worker_place(lmb_plan_worker *w, void *mem, const lmb_skeleton *s,
     w->pose = lmb_pose_place(mem, s, LMB_LANES);
     w->src = (float *)lmb_align_ptr((unsigned char *)mem + pose + 64, 64);
     w->top = (int16_t *)(void *)(w->src + (size_t)sources * J * JS);
-    w->need = (uint8_t *)(void *)(w->top + J);
+    w->chunk_pids = (uint32_t *)lmb_align_ptr(w->top + J, 4);
+    w->pid = (uint8_t *)(void *)(w->chunk_pids + (J + 7) / 8);
+    w->need = w->pid + J;
+    w->pat_count = 0, w->pat_run = 0, w->pat_valid = 0;
     /* every source block at the rest pose: lanes never sampled stay finite */
     for (uint32_t k = 0; k < sources; k++)
         memcpy(w->src + (size_t)k * J * JS, w->pose->local, (size_t)J * JS * sizeof(float));
@@ -212,6 +216,40 @@ static void ik_block(const lmb_plan *p, lmb_pose *wp, const uint32_t inst[LMB_LA
 
 /* Block b's instances (lanes past the active list: instance 0); returns the
  * valid lanes. */
+/* The worker's mask patterns for this run (lmb_plan_worker.pid): made on
+ * its first block of a run, masks being fixed during a run. 0 when the
+ * masks make more than 32 patterns (the block then works joint by joint). */
+static int mask_patterns(const lmb_plan *p, lmb_plan_worker *wk) {
+    if (wk->pat_valid && wk->pat_run == p->run) return wk->pat_count <= 32;
+    const uint32_t J = p->pose->joint_count, chunks = (J + 7) / 8;
+    wk->pat_count = 0;
+    memset(wk->chunk_pids, 0, (size_t)chunks * sizeof(uint32_t));
+    for (uint32_t j = 0; j < J && wk->pat_count <= 32; j++) {
+        uint64_t pat = 0;
+        for (uint32_t n = 0; n < p->layer_count; n++) {
+            const float *mask = p->layers[n].mask;
+            float m = mask ? mask[j] : 1.0f;
+            if (m > 0.0f) pat |= (uint64_t)1u << n;
+            if (m == 1.0f) pat |= (uint64_t)1u << (32 + n);
+        }
+        uint32_t k = 0;
+        while (k < wk->pat_count && wk->pat[k] != pat)
+            k++;
+        if (k == wk->pat_count) {
+            if (k == 32) {
+                wk->pat_count = 33; /* too many: joint by joint */
+                break;
+            }
+            wk->pat[k] = pat;
+            wk->pat_count++;
+        }
+        wk->pid[j] = (uint8_t)k;
+        wk->chunk_pids[j / 8] |= 1u << k;
+    }
+    wk->pat_run = p->run, wk->pat_valid = 1;
+    return wk->pat_count <= 32;
+}
+
 static unsigned block_lanes(const lmb_plan *p, uint32_t b, uint32_t inst[LMB_LANES]) {
     unsigned valid = 0;
     for (uint32_t l = 0; l < LMB_LANES; l++) {
@@ -274,7 +312,34 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
     }
     const uint32_t chunks = (J + 7) / 8;
     int covered = 0; /* some joint covered in every lane: wk->top is set */
-    if (any_cover || masked) {
+    if ((any_cover || masked) && mask_patterns(p, wk)) {
+        /* per pattern: the lanes each layer's sources must sample (those no
+         * layer above replaces there) and the top covering layer */
+        uint8_t contrib[32][LMB_STACK_MAX_LAYERS];
+        int16_t ptop[32];
+        for (uint32_t k = 0; k < wk->pat_count; k++) {
+            const uint64_t pat = wk->pat[k];
+            unsigned above = 0;
+            int16_t top = -1;
+            for (uint32_t n = p->layer_count; n-- > 0;) {
+                const int pos = (int)(pat >> n & 1u), one = (int)(pat >> (32 + n) & 1u);
+                contrib[k][n] = pos ? (uint8_t)(~above & 0xFFu) : 0u;
+                if (one) above |= cover[n];
+                if (top < 0 && one && cover[n] && (cover[n] & valid) == valid) top = (int16_t)n;
+            }
+            ptop[k] = top;
+            covered |= top >= 0;
+        }
+        for (uint32_t q = 0; q < chunks; q++)
+            for (uint32_t n = 0; n < p->layer_count; n++) {
+                uint8_t m = 0;
+                for (uint32_t bits = wk->chunk_pids[q]; bits; bits &= bits - 1)
+                    m |= contrib[__builtin_ctz(bits)][n];
+                wk->need[(size_t)n * chunks + q] = m;
+            }
+        for (uint32_t j = 0; j < J; j++)
+            wk->top[j] = ptop[wk->pid[j]];
+    } else if (any_cover || masked) {
         memset(wk->need, 0, (size_t)p->layer_count * chunks);
         for (uint32_t j = 0; j < J; j++) {
             unsigned above = 0; /* lanes replaced at j by a layer above n */

@@ -63,6 +63,15 @@ typedef struct lmb_plan_worker {
     float *src;     /* source_count blocks of joints x LMB_TRS_FLOATS x LMB_LANES floats */
     int16_t *top;   /* joints: the highest layer covering the joint in the block, or -1 */
     uint8_t *need;  /* layers x chunks of 8 joints: the chunks a layer's sources must sample */
+    /* The layers' masks as joint patterns (bit n: layer n's mask > 0 at the
+     * joint, bit 32 + n: == 1), so a block finds need and top per distinct
+     * pattern instead of per joint and layer. Made on a worker's first
+     * block of a run (masks change only between runs): */
+    uint8_t *pid;         /* joints: the joint's pattern (an index into pat) */
+    uint32_t *chunk_pids; /* chunks: bit k set when pattern k occurs in the chunk */
+    uint64_t pat[32];
+    uint32_t pat_count;          /* patterns; 33: more than 32, the block works joint by joint */
+    uint32_t pat_run, pat_valid; /* the run they were made for; 0: not made yet */
     double sample, blend, model, ik, output; /* seconds spent in the current run */
 } lmb_plan_worker;
 

@@ -328,13 +328,26 @@ LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan
                 }
             }
         }
+        uint32_t jn = jlimit - q * 8 < 8 ? jlimit - q * 8 : 8;
+        float *d = local + (size_t)q * 8 * jstride;
+        if (__builtin_popcount(lanes) <= 2) {
+            /* one or two lanes (the rest of the block covered by a layer
+             * above, or LOD): their values one by one cost less than ten
+             * transposes of eight lanes */
+            for (unsigned left = lanes; left; left &= left - 1) {
+                const int l = __builtin_ctz(left);
+                for (uint32_t j = 0; j < jn; j++)
+                    for (int c = 0; c < 10; c++)
+                        d[(size_t)j * jstride + (size_t)c * LMB_LANES + (size_t)l] =
+                            buf[c * 64 + l * 8 + (int)j];
+            }
+            continue;
+        }
         int32_t bits[LMB_LANES];
         for (int l = 0; l < LMB_LANES; l++)
             bits[l] = (lanes >> l & 1u) ? -1 : 0;
         const __m256 mask = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(void *)bits));
         const int full = lanes == 0xFFu;
-        uint32_t jn = jlimit - q * 8 < 8 ? jlimit - q * 8 : 8;
-        float *d = local + (size_t)q * 8 * jstride;
         for (int c = 0; c < 10; c++) {
             __m256 v[8];
             for (int l = 0; l < LMB_LANES; l++)
