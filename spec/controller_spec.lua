@@ -767,8 +767,11 @@ describe("limber.controller", function()
     assert.matches("bad argument #4 to 'limber.Controller:play_space' (blend space made by",
       tostring(err), 1, true)
     assert.equal("run", ctl:state(1, 1))
-    ok = pcall(controller.machine, { initial = "a", states = { a = { space = fs, param = "x" } } })
+    -- in a machine, a forged space is read as an inline list of points: it has none
+    ok, err = pcall(controller.machine, { initial = "a", states = { a = { space = fs, param = "x" } } })
     assert.is_false(ok)
+    assert.matches("limber.controller.blend1d' (non-empty array of points expected", tostring(err),
+      1, true)
   end)
 
   it("gives each handler call its own event record; the payload is the clip's", function()

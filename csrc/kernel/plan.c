@@ -214,8 +214,6 @@ static void ik_block(const lmb_plan *p, lmb_pose *wp, const uint32_t inst[LMB_LA
     }
 }
 
-/* Block b's instances (lanes past the active list: instance 0); returns the
- * valid lanes. */
 /* The worker's mask patterns for this run (lmb_plan_worker.pid): made on
  * its first block of a run, masks being fixed during a run. 0 when the
  * masks make more than 32 patterns (the block then works joint by joint). */
@@ -250,6 +248,8 @@ static int mask_patterns(const lmb_plan *p, lmb_plan_worker *wk) {
     return wk->pat_count <= 32;
 }
 
+/* Block b's instances (lanes past the active list: instance 0); returns the
+ * valid lanes. */
 static unsigned block_lanes(const lmb_plan *p, uint32_t b, uint32_t inst[LMB_LANES]) {
     unsigned valid = 0;
     for (uint32_t l = 0; l < LMB_LANES; l++) {

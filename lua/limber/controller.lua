@@ -1750,12 +1750,14 @@ dispatch = function(self)
   local want = {}
   for _, h in ipairs(hs) do want[h.kind] = true end
   local function add(kind, clip, name, i, rec)
+    local shared = false
     for _, h in ipairs(hs) do
       if h.kind == kind and (h.clip == nil or h.clip == clip)
           and (h.event == nil or h.event == name) then
-        local own = {} -- each call its own record (`data` is the clip's payload itself)
-        for key, v in next, rec do own[key] = v end
-        calls[#calls + 1] = { h, i, own }
+        -- each call its own record: the first takes rec, the others a copy
+        -- (`data` stays the clip's payload itself)
+        calls[#calls + 1] = { h, i, shared and check.snapshot(rec) or rec }
+        shared = true
       end
     end
   end
