@@ -91,8 +91,9 @@ typedef struct FOLD(lsrc) {
     const float *s[LMB_STACK_MAX_SOURCES];
     V w[LMB_STACK_MAX_SOURCES];
     VI on[LMB_STACK_MAX_SOURCES];
-    V inv;     /* 1 / the lane's weight sum (0 where it is 0) */
-    VI single; /* lanes where one source plays */
+    V inv;          /* 1 / the lane's weight sum (0 where it is 0) */
+    VI single;      /* lanes where one source plays */
+    int any_single; /* some lane of the block has one source playing */
     uint32_t n;
 } FOLD(lsrc);
 
@@ -111,6 +112,9 @@ static void FOLD(layer_sources)(const lmb_stack_layer *ly, const float *const *s
     VI pos = wsum > 0.0f;
     o->inv = FOLD(sel)(pos, 1.0f / FOLD(sel)(pos, wsum, FOLD(splat)(1.0f)), zero);
     o->single = cnt == 1.0f;
+    o->any_single = 0;
+    for (int l = 0; l < W; l++)
+        o->any_single |= o->single[l] != 0;
     o->n = n;
 }
 
@@ -122,8 +126,10 @@ static void FOLD(layer_sources)(const lmb_stack_layer *ly, const float *const *s
  * forward in one clip, back in the other) then blend through the rest
  * pose, and the sign of one does not flip against the other as they move
  * (a flip would jump the blend in one frame). */
-static inline __attribute__((always_inline)) void
-FOLD(layer_pose_n)(const FOLD(lsrc) * ls, uint32_t j, const float *rq, float *a, const uint32_t n) {
+static inline __attribute__((always_inline)) void FOLD(layer_pose_n)(const FOLD(lsrc) * ls,
+                                                                     uint32_t j, const float *rq,
+                                                                     float *a, const uint32_t n,
+                                                                     const int singles) {
     /* the sources' rotation signs first, then one component (or the
      * rotation) at a time over the sources: few values live at once, none
      * spilled */
@@ -147,16 +153,16 @@ FOLD(layer_pose_n)(const FOLD(lsrc) * ls, uint32_t j, const float *rq, float *a,
         for (uint32_t m = 0; m < n; m++) {
             V v = FOLD(ld)(s[m] + c * W);
             acc += w[m] * v;
-            one = FOLD(sel)(on[m], v, one);
+            if (singles) one = FOLD(sel)(on[m], v, one);
         }
-        FOLD(st)(a + c * W, FOLD(sel)(single, one, acc * inv));
+        FOLD(st)(a + c * W, singles ? FOLD(sel)(single, one, acc * inv) : acc * inv);
     }
     V q[4] = {zero, zero, zero, zero}, one[4] = {zero, zero, zero, zero};
     for (uint32_t m = 0; m < n; m++)
         for (int c = 0; c < 4; c++) {
             V v = FOLD(ld)(s[m] + (3 + c) * W);
             q[c] += wq[m] * v;
-            one[c] = FOLD(sel)(on[m], v, one[c]);
+            if (singles) one[c] = FOLD(sel)(on[m], v, one[c]);
         }
     V q2 = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3];
     /* opposite rotations that cancel exactly: identity (any choice is a jump) */
@@ -165,15 +171,19 @@ FOLD(layer_pose_n)(const FOLD(lsrc) * ls, uint32_t j, const float *rq, float *a,
     q[0] = FOLD(sel)(qok, q[0], zero), q[1] = FOLD(sel)(qok, q[1], zero);
     q[2] = FOLD(sel)(qok, q[2], zero), q[3] = FOLD(sel)(qok, q[3], FOLD(splat)(1.0f));
     for (int c = 0; c < 4; c++)
-        FOLD(st)(a + (3 + c) * W, FOLD(sel)(single, one[c], q[c] * qi));
+        FOLD(st)(a + (3 + c) * W, singles ? FOLD(sel)(single, one[c], q[c] * qi) : q[c] * qi);
 }
 
-/* layer_pose_n with the usual two sources (a cross-fade) unrolled */
+/* layer_pose_n with the usual two sources (a cross-fade) unrolled, and
+ * without the single-source selects where no lane needs them (the same
+ * values: a select of acc * inv) */
 static void FOLD(layer_pose)(const FOLD(lsrc) * ls, uint32_t j, const float *rq, float *a) {
-    if (ls->n == 2)
-        FOLD(layer_pose_n)(ls, j, rq, a, 2);
+    if (ls->n == 2 && !ls->any_single)
+        FOLD(layer_pose_n)(ls, j, rq, a, 2, 0);
+    else if (ls->n == 2)
+        FOLD(layer_pose_n)(ls, j, rq, a, 2, 1);
     else
-        FOLD(layer_pose_n)(ls, j, rq, a, ls->n);
+        FOLD(layer_pose_n)(ls, j, rq, a, ls->n, 1);
 }
 
 /* P = fold of A into P by f per lane: override (weights strictly between

@@ -224,10 +224,12 @@ LMB_AVX2 void lmb_sample_lanes_avx2(const lmb_clip *c, float *blk, lmb_cursor *c
 
 /* Interpolates one lane's chunk: out[c * 8 + j] for components c, joints j;
  * translations at factor at, rotations ar, scales as (a dense clip's three
- * are one; a packed clip's streams keep keys at steps of their own). */
+ * are one; a packed clip's streams keep keys at steps of their own); ka and
+ * kb: lmb_slerp_near_coef of 1 - ar and ar (a dense lane's are the same for
+ * every chunk, so its caller computes them once). */
 LMB_AVX2 static inline __attribute__((always_inline)) void
-dense_lane(const float *a, const float *b, float at, float ar, float as, float *out,
-           const int aligned) {
+dense_lane(const float *a, const float *b, float at, float ar, float as, const float ka[4],
+           const float kb[4], float *out, const int aligned) {
 #define LD(p) (aligned ? _mm256_load_ps(p) : _mm256_loadu_ps(p))
     const __m256 one = _mm256_set1_ps(1.0f), signbit = _mm256_set1_ps(-0.0f);
     const __m256 alt = _mm256_set1_ps(at), als = _mm256_set1_ps(as);
@@ -254,9 +256,6 @@ dense_lane(const float *a, const float *b, float at, float ar, float as, float *
          * whether some joint needs it, so it always runs. */
         __m256 far = _mm256_cmp_ps(x, _mm256_set1_ps(LMB_NLERP_DOT), _CMP_LE_OQ);
         __m256 u = _mm256_sub_ps(one, x);
-        float ka[4], kb[4];
-        lmb_slerp_near_coef(1.0f - ar, ka);
-        lmb_slerp_near_coef(ar, kb);
         __m256 sa = near_poly(u, ka), sb = near_poly(u, kb);
         __m256 wide = _mm256_cmp_ps(u, _mm256_set1_ps(LMB_SLERP_NEAR_U), _CMP_GT_OQ);
         if (_mm256_movemask_ps(wide)) {
@@ -295,6 +294,12 @@ LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan
     float *local = blk;
     uint32_t jlimit = plan->max_chunks * 8 < J ? plan->max_chunks * 8 : J;
     float buf[10 * 64] __attribute__((aligned(32)));
+    float coef[LMB_LANES][8]; /* dense lanes: the near-key slerp coefficients */
+    for (int l = 0; l < LMB_LANES; l++)
+        if (plan->chunks[l] && !plan->pk[l]) {
+            lmb_slerp_near_coef(1.0f - plan->alpha[l], coef[l]);
+            lmb_slerp_near_coef(plan->alpha[l], coef[l] + 4);
+        }
     for (uint32_t q = 0; q * 8 < jlimit; q++) {
         const unsigned want = plan->need ? plan->need[q] : 0xFFu;
         if (!want) continue;
@@ -303,13 +308,15 @@ LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan
             if (q < plan->chunks[l] && (want >> l & 1u)) {
                 lanes |= 1u << l;
                 if (plan->pk[l]) { /* its keys from the instance's cache, as dense frames */
-                    float *kc = plan->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS, al[3];
+                    float *kc = plan->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS, al[3], k[8];
                     lmb_packed_chunk_keys_avx2(plan->pk[l], q, plan->pos[l], kc, al);
-                    dense_lane(kc, kc + 80, al[0], al[1], al[2], buf + l * 8, 0);
+                    lmb_slerp_near_coef(1.0f - al[1], k);
+                    lmb_slerp_near_coef(al[1], k + 4);
+                    dense_lane(kc, kc + 80, al[0], al[1], al[2], k, k + 4, buf + l * 8, 0);
                 } else {
                     float al = plan->alpha[l];
-                    dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, al, al, al, buf + l * 8,
-                               1);
+                    dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, al, al, al, coef[l],
+                               coef[l] + 4, buf + l * 8, 1);
                 }
             }
             if (next && q < next->chunks[l] && next->pk[l] &&

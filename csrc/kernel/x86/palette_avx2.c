@@ -60,18 +60,22 @@ LMB_AVX2 void lmb_palette_run_avx2(const lmb_pose *pose, const lmb_skin *skin, i
     }
 }
 
-LMB_AVX2 void lmb_palette_block_avx2(const lmb_skin *skin, int layout, const float *soa,
-                                     float *const out[LMB_LANES]) {
+/* One layout (mat4: 1, mat3x4: 0) and whether every lane has an output
+ * (all: 1, the usual case, tested once per block, not per joint and lane). */
+LMB_AVX2 static inline __attribute__((always_inline)) void
+palette_block(const lmb_skin *skin, const float *soa, float *const out[LMB_LANES], const int mat4,
+              const int all) {
     const uint32_t K = skin->joint_count;
-    const __m256 zero = _mm256_setzero_ps();
-    const uint32_t width = lmb_palette_width(layout);
+    const size_t width = mat4 ? 16 : 12;
     for (uint32_t k = 0; k < K; k++) {
         /* the output lines a few joints ahead, in every lane: the 8
          * instances' palettes are 8 streams of writes, which would otherwise
          * wait for each line to be read */
-        if (k + LMB_PALETTE_AHEAD < K)
+        if (k + LMB_PALETTE_AHEAD < K) {
+            const size_t ahead = (size_t)(k + LMB_PALETTE_AHEAD) * width;
             for (int l = 0; l < LMB_LANES; l++)
-                if (out[l]) __builtin_prefetch(out[l] + (size_t)(k + LMB_PALETTE_AHEAD) * width, 1);
+                if (all || out[l]) __builtin_prefetch(out[l] + ahead, 1);
+        }
         const float *S = soa + (size_t)skin->joint[k] * 12 * LMB_LANES;
         const float *ib = skin->inverse_bind + (size_t)k * 16;
         __m256 m[12];
@@ -91,30 +95,45 @@ LMB_AVX2 void lmb_palette_block_avx2(const lmb_skin *skin, int layout, const flo
                                     _mm256_fmadd_ps(m[r], b0, _mm256_mul_ps(m[9 + r], b3))));
             o[c * 4 + 3] = b3;
         }
-        if (layout == LMB_PALETTE_MAT4) {
+        const size_t at = (size_t)k * width;
+        if (mat4) {
             __m256 lo[8] = {o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]};
             __m256 hi[8] = {o[8], o[9], o[10], o[11], o[12], o[13], o[14], o[15]};
             lmb_transpose8(lo);
             lmb_transpose8(hi);
             for (int l = 0; l < LMB_LANES; l++) {
-                if (!out[l]) continue;
-                float *d = out[l] + (size_t)k * 16;
-                _mm256_storeu_ps(d, lo[l]);
-                _mm256_storeu_ps(d + 8, hi[l]);
+                if (!all && !out[l]) continue;
+                _mm256_storeu_ps(out[l] + at, lo[l]);
+                _mm256_storeu_ps(out[l] + at + 8, hi[l]);
             }
         } else { /* rows: d[r * 4 + c] */
             __m256 lo[8] = {o[0], o[4], o[8], o[12], o[1], o[5], o[9], o[13]};
-            __m256 hi[8] = {o[2], o[6], o[10], o[14], zero, zero, zero, zero};
             lmb_transpose8(lo);
-            lmb_transpose8(hi);
+            /* row 2 (o[2], o[6], o[10], o[14]) as 4 x 8: hi[l & 3] holds
+             * lane l's 4 floats in its low half for l < 4, else its high */
+            __m256 t0 = _mm256_unpacklo_ps(o[2], o[6]), t1 = _mm256_unpackhi_ps(o[2], o[6]);
+            __m256 t2 = _mm256_unpacklo_ps(o[10], o[14]), t3 = _mm256_unpackhi_ps(o[10], o[14]);
+            __m256 hi[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
+                            _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
             for (int l = 0; l < LMB_LANES; l++) {
-                if (!out[l]) continue;
-                float *d = out[l] + (size_t)k * 12;
-                _mm256_storeu_ps(d, lo[l]);
-                _mm_storeu_ps(d + 8, _mm256_castps256_ps128(hi[l]));
+                if (!all && !out[l]) continue;
+                _mm256_storeu_ps(out[l] + at, lo[l]);
+                _mm_storeu_ps(out[l] + at + 8, l < 4 ? _mm256_castps256_ps128(hi[l])
+                                                     : _mm256_extractf128_ps(hi[l - 4], 1));
             }
         }
     }
+}
+
+LMB_AVX2 void lmb_palette_block_avx2(const lmb_skin *skin, int layout, const float *soa,
+                                     float *const out[LMB_LANES]) {
+    int all = 1;
+    for (int l = 0; l < LMB_LANES; l++)
+        all &= out[l] != NULL;
+    if (layout == LMB_PALETTE_MAT4)
+        all ? palette_block(skin, soa, out, 1, 1) : palette_block(skin, soa, out, 1, 0);
+    else
+        all ? palette_block(skin, soa, out, 0, 1) : palette_block(skin, soa, out, 0, 0);
 }
 
 #else
