@@ -1247,6 +1247,105 @@ describe("limber.plan threads", function()
   end)
 end)
 
+describe("limber.plan's fused first layer", function()
+  -- A block whose first layer is an override of two sources at weight 1 in
+  -- all 8 lanes, each playing a clip that tracks every property of every
+  -- joint (dense or packed), samples and averages them in one pass
+  -- (lmb_sample_mean2_avx2). Each lane must get the bytes it gets when its
+  -- block takes the usual path (sample each source, then fold): here one
+  -- instance per block of the second plan has a first-layer weight below 1,
+  -- which no block of the first plan has.
+  local function full_clip(skel, kind, packed)
+    local J, tracks = skel:joint_count(), {}
+    local nkeys, dt = math.random(3, 20), H.rand(1 / 60, 0.2)
+    local grid = {}
+    for k = 1, nkeys do grid[k] = f32((k - 1) * dt) end
+    for j = 1, J do
+      for _, path in ipairs(PATHS) do
+        tracks[#tracks + 1] = { joint = j, path = path, interpolation = kind, times = grid,
+          values = rand_values(path, kind, nkeys) }
+      end
+    end
+    local clip = anim.clip({ tracks = tracks, pack = packed }, skel)
+    if not packed then assert.is_true(clip:dense()) end
+    return clip
+  end
+
+  it("gives each lane the bytes of the unfused path (dense and packed clips, masks, LOD)", function()
+    keep_simd(finally)
+    limber.core.simd(true)
+    local old = skinning.threads()
+    finally(function() skinning.threads(old) end)
+    for round = 1, 4 do
+      skinning.threads(round % 2 + 1)
+      local skel = round % 2 == 1 and humanoid() or random_skeleton(math.random(9, 30))
+      local clips = { full_clip(skel, "LINEAR", false), full_clip(skel, "STEP", false),
+        full_clip(skel, "LINEAR", true), full_clip(skel, "LINEAR", false) }
+      local layers = {
+        { name = "base", sources = 2 },
+        { name = "upper", sources = 1, mask = (rand_mask(skel, true)) },
+        { name = "add", mode = "additive", sources = 1, mask = (rand_mask(skel, true)),
+          reference = (rand_reference(skel, clips)) },
+      }
+      local N = 8 * math.random(3, 6) + math.random(0, 7)
+      local roots, palopts = rand_roots(N), palette_options(skel)
+      local a, pa, pla = new_plan(skel, N, clips, layers, roots, palopts)
+      local b, pb, plb = new_plan(skel, N, clips, layers, roots, palopts)
+      local st = stage_path(skel, N, clips, layers, roots, palopts)
+      local poisoned = {}
+      -- rounds 2 and 4: the first block plays only the base layer's second source
+      local only2 = round % 2 == 0
+      for i = 1, N do
+        -- both base sources playing, or one of them (a lane with a single source)
+        local one = only2 and i <= 8 and 1 or math.random(1, 3)
+        local ops = {
+          pack("play", i, 1, 1, math.random(1, #clips), H.rand(0, 2), pick({ 1, 0.5 }), true),
+          pack("play", i, 1, 2, math.random(1, #clips), H.rand(0, 2), pick({ 1, -0.7 }), true),
+          pack("set_weight", i, 1, 1, one == 1 and 0 or H.rand(0.05, 1)),
+          pack("set_weight", i, 1, 2, one == 2 and 0 or H.rand(0.05, 1)),
+          pack("play", i, 2, 1, math.random(1, #clips), H.rand(0, 2)),
+          pack("set_layer_weight", i, 2, pick({ 1, 1, 0, rand01 })),
+          pack("play", i, 3, 1, math.random(1, #clips), H.rand(0, 2)),
+          pack("set_layer_weight", i, 3, pick({ 0, rand01 })),
+        }
+        apply_ops(a, ops)
+        apply_ops(b, ops)
+      end
+      -- one instance per block of plan b keeps its first layer below weight 1
+      for first = 1, N, 8 do
+        local i = first + math.random(0, math.min(7, N - first))
+        poisoned[i] = true
+        b:set_layer_weight(i, 1, 0.5)
+      end
+      -- random state shared by both plans after the calls above
+      local seeds = {}
+      for i = 1, N do seeds[i] = math.random() end
+      for frame = 1, 3 do
+        if round >= 3 then -- LOD: the blocks are made of other instances each run
+          for i = 1, N do
+            local every = seeds[i] < 0.5 and 1 or 2
+            a:set_lod(i, every)
+            b:set_lod(i, every)
+          end
+        end
+        local dt = pick({ 1 / 30, 0.1 })
+        assert.equal(a:run(dt), b:run(dt))
+        for i = 1, N do
+          if not poisoned[i] then
+            assert.is_true(instance_bytes(pa, pla, i) == instance_bytes(pb, plb, i),
+              ("round %d frame %d instance %d"):format(round, frame, i))
+          end
+        end
+        if round <= 2 then -- against the stage path too (within rounding)
+          run_stage(st, a, layers, N)
+          compare_matrices(st.out:model_buffer(), pa:model_buffer(), 1e-5,
+            ("round %d frame %d models"):format(round, frame))
+        end
+      end
+    end
+  end)
+end)
+
 describe("limber.plan fades", function()
   it("moves source and layer weights linearly over run(dt)", function()
     local skel = random_skeleton(8)

@@ -333,6 +333,21 @@ typedef struct lmb_dense_plan {
 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan *plan,
                            const lmb_dense_plan *next);
 
+/* The frame plan's fused first layer (an override of two sources, weight 1
+ * in every lane, no mask): samples the sources of plans p0 and p1 chunk by
+ * chunk and writes their weighted mean (weights w0, w1 per lane; a lane
+ * where one source plays gets that source) straight into the pose block at
+ * `blk`: the values the fold (stack_fold.h) gives from the sources sampled
+ * apart, bit for bit. Both plans' lanes must be dense or packed lanes of
+ * clips that track every property of every joint (nothing to finish: no
+ * rest values, no root motion). rest: the skeleton's rest pose (J x
+ * LMB_TRS_FLOATS); need (NULL: all): the lanes each chunk is read in;
+ * next: a plan whose chunks are asked for ahead (may be NULL). */
+void lmb_sample_mean2_avx2(float *blk, uint32_t J, const lmb_dense_plan *p0,
+                           const lmb_dense_plan *p1, const float w0[LMB_LANES],
+                           const float w1[LMB_LANES], const float *rest, const uint8_t *need,
+                           const lmb_dense_plan *next);
+
 /* Joint tracks of clip `c` for the lanes of the block at `blk` set in
  * `lanes` (bit l = lane l), all playing that clip; `t` holds their clip
  * times (wrapped), cur[l] their cursors. Each lane's result depends only on

@@ -260,6 +260,38 @@ static unsigned block_lanes(const lmb_plan *p, uint32_t b, uint32_t inst[LMB_LAN
     return valid;
 }
 
+/* Whether the block's first layer can be sampled and averaged in one pass
+ * (lmb_sample_mean2_avx2): an override of two sources without a mask, at
+ * weight 1 and playing in all 8 lanes (the fold's own shortcut for a first
+ * layer), each source in some lane (the sampling loop meets the first one),
+ * each lane of each source a dense or packed clip that tracks every
+ * property of every joint (nothing for finish_lanes), no root motion. */
+static int fusable_first(const lmb_plan *p, const uint32_t inst[LMB_LANES], unsigned valid,
+                         const unsigned *want, const float *layer_w) {
+    const lmb_stack_layer *ly = p->layers;
+    if (valid != 0xFFu || ly->mode != LMB_LAYER_OVERRIDE || ly->mask || ly->source_count != 2)
+        return 0;
+    const uint32_t k0 = ly->first_source;
+    if ((want[k0] | want[k0 + 1]) != 0xFFu || !want[k0] || !want[k0 + 1]) return 0;
+    for (uint32_t l = 0; l < LMB_LANES; l++)
+        if (layer_w[l] != 1.0f) return 0;
+    const uint32_t chunks = (p->pose->joint_count + 7) / 8;
+    for (uint32_t k = k0; k < k0 + 2; k++) {
+        const lmb_sampler *s = p->src + k;
+        if (s->root_joint >= 0) return 0;
+        for (uint32_t l = 0; l < LMB_LANES; l++) {
+            if (!(want[k] >> l & 1u)) continue;
+            const int32_t c = s->clip[inst[l]];
+            const lmb_clip *clip = s->clips[c];
+            if (s->untracked_first[c] != s->untracked_first[c + 1]) return 0;
+            if (clip->packed.streams ? (clip->joint_span + 7u) / 8u != chunks
+                                     : !clip->dense.data || clip->dense.chunks != chunks)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
     lmb_plan_worker *wk = p->workers + worker;
     lmb_pose *pose = p->pose, *wp = wk->pose;
@@ -359,6 +391,7 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
     const int needs = any_cover || masked;
     /* dense clips: the next source's frames are prefetched while one samples */
     const int simd = lmb_simd_active();
+    const int fuse = simd && fusable_first(p, inst, valid, want, layer_w);
     lmb_dense_plan dp[2];
     int cur = 0;
     uint32_t k = 0;
@@ -379,7 +412,7 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
         const float *w = p->weight + (size_t)k * N;
         float *blk = wk->src + (size_t)k * J * JS;
         const uint8_t *need = needs ? wk->need + (size_t)p->layer_of[k] * chunks : NULL;
-        uint32_t k2 = k + 1;
+        uint32_t k2 = fuse && k == p->layers[0].first_source ? k + 2 : k + 1;
         while (k2 < p->source_count && !want[k2])
             k2++;
         const lmb_dense_plan *next = NULL;
@@ -400,6 +433,27 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
                 next = dp + (cur ^ 1);
             }
         }
+        if (fuse && k == p->layers[0].first_source) {
+            /* the first layer's two sources, sampled and averaged chunk by
+             * chunk straight into the worker pose (bit for bit what the
+             * fold gives from the sources sampled apart) */
+            lmb_dense_plan d1;
+            lmb_sampler_dense_plan(p->src + k + 1, inst, want[k + 1], &d1);
+            d1.need = need;
+            float w0[LMB_LANES], w1[LMB_LANES];
+            for (uint32_t l = 0; l < LMB_LANES; l++) {
+                w0[l] = (want[k] >> l & 1u) ? w[inst[l]] : 0.0f;
+                w1[l] = (want[k + 1] >> l & 1u) ? p->weight[(size_t)(k + 1) * N + inst[l]] : 0.0f;
+            }
+            lmb_sample_mean2_avx2(wp->local, J, dp + cur, &d1, w0, w1, pose->skel->rest, need,
+                                  next);
+            cur ^= 1;
+            src[k] = src[k + 1] = NULL; /* (the fold starts above their layer) */
+            memcpy(src_w + k * LMB_LANES, w0, sizeof w0);
+            memcpy(src_w + (k + 1) * LMB_LANES, w1, sizeof w1);
+            k++;
+            continue;
+        }
         unsigned got =
             lmb_sampler_lanes(s, inst, want[k], blk, 1, simd ? dp + cur : NULL, next, need);
         cur ^= 1;
@@ -410,7 +464,7 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
     double t1 = now();
     /* 2. the layer stack, into the worker pose's locals */
     lmb_stack_block(pose->skel, p->layers, p->layer_count, src, src_w, layer_w,
-                    covered ? wk->top : NULL, wp->local);
+                    covered ? wk->top : NULL, fuse, wp->local);
     double t2 = now();
     /* 3. local-to-model with each lane's root (invalid lanes: identity) */
     unsigned ik_lanes = 0; /* lanes with some constraint on */

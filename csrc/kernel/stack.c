@@ -64,9 +64,10 @@ lmb_status lmb_stack_validate(const lmb_stack_layer *layers, uint32_t layer_coun
 
 void lmb_stack_block(const lmb_skeleton *sk, const lmb_stack_layer *layers, uint32_t layer_count,
                      const float *const *src, const float *src_w, const float *layer_w,
-                     const int16_t *top, float *out) {
+                     const int16_t *top, int first_done, float *out) {
     if (lmb_simd_active())
-        lmb_stack_block_avx2(sk, layers, layer_count, src, src_w, layer_w, top, out);
+        lmb_stack_block_avx2(sk, layers, layer_count, src, src_w, layer_w, top, first_done, out);
     else
-        lmb_stack_block_portable(sk, layers, layer_count, src, src_w, layer_w, top, out);
+        lmb_stack_block_portable(sk, layers, layer_count, src, src_w, layer_w, top, first_done,
+                                 out);
 }

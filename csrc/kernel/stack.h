@@ -60,17 +60,21 @@ lmb_status lmb_stack_validate(const lmb_stack_layer *layers, uint32_t layer_coun
  * joint, a layer that replaces it entirely in every lane (override, weight
  * and mask 1, playing): layers below it are skipped there (the result is
  * the same; their sources need not be sampled for that joint), -1 for none.
- * Cannot fail once lmb_stack_validate accepted the layers. */
+ * first_done: layer 0 is an override without a mask at weight 1 in every
+ * lane, and `out` already holds its pose (the frame plan's fused sampling,
+ * lmb_sample_mean2_avx2) at every joint `top` does not name: the fold
+ * starts from there. Cannot fail once lmb_stack_validate accepted the
+ * layers. */
 void lmb_stack_block(const lmb_skeleton *sk, const lmb_stack_layer *layers, uint32_t layer_count,
                      const float *const *src, const float *src_w, const float *layer_w,
-                     const int16_t *top, float *out);
+                     const int16_t *top, int first_done, float *out);
 
 /* The portable and AVX2 + FMA builds of the fold (lmb_stack_block picks one). */
 void lmb_stack_block_portable(const lmb_skeleton *sk, const lmb_stack_layer *layers,
                               uint32_t layer_count, const float *const *src, const float *src_w,
-                              const float *layer_w, const int16_t *top, float *out);
+                              const float *layer_w, const int16_t *top, int first_done, float *out);
 void lmb_stack_block_avx2(const lmb_skeleton *sk, const lmb_stack_layer *layers,
                           uint32_t layer_count, const float *const *src, const float *src_w,
-                          const float *layer_w, const int16_t *top, float *out);
+                          const float *layer_w, const int16_t *top, int first_done, float *out);
 
 #endif

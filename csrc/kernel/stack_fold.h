@@ -178,6 +178,21 @@ static inline __attribute__((always_inline)) void FOLD(layer_pose_n)(const FOLD(
  * without the single-source selects where no lane needs them (the same
  * values: a select of acc * inv) */
 static void FOLD(layer_pose)(const FOLD(lsrc) * ls, uint32_t j, const float *rq, float *a) {
+#ifdef FOLD_MEAN2
+    /* a build's own two-source mean (the AVX2 one, shared with the frame
+     * plan's fused sampling), then the lanes where one source plays */
+    if (ls->n == 2) {
+        const float *s0 = ls->s[0] + (size_t)j * JS, *s1 = ls->s[1] + (size_t)j * JS;
+        FOLD_MEAN2(s0, s1, ls->w[0], ls->w[1], ls->inv, rq, a);
+        if (ls->any_single)
+            for (int c = 0; c < LMB_TRS_FLOATS; c++) {
+                V one = FOLD(sel)(ls->on[1], FOLD(ld)(s1 + c * W),
+                                  FOLD(sel)(ls->on[0], FOLD(ld)(s0 + c * W), FOLD(splat)(0.0f)));
+                FOLD(st)(a + c * W, FOLD(sel)(ls->single, one, FOLD(ld)(a + c * W)));
+            }
+        return;
+    }
+#endif
     if (ls->n == 2 && !ls->any_single)
         FOLD(layer_pose_n)(ls, j, rq, a, 2, 0);
     else if (ls->n == 2)
@@ -270,14 +285,14 @@ static void FOLD(fold_additive)(const float *a, const float *r, V f, float *p) {
 
 void FOLD(lmb_stack_block)(const lmb_skeleton *sk, const lmb_stack_layer *layers,
                            uint32_t layer_count, const float *const *src, const float *src_w,
-                           const float *layer_w, const int16_t *top, float *out) {
+                           const float *layer_w, const int16_t *top, int first_done, float *out) {
     const uint32_t J = sk->joint_count;
     /* The usual first layer (override, no mask, weight 1 and a source
      * playing in every lane) replaces the rest pose everywhere it is
      * folded: its joints are written once, straight from the sources, and
      * only the others start at the rest pose. */
     int first_full = layer_count > 0 && layers[0].mode == LMB_LAYER_OVERRIDE && !layers[0].mask;
-    for (int l = 0; first_full && l < W; l++) {
+    for (int l = 0; first_full && !first_done && l < W; l++) {
         int plays = 0;
         for (uint32_t k = layers[0].first_source;
              k < layers[0].first_source + layers[0].source_count; k++)
@@ -291,7 +306,7 @@ void FOLD(lmb_stack_block)(const lmb_skeleton *sk, const lmb_stack_layer *layers
         for (int c = 0; c < LMB_TRS_FLOATS; c++)
             FOLD(st)(p + c * W, FOLD(splat)(rest[c]));
     }
-    for (uint32_t n = 0; n < layer_count; n++) {
+    for (uint32_t n = first_done && first_full ? 1 : 0; n < layer_count; n++) {
         const lmb_stack_layer *ly = layers + n;
         V lw = FOLD(ld)(layer_w + (size_t)n * W);
         unsigned on = 0, any = 0;

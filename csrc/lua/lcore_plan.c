@@ -482,7 +482,7 @@ static int l_stack_run(lua_State *L) {
                 lw[n * LMB_LANES + l] = st->layer_w[(size_t)n * st->lanes + base + l];
         float *blk = out->local + (size_t)b * J * JS;
         int whole = base >= first && base + LMB_LANES <= end;
-        lmb_stack_block(out->skel, st->layers, st->layer_count, src, sw, lw, NULL,
+        lmb_stack_block(out->skel, st->layers, st->layer_count, src, sw, lw, NULL, 0,
                         whole ? blk : st->tmp);
         for (uint32_t l = 0; l < LMB_LANES; l++) {
             uint32_t i = base + l;

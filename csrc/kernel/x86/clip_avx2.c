@@ -14,6 +14,7 @@
  * scalar sampler per lane. Key records are followed by 16 floats of padding, so loads
  * past the last record stay inside the clip. */
 #include "clip.h"
+#include "layer_mean.h"
 #include "qpoly.h"
 #include "simd.h"
 
@@ -222,22 +223,22 @@ LMB_AVX2 void lmb_sample_lanes_avx2(const lmb_clip *c, float *blk, lmb_cursor *c
  * the pose's (joint, component, lane) layout: 10 transposes per 8 joints
  * of 8 instances. */
 
-/* Interpolates one lane's chunk: out[c * 8 + j] for components c, joints j;
+/* Interpolates one lane's chunk: out[c * os + j] for components c, joints j;
  * translations at factor at, rotations ar, scales as (a dense clip's three
  * are one; a packed clip's streams keep keys at steps of their own); ka and
  * kb: lmb_slerp_near_coef of 1 - ar and ar (a dense lane's are the same for
  * every chunk, so its caller computes them once). */
 LMB_AVX2 static inline __attribute__((always_inline)) void
 dense_lane(const float *a, const float *b, float at, float ar, float as, const float ka[4],
-           const float kb[4], float *out, const int aligned) {
+           const float kb[4], float *out, const int os, const int aligned) {
 #define LD(p) (aligned ? _mm256_load_ps(p) : _mm256_loadu_ps(p))
     const __m256 one = _mm256_set1_ps(1.0f), signbit = _mm256_set1_ps(-0.0f);
     const __m256 alt = _mm256_set1_ps(at), als = _mm256_set1_ps(as);
     for (int c = 0; c < 3; c++) {
         __m256 ta = LD(a + c * 8), tb = LD(b + c * 8);
-        _mm256_store_ps(out + c * 64, _mm256_fmadd_ps(_mm256_sub_ps(tb, ta), alt, ta));
+        _mm256_store_ps(out + c * os, _mm256_fmadd_ps(_mm256_sub_ps(tb, ta), alt, ta));
         __m256 sa = LD(a + (7 + c) * 8), sb = LD(b + (7 + c) * 8);
-        _mm256_store_ps(out + (7 + c) * 64, _mm256_fmadd_ps(_mm256_sub_ps(sb, sa), als, sa));
+        _mm256_store_ps(out + (7 + c) * os, _mm256_fmadd_ps(_mm256_sub_ps(sb, sa), als, sa));
     }
     const __m256 al = _mm256_set1_ps(ar);
     __m256 ax = LD(a + 24), ay = LD(a + 32);
@@ -281,88 +282,166 @@ dense_lane(const float *a, const float *b, float at, float ar, float as, const f
     __m256 inv = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), r),
                                _mm256_fnmadd_ps(_mm256_mul_ps(len2, r), r, _mm256_set1_ps(3.0f)));
     inv = _mm256_and_ps(inv, ok);
-    _mm256_store_ps(out + 3 * 64, _mm256_mul_ps(qx, inv));
-    _mm256_store_ps(out + 4 * 64, _mm256_mul_ps(qy, inv));
-    _mm256_store_ps(out + 5 * 64, _mm256_mul_ps(qz, inv));
-    _mm256_store_ps(out + 6 * 64, _mm256_mul_ps(qw, inv));
+    _mm256_store_ps(out + 3 * os, _mm256_mul_ps(qx, inv));
+    _mm256_store_ps(out + 4 * os, _mm256_mul_ps(qy, inv));
+    _mm256_store_ps(out + 5 * os, _mm256_mul_ps(qz, inv));
+    _mm256_store_ps(out + 6 * os, _mm256_mul_ps(qw, inv));
 #undef LD
 }
 
-LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan *plan,
-                                    const lmb_dense_plan *next) {
-    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
-    float *local = blk;
-    uint32_t jlimit = plan->max_chunks * 8 < J ? plan->max_chunks * 8 : J;
-    float buf[10 * 64] __attribute__((aligned(32)));
-    float coef[LMB_LANES][8]; /* dense lanes: the near-key slerp coefficients */
+/* Chunk q of lane l of `plan` into out (component c at out + c * os):
+ * through the instance's decoded-key cache (packed clips) or the clip's
+ * dense frames (near-key coefficients coef, computed once per lane). */
+LMB_AVX2 static inline __attribute__((always_inline)) void lane_chunk(const lmb_dense_plan *plan,
+                                                                      int l, uint32_t q,
+                                                                      const float *coef, float *out,
+                                                                      const int os) {
+    if (plan->pk[l]) { /* its keys from the instance's cache, as dense frames */
+        float *kc = plan->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS, al[3], k[8];
+        lmb_packed_chunk_keys_avx2(plan->pk[l], q, plan->pos[l], kc, al);
+        lmb_slerp_near_coef(1.0f - al[1], k);
+        lmb_slerp_near_coef(al[1], k + 4);
+        dense_lane(kc, kc + 80, al[0], al[1], al[2], k, k + 4, out, os, 0);
+    } else {
+        float al = plan->alpha[l];
+        dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, al, al, al, coef, coef + 4, out, os,
+                   1);
+    }
+}
+
+/* The near-key slerp coefficients of each dense lane of `plan`. */
+static void lane_coefs(const lmb_dense_plan *plan, float coef[LMB_LANES][8]) {
     for (int l = 0; l < LMB_LANES; l++)
         if (plan->chunks[l] && !plan->pk[l]) {
             lmb_slerp_near_coef(1.0f - plan->alpha[l], coef[l]);
             lmb_slerp_near_coef(plan->alpha[l], coef[l] + 4);
         }
+}
+
+/* Asks for chunk q of lane l of `plan` (another block's or source's): its
+ * decoded-key cache, or its two frames (5 lines each). */
+static inline void prefetch_chunk(const lmb_dense_plan *plan, int l, uint32_t q) {
+    if (!plan || q >= plan->chunks[l] || (plan->need && !(plan->need[q] >> l & 1u))) return;
+    if (plan->pk[l]) {
+        const char *nc = (const char *)(plan->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS);
+        for (size_t m = 0; m < LMB_PK_CACHE_FLOATS * sizeof(float); m += 64)
+            __builtin_prefetch(nc + m);
+    } else {
+        const char *na = (const char *)(plan->a[l] + q * 80);
+        const char *nb = (const char *)(plan->b[l] + q * 80);
+        for (int m = 0; m < 320; m += 64) {
+            __builtin_prefetch(na + m);
+            if (nb != na) __builtin_prefetch(nb + m);
+        }
+    }
+}
+
+/* The lanes' chunk results in buf (component c of lane l at buf + c * 64 +
+ * l * 8) into the pose block's jn joints at d, lanes in `lanes` only. */
+LMB_AVX2 static void store_chunk(const float *buf, float *d, uint32_t jn, unsigned lanes) {
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
+    if (__builtin_popcount(lanes) <= 2) {
+        /* one or two lanes (the rest of the block covered by a layer
+         * above, or LOD): their values one by one cost less than ten
+         * transposes of eight lanes */
+        for (unsigned left = lanes; left; left &= left - 1) {
+            const int l = __builtin_ctz(left);
+            for (uint32_t j = 0; j < jn; j++)
+                for (int c = 0; c < 10; c++)
+                    d[(size_t)j * jstride + (size_t)c * LMB_LANES + (size_t)l] =
+                        buf[c * 64 + l * 8 + (int)j];
+        }
+        return;
+    }
+    int32_t bits[LMB_LANES];
+    for (int l = 0; l < LMB_LANES; l++)
+        bits[l] = (lanes >> l & 1u) ? -1 : 0;
+    const __m256 mask = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(void *)bits));
+    const int full = lanes == 0xFFu;
+    for (int c = 0; c < 10; c++) {
+        __m256 v[8];
+        for (int l = 0; l < LMB_LANES; l++)
+            v[l] = _mm256_load_ps(buf + c * 64 + l * 8);
+        lmb_transpose8(v);
+        for (uint32_t j = 0; j < jn; j++)
+            store_lanes(d + (size_t)j * jstride + c * LMB_LANES, v[j], mask, full);
+    }
+}
+
+LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan *plan,
+                                    const lmb_dense_plan *next) {
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES;
+    uint32_t jlimit = plan->max_chunks * 8 < J ? plan->max_chunks * 8 : J;
+    float buf[10 * 64] __attribute__((aligned(32)));
+    float coef[LMB_LANES][8]; /* dense lanes: the near-key slerp coefficients */
+    lane_coefs(plan, coef);
     for (uint32_t q = 0; q * 8 < jlimit; q++) {
         const unsigned want = plan->need ? plan->need[q] : 0xFFu;
-        if (!want) continue;
+        if (!want) { /* (the next plan's chunk q is still asked for) */
+            for (int l = 0; next && l < LMB_LANES; l++)
+                prefetch_chunk(next, l, q);
+            continue;
+        }
         unsigned lanes = 0;
         for (int l = 0; l < LMB_LANES; l++) {
             if (q < plan->chunks[l] && (want >> l & 1u)) {
                 lanes |= 1u << l;
-                if (plan->pk[l]) { /* its keys from the instance's cache, as dense frames */
-                    float *kc = plan->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS, al[3], k[8];
-                    lmb_packed_chunk_keys_avx2(plan->pk[l], q, plan->pos[l], kc, al);
-                    lmb_slerp_near_coef(1.0f - al[1], k);
-                    lmb_slerp_near_coef(al[1], k + 4);
-                    dense_lane(kc, kc + 80, al[0], al[1], al[2], k, k + 4, buf + l * 8, 0);
-                } else {
-                    float al = plan->alpha[l];
-                    dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, al, al, al, coef[l],
-                               coef[l] + 4, buf + l * 8, 1);
-                }
+                lane_chunk(plan, l, q, coef[l], buf + l * 8, 64);
             }
-            if (next && q < next->chunks[l] && next->pk[l] &&
-                (!next->need || (next->need[q] >> l & 1u))) {
-                /* the next block's decoded-key cache of chunk q */
-                const char *nc = (const char *)(next->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS);
-                for (size_t m = 0; m < LMB_PK_CACHE_FLOATS * sizeof(float); m += 64)
-                    __builtin_prefetch(nc + m);
-            } else if (next && q < next->chunks[l] && (!next->need || (next->need[q] >> l & 1u))) {
-                /* the next block's chunk q: 5 lines per frame */
-                const char *na = (const char *)(next->a[l] + q * 80);
-                const char *nb = (const char *)(next->b[l] + q * 80);
-                for (int m = 0; m < 320; m += 64) {
-                    __builtin_prefetch(na + m);
-                    if (nb != na) __builtin_prefetch(nb + m);
-                }
-            }
+            prefetch_chunk(next, l, q);
         }
         uint32_t jn = jlimit - q * 8 < 8 ? jlimit - q * 8 : 8;
-        float *d = local + (size_t)q * 8 * jstride;
-        if (__builtin_popcount(lanes) <= 2) {
-            /* one or two lanes (the rest of the block covered by a layer
-             * above, or LOD): their values one by one cost less than ten
-             * transposes of eight lanes */
-            for (unsigned left = lanes; left; left &= left - 1) {
-                const int l = __builtin_ctz(left);
-                for (uint32_t j = 0; j < jn; j++)
-                    for (int c = 0; c < 10; c++)
-                        d[(size_t)j * jstride + (size_t)c * LMB_LANES + (size_t)l] =
-                            buf[c * 64 + l * 8 + (int)j];
-            }
+        store_chunk(buf, blk + (size_t)q * 8 * jstride, jn, lanes);
+    }
+}
+
+LMB_AVX2 void lmb_sample_mean2_avx2(float *blk, uint32_t J, const lmb_dense_plan *p0,
+                                    const lmb_dense_plan *p1, const float w0[LMB_LANES],
+                                    const float w1[LMB_LANES], const float *rest,
+                                    const uint8_t *need, const lmb_dense_plan *next) {
+    const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES, chunks = (J + 7) / 8;
+    float buf[10 * 64] __attribute__((aligned(32)));
+    float t0[10 * 8] __attribute__((aligned(32))), t1[10 * 8] __attribute__((aligned(32)));
+    float c0[LMB_LANES][8], c1[LMB_LANES][8], inv[LMB_LANES];
+    lane_coefs(p0, c0);
+    lane_coefs(p1, c1);
+    for (int l = 0; l < LMB_LANES; l++) {
+        inv[l] = 1.0f / (w0[l] + w1[l]); /* as the fold: 1 / the weights' sum */
+        prefetch_chunk(p1, l, 0);        /* (p0's: the plan sampled before asked) */
+    }
+    for (uint32_t q = 0; q < chunks; q++) {
+        const unsigned lanes = (need ? need[q] : 0xFFu) & (p0->lanes | p1->lanes);
+        if (!lanes) {
+            for (int l = 0; l < LMB_LANES; l++)
+                prefetch_chunk(p1, l, q + 1), prefetch_chunk(next, l, q);
             continue;
         }
-        int32_t bits[LMB_LANES];
-        for (int l = 0; l < LMB_LANES; l++)
-            bits[l] = (lanes >> l & 1u) ? -1 : 0;
-        const __m256 mask = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(void *)bits));
-        const int full = lanes == 0xFFu;
-        for (int c = 0; c < 10; c++) {
-            __m256 v[8];
-            for (int l = 0; l < LMB_LANES; l++)
-                v[l] = _mm256_load_ps(buf + c * 64 + l * 8);
-            lmb_transpose8(v);
-            for (uint32_t j = 0; j < jn; j++)
-                store_lanes(d + (size_t)j * jstride + c * LMB_LANES, v[j], mask, full);
+        /* the rest rotations of the chunk's joints, one vector per component */
+        float rb[4][8] __attribute__((aligned(32)));
+        for (uint32_t j = 0; j < 8; j++)
+            for (uint32_t c = 0; c < 4; c++)
+                rb[c][j] = q * 8 + j < J ? rest[(size_t)(q * 8 + j) * LMB_TRS_FLOATS + 3 + c]
+                                         : (c == 3 ? 1.0f : 0.0f);
+        const __m256 rq[4] = {_mm256_load_ps(rb[0]), _mm256_load_ps(rb[1]), _mm256_load_ps(rb[2]),
+                              _mm256_load_ps(rb[3])};
+        for (int l = 0; l < LMB_LANES; l++) {
+            prefetch_chunk(p1, l, q + 1);
+            prefetch_chunk(next, l, q);
+            if (!(lanes >> l & 1u)) continue;
+            const int in0 = p0->lanes >> l & 1u, in1 = p1->lanes >> l & 1u;
+            if (in0 && in1) {
+                lane_chunk(p0, l, q, c0[l], t0, 8);
+                lane_chunk(p1, l, q, c1[l], t1, 8);
+                lmb_layer_mean2(t0, 8, t1, 8, _mm256_set1_ps(w0[l]), _mm256_set1_ps(w1[l]),
+                                _mm256_set1_ps(inv[l]), rq, buf + l * 8, 64);
+            } else if (in0) {
+                lane_chunk(p0, l, q, c0[l], buf + l * 8, 64);
+            } else {
+                lane_chunk(p1, l, q, c1[l], buf + l * 8, 64);
+            }
         }
+        uint32_t jn = J - q * 8 < 8 ? J - q * 8 : 8;
+        store_chunk(buf, blk + (size_t)q * 8 * jstride, jn, lanes);
     }
 }
 
@@ -376,6 +455,13 @@ void lmb_sample_lanes_avx2(const lmb_clip *c, float *blk, lmb_cursor *const cur[
 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan *plan,
                            const lmb_dense_plan *next) {
     (void)blk, (void)J, (void)plan, (void)next;
+}
+
+void lmb_sample_mean2_avx2(float *blk, uint32_t J, const lmb_dense_plan *p0,
+                           const lmb_dense_plan *p1, const float w0[LMB_LANES],
+                           const float w1[LMB_LANES], const float *rest, const uint8_t *need,
+                           const lmb_dense_plan *next) {
+    (void)blk, (void)J, (void)p0, (void)p1, (void)w0, (void)w1, (void)rest, (void)need, (void)next;
 }
 
 #endif

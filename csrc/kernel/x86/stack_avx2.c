@@ -30,6 +30,19 @@ static inline lmb_v8f rsqrt_newton(lmb_v8f x) {
 }
 #define FOLD_RSQRT rsqrt_newton
 
+#include "../limber.h" /* LMB_LANES */
+#include "layer_mean.h"
+
+/* the two-source layer pose of one joint, 8 lanes: layer_mean.h's */
+static inline void mean2_lanes(const float *s0, const float *s1, lmb_v8f w0, lmb_v8f w1,
+                               lmb_v8f inv, const float *rq, float *a) {
+    const __m256 r[4] = {_mm256_set1_ps(rq[0]), _mm256_set1_ps(rq[1]), _mm256_set1_ps(rq[2]),
+                         _mm256_set1_ps(rq[3])};
+    lmb_layer_mean2(s0, LMB_LANES, s1, LMB_LANES, (__m256)w0, (__m256)w1, (__m256)inv, r, a,
+                    LMB_LANES);
+}
+#define FOLD_MEAN2 mean2_lanes
+
 #define FOLD(name) name##_avx2
 #include "../stack_fold.h"
 #undef FOLD
@@ -46,7 +59,7 @@ static inline lmb_v8f rsqrt_newton(lmb_v8f x) {
 
 void lmb_stack_block_avx2(const lmb_skeleton *sk, const lmb_stack_layer *layers,
                           uint32_t layer_count, const float *const *src, const float *src_w,
-                          const float *layer_w, const int16_t *top, float *out) {
-    lmb_stack_block_portable(sk, layers, layer_count, src, src_w, layer_w, top, out);
+                          const float *layer_w, const int16_t *top, int first_done, float *out) {
+    lmb_stack_block_portable(sk, layers, layer_count, src, src_w, layer_w, top, first_done, out);
 }
 #endif
