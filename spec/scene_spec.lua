@@ -388,6 +388,37 @@ describe("limber.scene", function()
       assert.same({ 0, 0, 0, 0 }, { H.tunpack(buf:get(1), 1, 4) })
     end)
 
+    it("gathers after a pose moved since the update: the ids it was given, in order", function()
+      -- gather's catch-up with the pose runs a pass through the scratch it
+      -- checked the ids into: it must read them again (and only then)
+      local skel = limber.skeleton(H.rand_joints(6, 1))
+      local pose = limber.pose(skel, 4)
+      pose:local_to_model()
+      local sc = scene.new()
+      local ids = {}
+      for i = 1, 4 do
+        local char = sc:create({ pose = pose, instance = i, translation = { i, 0, 0 } })
+        for j = 1, 6 do
+          ids[#ids + 1] = sc:create({ parent = char, slot = j, follow = j % 2 == 0 and "full" or "rigid",
+            translation = { 0, 0.1 * j, 0 } })
+        end
+        ids[#ids + 1] = sc:create({ translation = { 0, 0, i } }) -- a node on no pose
+      end
+      H.shuffle(ids)
+      local buf = limber.buffer("f32", 16, #ids)
+      for frame = 1, 3 do
+        sc:update()
+        for i = 1, 4 do
+          for j = 1, 6 do pose:set_trs(i, j, H.rand_trs(true)) end
+        end
+        pose:local_to_model() -- after the update: gather is the first read
+        sc:gather(ids, #ids, buf)
+        for k, id in ipairs(ids) do
+          assert.near(sc:world(id), buf:get(k), 1e-6, ("frame %d, ids[%d]"):format(frame, k))
+        end
+      end
+    end)
+
     it("keeps worlds right when a leaf that was never read gets children", function()
       local sc = scene.new()
       local a = chain(sc, 2)

@@ -293,16 +293,22 @@ static inline void compute_world(lmb_hier *h, uint32_t id) {
         return;
     }
     const float *srt = h->node[id].srt;
-    float local[16];
     if (memcmp(srt + 3, IDENTITY_SRT + 3, 7 * sizeof(float)) == 0) {
-        /* a translation alone (an attachment's offset, say): the matrix
-         * lmb_trs_to_mat4 makes of it, bit for bit, without its quaternion
-         * arithmetic */
-        memcpy(local, IDENTITY, sizeof IDENTITY);
-        local[12] = srt[0], local[13] = srt[1], local[14] = srt[2];
-    } else {
-        lmb_trs_to_mat4(srt, local);
+        /* a translation alone (an attachment's offset, say): base's
+         * columns as they are, its translation moved by base x t (the sums
+         * mul_affine makes, in its order) */
+        memcpy(world, base, 12 * sizeof(float));
+        world[3] = world[7] = world[11] = 0.0f;
+        for (int r = 0; r < 3; r++)
+            world[12 + r] = base[r] * srt[0] + base[4 + r] * srt[1] + base[8 + r] * srt[2];
+        world[12] += base[12];
+        world[13] += base[13];
+        world[14] += base[14];
+        world[15] = 1.0f;
+        return;
     }
+    float local[16];
+    lmb_trs_to_mat4(srt, local);
     mul_affine(base, local, world);
 }
 

@@ -685,9 +685,11 @@ static int l_gather(lua_State *L) {
             return scene_argerror(L, m, 2, "ids[%I] is not a live node", k + 1);
         ids[k] = (uint32_t)id;
     }
-    lmb_hier_sync(h); /* may use pending: after it, ids are read again (raw
-                       * reads: no Lua code ran, the table holds what was checked) */
-    for (lua_Integer k = 0; k < count; k++) {
+    uint32_t pass = h->pass;
+    lmb_hier_sync(h); /* a pass it runs uses pending: then ids are read again
+                       * (raw reads: no Lua code ran, the table holds what was
+                       * checked) */
+    for (lua_Integer k = 0; h->pass != pass && k < count; k++) {
         lua_rawgeti(L, 2, k + 1);
         ids[k] = (uint32_t)lua_tointeger(L, -1);
         lua_pop(L, 1);
