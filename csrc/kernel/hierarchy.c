@@ -220,15 +220,21 @@ lmb_status lmb_hier_set_srt(lmb_hier *h, uint32_t id, const float *t, const floa
 
 /* out = a x b for affine matrices (bottom rows 0 0 0 1). */
 static inline void mul_affine(const float *a, const float *b, float *out) {
+    /* a column of 4 floats per vector (GCC / clang vector extensions: SSE
+     * on x86): each entry is the sum the scalar code made, in its order,
+     * a[r] b0 + a[4 + r] b1 + a[8 + r] b2 (+ a[12 + r] for the translation) */
+    typedef float v4f __attribute__((vector_size(16)));
+    v4f a0, a1, a2, a3;
+    memcpy(&a0, a, sizeof a0);
+    memcpy(&a1, a + 4, sizeof a1);
+    memcpy(&a2, a + 8, sizeof a2);
+    memcpy(&a3, a + 12, sizeof a3);
     for (int c = 0; c < 4; c++) {
-        float b0 = b[c * 4], b1 = b[c * 4 + 1], b2 = b[c * 4 + 2];
-        for (int r = 0; r < 3; r++)
-            out[c * 4 + r] = a[r] * b0 + a[4 + r] * b1 + a[8 + r] * b2;
-        out[c * 4 + 3] = 0.0f;
+        v4f o = a0 * b[c * 4] + a1 * b[c * 4 + 1] + a2 * b[c * 4 + 2];
+        if (c == 3) o += a3;
+        memcpy(out + c * 4, &o, sizeof o);
     }
-    out[12] += a[12];
-    out[13] += a[13];
-    out[14] += a[14];
+    out[3] = out[7] = out[11] = 0.0f;
     out[15] = 1.0f;
 }
 
