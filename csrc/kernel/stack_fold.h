@@ -53,6 +53,18 @@ static inline V FOLD(rsqrt)(V x) {
     return 1.0f / FOLD(sqrtv)(x);
 #endif
 }
+/* whether some lane of m (all ones or zero per lane) is set: a build may
+ * supply FOLD_ANY (the AVX2 one: one movemask, not 8 lane extracts) */
+static inline int FOLD(any)(VI m) {
+#ifdef FOLD_ANY
+    return FOLD_ANY(m);
+#else
+    int any = 0;
+    for (int l = 0; l < W; l++)
+        any |= m[l] != 0;
+    return any;
+#endif
+}
 static inline V FOLD(absv)(V x) {
     VI m = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff,
             0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
@@ -212,19 +224,13 @@ static void FOLD(fold_override)(const float *a, V f, float *p) {
     V x = FOLD(absv)(dot);
     VI far = x <= LMB_NLERP_DOT;
     V wa = h, wb = g;
-    int any_far = 0;
-    for (int l = 0; l < W; l++)
-        any_far |= far[l] != 0;
-    if (any_far) {
+    if (FOLD(any)(far)) {
         /* slerp weights up to a common factor per lane (normalised below):
          * qpoly.h's near-key polynomial, acos and sin for keys further apart */
         V u = one - x;
         V sa = FOLD(near)(u, h), sb = FOLD(near)(u, g);
         VI wide = u > LMB_SLERP_NEAR_U;
-        int any_wide = 0;
-        for (int l = 0; l < W; l++)
-            any_wide |= (wide[l] & far[l]) != 0;
-        if (any_wide) {
+        if (FOLD(any)(wide & far)) {
             V theta = FOLD(acosv)(x);
             sa = FOLD(sel)(wide, FOLD(sinv)(h * theta), sa);
             sb = FOLD(sel)(wide, FOLD(sinv)(g * theta), sb);

@@ -30,6 +30,11 @@ static inline lmb_v8f rsqrt_newton(lmb_v8f x) {
 }
 #define FOLD_RSQRT rsqrt_newton
 
+static inline int any_lane(lmb_v8i m) {
+    return _mm256_movemask_ps(_mm256_castsi256_ps((__m256i)m)) != 0;
+}
+#define FOLD_ANY any_lane
+
 #include "../limber.h" /* LMB_LANES */
 #include "layer_mean.h"
 
