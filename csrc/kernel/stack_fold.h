@@ -216,11 +216,13 @@ static void FOLD(layer_pose)(const FOLD(lsrc) * ls, uint32_t j, const float *rq,
 /* P = fold of A into P by f per lane: override (weights strictly between
  * 0 and 1 somewhere; 0 and 1 are exact). */
 static void FOLD(fold_override)(const float *a, V f, float *p) {
-    V pv[LMB_TRS_FLOATS], av[LMB_TRS_FLOATS];
-    for (int c = 0; c < LMB_TRS_FLOATS; c++)
-        pv[c] = FOLD(ld)(p + c * W), av[c] = FOLD(ld)(a + c * W);
+    /* the rotations up front; translations and scales loaded where they
+     * are used (all twenty values at once did not fit the registers) */
+    V pq[4], aq[4];
+    for (int c = 0; c < 4; c++)
+        pq[c] = FOLD(ld)(p + (3 + c) * W), aq[c] = FOLD(ld)(a + (3 + c) * W);
     V one = FOLD(splat)(1.0f), g = f, h = one - g;
-    V dot = pv[3] * av[3] + pv[4] * av[4] + pv[5] * av[5] + pv[6] * av[6];
+    V dot = pq[0] * aq[0] + pq[1] * aq[1] + pq[2] * aq[2] + pq[3] * aq[3];
     V x = FOLD(absv)(dot);
     VI far = x <= LMB_NLERP_DOT;
     V wa = h, wb = g;
@@ -241,13 +243,16 @@ static void FOLD(fold_override)(const float *a, V f, float *p) {
     wb = FOLD(sel)(dot < 0.0f, -wb, wb);
     V q[4];
     for (int c = 0; c < 4; c++)
-        q[c] = wa * pv[3 + c] + wb * av[3 + c];
+        q[c] = wa * pq[c] + wb * aq[c];
     V qi = FOLD(rsqrt)(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
     VI all = g == 1.0f, none = g == 0.0f;
-    for (int c = 0; c < LMB_TRS_FLOATS; c++) {
-        V v = (c >= 3 && c < 7) ? q[c - 3] * qi : pv[c] * h + av[c] * g;
-        v = FOLD(sel)(all, av[c], v);
-        FOLD(st)(p + c * W, FOLD(sel)(none, pv[c], v));
+    for (int c = 0; c < 4; c++)
+        FOLD(st)(p + (3 + c) * W, FOLD(sel)(none, pq[c], FOLD(sel)(all, aq[c], q[c] * qi)));
+    static const int tcomp[6] = {0, 1, 2, 7, 8, 9};
+    for (int t = 0; t < 6; t++) {
+        const int c = tcomp[t];
+        V pv = FOLD(ld)(p + c * W), av = FOLD(ld)(a + c * W);
+        FOLD(st)(p + c * W, FOLD(sel)(none, pv, FOLD(sel)(all, av, pv * h + av * g)));
     }
 }
 
