@@ -479,6 +479,7 @@ static inline void dense_frames(const lmb_dense *d, float t, uint32_t *fa, uint3
 double lmb_clip_time_d(const lmb_clip *c, double t, int loop) {
     double d = (double)c->duration;
     if (loop) {
+        if (t >= 0.0 && t < d) return t; /* already wrapped (what the below gives too) */
         if (!(d > 0.0) || !isfinite(t)) return 0.0;
         double r = t - d * floor(t / d);
         if (!(r >= 0.0 && r < d)) { /* t / d rounded across an integer, or t is huge */
