@@ -140,8 +140,9 @@ end
 
 -- A clip description over J joints. kind "LINEAR" or "STEP": every track on
 -- one uniform key grid (a dense clip); kind "mixed": each track its own
--- random key times and interpolation (LINEAR, STEP or CUBICSPLINE).
-local function rand_clip_desc(J, kind)
+-- random key times and interpolation (LINEAR, STEP or CUBICSPLINE). Each
+-- property of each joint is tracked with probability 0.7, or always (full).
+local function rand_clip_desc(J, kind, full)
   local tracks = {}
   local nkeys, t0, dt = math.random(2, 24), math.random() < 0.5 and 0 or H.rand(0, 0.3),
     H.rand(1 / 60, 0.2)
@@ -149,7 +150,7 @@ local function rand_clip_desc(J, kind)
   for k = 1, nkeys do grid[k] = f32(t0 + (k - 1) * dt) end
   for j = 1, J do
     for _, path in ipairs(PATHS) do
-      if math.random() < 0.7 or (j == 1 and path == "rotation") then
+      if full or math.random() < 0.7 or (j == 1 and path == "rotation") then
         local interp, times = kind, grid
         if kind == "mixed" then
           interp = pick({ "LINEAR", "STEP", "CUBICSPLINE" })
@@ -1256,17 +1257,9 @@ describe("limber.plan's fused first layer", function()
   -- instance per block of the second plan has a first-layer weight below 1,
   -- which no block of the first plan has.
   local function full_clip(skel, kind, packed)
-    local J, tracks = skel:joint_count(), {}
-    local nkeys, dt = math.random(3, 20), H.rand(1 / 60, 0.2)
-    local grid = {}
-    for k = 1, nkeys do grid[k] = f32((k - 1) * dt) end
-    for j = 1, J do
-      for _, path in ipairs(PATHS) do
-        tracks[#tracks + 1] = { joint = j, path = path, interpolation = kind, times = grid,
-          values = rand_values(path, kind, nkeys) }
-      end
-    end
-    local clip = anim.clip({ tracks = tracks, pack = packed }, skel)
+    local desc = rand_clip_desc(skel:joint_count(), kind, true)
+    desc.pack = packed
+    local clip = anim.clip(desc, skel)
     if not packed then assert.is_true(clip:dense()) end
     return clip
   end

@@ -340,12 +340,14 @@ void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan *plan,
  * `blk`: the values the fold (stack_fold.h) gives from the sources sampled
  * apart, bit for bit. Both plans' lanes must be dense or packed lanes of
  * clips that track every property of every joint (nothing to finish: no
- * rest values, no root motion). rest: the skeleton's rest pose (J x
- * LMB_TRS_FLOATS); need (NULL: all): the lanes each chunk is read in;
- * next: a plan whose chunks are asked for ahead (may be NULL). */
+ * rest values, no root motion). rest_q: the skeleton's rest rotations,
+ * 32 floats per chunk of 8 joints (the x row of the 8 joints, then y, z,
+ * w; the identity past the last joint); need (NULL: all): the lanes each
+ * chunk is read in; next: a plan whose chunks are asked for ahead (may be
+ * NULL). */
 void lmb_sample_mean2_avx2(float *blk, uint32_t J, const lmb_dense_plan *p0,
                            const lmb_dense_plan *p1, const float w0[LMB_LANES],
-                           const float w1[LMB_LANES], const float *rest, const uint8_t *need,
+                           const float w1[LMB_LANES], const float *rest_q, const uint8_t *need,
                            const lmb_dense_plan *next);
 
 /* Joint tracks of clip `c` for the lanes of the block at `blk` set in

@@ -16,7 +16,8 @@ static double now(void) {
 size_t lmb_plan_worker_bytes(uint32_t joints, uint32_t sources, uint32_t layers) {
     size_t pose = lmb_pose_bytes(joints, LMB_LANES);
     if (pose == 0) return 0;
-    return pose + 64 + (size_t)sources * joints * JS * sizeof(float) + (size_t)joints * 2 +
+    return pose + 64 + (size_t)sources * joints * JS * sizeof(float) +
+           (size_t)((joints + 7) / 8) * 32 * sizeof(float) + (size_t)joints * 2 +
            (size_t)layers * ((joints + 7) / 8) + (size_t)joints + 4 * (size_t)((joints + 7) / 8) +
            64;
 }
@@ -26,7 +27,14 @@ void lmb_plan_worker_place(lmb_plan_worker *w, void *mem, const lmb_skeleton *s,
     size_t pose = lmb_pose_bytes(J, LMB_LANES);
     w->pose = lmb_pose_place(mem, s, LMB_LANES);
     w->src = (float *)lmb_align_ptr((unsigned char *)mem + pose + 64, 64);
-    w->top = (int16_t *)(void *)(w->src + (size_t)sources * J * JS);
+    w->rest_q = w->src + (size_t)sources * J * JS;
+    w->top = (int16_t *)(void *)(w->rest_q + (size_t)((J + 7) / 8) * 32);
+    /* the rest rotations per chunk of 8 joints, one row of 8 per component
+     * (joints past the last: the identity), for the fused first layer */
+    for (uint32_t j = 0; j < (J + 7) / 8 * 8; j++)
+        for (uint32_t c = 0; c < 4; c++)
+            w->rest_q[(j / 8) * 32 + c * 8 + j % 8] =
+                j < J ? s->rest[(size_t)j * LMB_TRS_FLOATS + 3 + c] : (c == 3 ? 1.0f : 0.0f);
     w->chunk_pids = (uint32_t *)lmb_align_ptr(w->top + J, 4);
     w->pid = (uint8_t *)(void *)(w->chunk_pids + (J + 7) / 8);
     w->need = w->pid + J;
@@ -445,8 +453,7 @@ void lmb_plan_block(lmb_plan *p, uint32_t b, uint32_t worker) {
                 w0[l] = (want[k] >> l & 1u) ? w[inst[l]] : 0.0f;
                 w1[l] = (want[k + 1] >> l & 1u) ? p->weight[(size_t)(k + 1) * N + inst[l]] : 0.0f;
             }
-            lmb_sample_mean2_avx2(wp->local, J, dp + cur, &d1, w0, w1, pose->skel->rest, need,
-                                  next);
+            lmb_sample_mean2_avx2(wp->local, J, dp + cur, &d1, w0, w1, wk->rest_q, need, next);
             cur ^= 1;
             src[k] = src[k + 1] = NULL; /* (the fold starts above their layer) */
             memcpy(src_w + k * LMB_LANES, w0, sizeof w0);

@@ -61,6 +61,7 @@ typedef struct lmb_plan_palette {
 typedef struct lmb_plan_worker {
     lmb_pose *pose; /* LMB_LANES instances: folded locals, roots, model matrices */
     float *src;     /* source_count blocks of joints x LMB_TRS_FLOATS x LMB_LANES floats */
+    float *rest_q;  /* per chunk of 8 joints, the rest rotations' x, y, z, w rows (32 floats) */
     int16_t *top;   /* joints: the highest layer covering the joint in the block, or -1 */
     uint8_t *need;  /* layers x chunks of 8 joints: the chunks a layer's sources must sample */
     /* The layers' masks as joint patterns (bit n: layer n's mask > 0 at the

@@ -53,6 +53,9 @@ static inline V FOLD(rsqrt)(V x) {
     return 1.0f / FOLD(sqrtv)(x);
 #endif
 }
+/* the translation and scale components of a joint's LMB_TRS_FLOATS */
+static const int FOLD(tcomp)[6] = {0, 1, 2, 7, 8, 9};
+
 /* whether some lane of m (all ones or zero per lane) is set: a build may
  * supply FOLD_ANY (the AVX2 one: one movemask, not 8 lane extracts) */
 static inline int FOLD(any)(VI m) {
@@ -158,9 +161,8 @@ static inline __attribute__((always_inline)) void FOLD(layer_pose_n)(const FOLD(
         s[m] = sk;
         wq[m] = FOLD(sel)(dot < 0.0f, -w[m], w[m]);
     }
-    static const int tcomp[6] = {0, 1, 2, 7, 8, 9};
     for (int t = 0; t < 6; t++) {
-        const int c = tcomp[t];
+        const int c = FOLD(tcomp)[t];
         V acc = zero, one = zero;
         for (uint32_t m = 0; m < n; m++) {
             V v = FOLD(ld)(s[m] + c * W);
@@ -248,9 +250,8 @@ static void FOLD(fold_override)(const float *a, V f, float *p) {
     VI all = g == 1.0f, none = g == 0.0f;
     for (int c = 0; c < 4; c++)
         FOLD(st)(p + (3 + c) * W, FOLD(sel)(none, pq[c], FOLD(sel)(all, aq[c], q[c] * qi)));
-    static const int tcomp[6] = {0, 1, 2, 7, 8, 9};
     for (int t = 0; t < 6; t++) {
-        const int c = tcomp[t];
+        const int c = FOLD(tcomp)[t];
         V pv = FOLD(ld)(p + c * W), av = FOLD(ld)(a + c * W);
         FOLD(st)(p + c * W, FOLD(sel)(none, pv, FOLD(sel)(all, av, pv * h + av * g)));
     }

@@ -397,7 +397,7 @@ LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan
 
 LMB_AVX2 void lmb_sample_mean2_avx2(float *blk, uint32_t J, const lmb_dense_plan *p0,
                                     const lmb_dense_plan *p1, const float w0[LMB_LANES],
-                                    const float w1[LMB_LANES], const float *rest,
+                                    const float w1[LMB_LANES], const float *rest_q,
                                     const uint8_t *need, const lmb_dense_plan *next) {
     const uint32_t jstride = LMB_TRS_FLOATS * LMB_LANES, chunks = (J + 7) / 8;
     float buf[10 * 64] __attribute__((aligned(32)));
@@ -417,13 +417,9 @@ LMB_AVX2 void lmb_sample_mean2_avx2(float *blk, uint32_t J, const lmb_dense_plan
             continue;
         }
         /* the rest rotations of the chunk's joints, one vector per component */
-        float rb[4][8] __attribute__((aligned(32)));
-        for (uint32_t j = 0; j < 8; j++)
-            for (uint32_t c = 0; c < 4; c++)
-                rb[c][j] = q * 8 + j < J ? rest[(size_t)(q * 8 + j) * LMB_TRS_FLOATS + 3 + c]
-                                         : (c == 3 ? 1.0f : 0.0f);
-        const __m256 rq[4] = {_mm256_load_ps(rb[0]), _mm256_load_ps(rb[1]), _mm256_load_ps(rb[2]),
-                              _mm256_load_ps(rb[3])};
+        const float *rb = rest_q + (size_t)q * 32;
+        const __m256 rq[4] = {_mm256_loadu_ps(rb), _mm256_loadu_ps(rb + 8),
+                              _mm256_loadu_ps(rb + 16), _mm256_loadu_ps(rb + 24)};
         for (int l = 0; l < LMB_LANES; l++) {
             prefetch_chunk(p1, l, q + 1);
             prefetch_chunk(next, l, q);
@@ -459,9 +455,10 @@ void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan *plan,
 
 void lmb_sample_mean2_avx2(float *blk, uint32_t J, const lmb_dense_plan *p0,
                            const lmb_dense_plan *p1, const float w0[LMB_LANES],
-                           const float w1[LMB_LANES], const float *rest, const uint8_t *need,
+                           const float w1[LMB_LANES], const float *rest_q, const uint8_t *need,
                            const lmb_dense_plan *next) {
-    (void)blk, (void)J, (void)p0, (void)p1, (void)w0, (void)w1, (void)rest, (void)need, (void)next;
+    (void)blk, (void)J, (void)p0, (void)p1, (void)w0, (void)w1, (void)rest_q, (void)need,
+        (void)next;
 }
 
 #endif
