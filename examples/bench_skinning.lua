@@ -174,9 +174,11 @@ do
   local list = base.cpus and base.cpus()
   if list and #list > 1 and #list <= 4 and all_threads > 1 then host_cpus = list end
 end
--- The kernel level in use (the best this CPU runs) and, when that is AVX-512,
--- the AVX2 kernel too, timed side by side on one thread.
-local _, _, best_level = core.simd()
+-- The kernel level in use by default (the one that runs fastest here: the
+-- best the CPU allows, except AVX2 where AVX-512 runs in 256-bit halves) and
+-- the best level the CPU allows; when that is AVX-512, both the AVX2 and the
+-- AVX-512 kernels are also timed side by side on one thread.
+local _, _, best_level, cpu_level = core.simd()
 
 -- Times variants ({ key, threads, level, pin, fn }) interleaved: they take
 -- turns in blocks of frames, so a noisy moment hits all of them; each block
@@ -192,7 +194,7 @@ local function time_variants(variants)
   for _ = 1, math.max(1, math.floor(frames / block)) do
     for _, v in ipairs(variants) do
       sk.threads(v.threads)
-      core.simd(v.level or best_level)
+      core.simd(v.level or true)
       if v.pin then assert(base.pin(v.pin)) end -- one thread only: workers never start pinned
       for _ = 1, warm do v.fn() end -- untimed
       for _ = 1, block do
@@ -205,7 +207,7 @@ local function time_variants(variants)
     end
   end
   sk.threads(all_threads)
-  core.simd(best_level)
+  core.simd(true)
   return times
 end
 
@@ -271,11 +273,13 @@ local function run_case(name, desc, joints, with_naive)
   local function v1(level)
     return base.v1(pp, ps, qp, qs, jp, js, wp, ws, lp, ls, op, os_, onp, ons, V, joints, N, level)
   end
-  variants[#variants + 1] = { key = "v1", threads = 1, fn = v1(best_level) }
+  -- (v1 at the best level the CPU allows: v1 had no default other than that)
+  variants[#variants + 1] = { key = "v1", threads = 1, fn = v1(cpu_level) }
   variants[#variants + 1] = { key = "1t", threads = 1, fn = skin }
-  if best_level == "avx512" then
+  if cpu_level == "avx512" then
     variants[#variants + 1] = { key = "v1_avx2", threads = 1, fn = v1("avx2") }
     variants[#variants + 1] = { key = "1t_avx2", threads = 1, level = "avx2", fn = skin }
+    variants[#variants + 1] = { key = "1t_avx512", threads = 1, level = "avx512", fn = skin }
   end
   for _, c in ipairs(host_cpus) do
     variants[#variants + 1] = { key = "cpu" .. c, threads = 1, pin = c, fn = skin }
@@ -310,7 +314,7 @@ local function report(r)
   if json_out then return end
   print(("%s: %d vertices (%d/%d/%d/%d with 1/2/3/4 influences) x %d instances"):format(
     r.name, r.V, r.counts[1], r.counts[2], r.counts[3], r.counts[4], N))
-  local keys = { "naive", "v1", "1t", "v1_avx2", "1t_avx2" }
+  local keys = { "naive", "v1", "1t", "v1_avx2", "1t_avx2", "1t_avx512" }
   for _, c in ipairs(host_cpus) do keys[#keys + 1] = "cpu" .. c end
   keys[#keys + 1] = "mt"
   for _, key in ipairs(keys) do
@@ -318,7 +322,7 @@ local function report(r)
     if t then
       local label = key == "naive" and "naive scalar C" or key == "1t" and "limber 1 thread"
         or key == "v1" and "v1 kernel 1 thread" or key == "v1_avx2" and "  v1 AVX2 kernel"
-        or key == "1t_avx2" and "  AVX2 kernel"
+        or key == "1t_avx2" and "  AVX2 kernel" or key == "1t_avx512" and "  AVX-512 kernel"
         or key == "mt" and ("limber %d threads"):format(all_threads)
         or ("  pinned to CPU %s"):format(key:sub(4))
       local extra = ""
@@ -328,8 +332,8 @@ local function report(r)
       if key == "mt" then
         extra = extra .. ("  x%.2f vs 1 thread"):format(r["1t"].median / t.median)
       end
-      if key == "1t_avx2" then extra = extra .. ("  (%s kernel x%.2f)"):format(best_level,
-        t.median / r["1t"].median) end
+      if key == "1t_avx2" then extra = extra .. ("  (avx512 kernel x%.2f)"):format(
+        t.median / r["1t_avx512"].median) end
       if key == "1t" then extra = extra .. ("  x%.2f vs v1"):format(r.v1.median / t.median) end
       if key == "1t_avx2" then
         extra = extra .. ("  x%.2f vs v1 AVX2"):format(r.v1_avx2.median / t.median)
@@ -350,8 +354,8 @@ local function report(r)
 end
 
 print(C.interpreter_line())
-print(("limber %s, kernel %s, %d cores, %d frames per variant"):format(
-  limber._VERSION, best_level, cores, frames))
+print(("limber %s, kernel %s (the CPU allows %s), %d cores, %d frames per variant"):format(
+  limber._VERSION, best_level, cpu_level, cores, frames))
 local m1 = run_case("mesh 1 (mix 25/20/25/30)",
   synth_mesh(4000, 6700, { 0.25, 0.20, 0.25, 0.30 }, 64), 64, true)
 report(m1)
@@ -429,6 +433,7 @@ if json_out then
     ('"real_model": "%s"'):format(m3 and "CesiumMan" or "pending"),
     ('"real_ns_per_vertex_1t": %s'):format(m3 and ("%.4f"):format(m3["1t"].ns) or "null"),
     ('"kernel": "%s"'):format(best_level),
+    ('"cpu_level": "%s"'):format(cpu_level),
     ('"host_mt_ceiling": %s'):format(m1.host and ("%.3f"):format(m1.host.ceiling) or "null"),
     ('"mt_vs_fastest_cpu": %s'):format(m1.host and m1.mt
       and ("%.3f"):format(m1.host.fastest / m1.mt.median) or "null"),

@@ -100,25 +100,31 @@ int lmb_cpu_has_avx512(void);
 
 /* Kernel levels: portable C, AVX2 + FMA, AVX-512 (where a kernel has one;
  * others use their AVX2 kernel at that level). */
-enum { LMB_SIMD_PORTABLE = 0, LMB_SIMD_AVX2 = 1, LMB_SIMD_AVX512 = 2 };
+/* LMB_SIMD_DEFAULT is a cap, not a level: the level that runs fastest on
+ * this CPU (lmb_simd_cpu_default), which is the best it allows except where
+ * AVX-512 runs in 256-bit halves (AMD family 19h, Zen 4: there the AVX2
+ * kernels are faster); a cap of LMB_SIMD_AVX512 still selects AVX-512. */
+enum { LMB_SIMD_PORTABLE = 0, LMB_SIMD_AVX2 = 1, LMB_SIMD_AVX512 = 2, LMB_SIMD_DEFAULT = 3 };
 
-/* The kernel level is a cap per thread (default: the best the CPU allows),
+/* The kernel level is a cap per thread (default: LMB_SIMD_DEFAULT),
  * never process-wide: the Lua binding keeps one setting per lua_State and
  * applies it with lmb_simd_use on the thread that runs each call and on
  * the pool workers of each job. CPU features are detected once per
  * process, thread-safely.
  *
  * Selects the kernels used by the calling thread: 1 = best available
- * (default), 0 = portable only. Returns the previous. */
+ * (LMB_SIMD_DEFAULT, the default), 0 = portable only. Returns the previous. */
 int lmb_set_simd(int enable);
 int lmb_simd_active(void);
 
 /* Caps the kernel level (LMB_SIMD_*; the CPU may allow less); returns the
  * previous effective level. lmb_simd_level: the effective level now;
- * lmb_simd_cpu_level: the best the CPU allows. */
+ * lmb_simd_cpu_level: the best the CPU allows; lmb_simd_cpu_default: the
+ * level LMB_SIMD_DEFAULT stands for on this CPU. */
 int lmb_set_simd_level(int level);
 int lmb_simd_level(void);
 int lmb_simd_cpu_level(void);
+int lmb_simd_cpu_default(void);
 
 /* Sets the calling thread's cap (LMB_SIMD_*, clamped) without reading the
  * CPU; lmb_simd_cap returns it. */

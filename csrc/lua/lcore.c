@@ -620,17 +620,20 @@ static void wrap_module(lua_State *L, int state) {
 
 /** core.simd([setting]): reports (and with an argument sets) which kernels
  * are used in this lua_State (other states keep their own setting).
- * setting: true (the best the CPU allows, the default), false (portable C
+ * setting: true (the default: the level that runs fastest on this CPU,
+ * which is the best it allows except on CPUs that execute AVX-512 in two
+ * 256-bit halves, AMD's Zen 4, where it is "avx2"), false (portable C
  * only), or a level name "portable", "avx2", "avx512" (a cap: the CPU may
  * allow less). Returns whether SIMD kernels are in use, whether the CPU has
- * AVX2 + FMA, the level in use and the best level of the CPU. */
+ * AVX2 + FMA, the level in use, the best level of the CPU and the level the
+ * default stands for on this CPU. */
 static int l_simd(lua_State *L) {
     lcore_state *st = get_state(L);
     int t = lua_type(L, 1);
     if (t == LUA_TSTRING)
         st->simd_cap = luaL_checkoption(L, 1, NULL, simd_names);
     else if (t == LUA_TBOOLEAN)
-        st->simd_cap = lua_toboolean(L, 1) ? LMB_SIMD_AVX512 : LMB_SIMD_PORTABLE;
+        st->simd_cap = lua_toboolean(L, 1) ? LMB_SIMD_DEFAULT : LMB_SIMD_PORTABLE;
     else if (t != LUA_TNONE && t != LUA_TNIL)
         return luaL_typeerror(L, 1, "boolean or level name");
     lmb_simd_use(st->simd_cap);
@@ -638,7 +641,8 @@ static int l_simd(lua_State *L) {
     lua_pushboolean(L, lmb_cpu_has_avx2());
     lua_pushstring(L, simd_names[lmb_simd_level()]);
     lua_pushstring(L, simd_names[lmb_simd_cpu_level()]);
-    return 4;
+    lua_pushstring(L, simd_names[lmb_simd_cpu_default()]);
+    return 5;
 }
 
 /** core.clock(): a monotonic clock in seconds (for benchmarks and frame timing). */
@@ -659,7 +663,7 @@ LIMBER_EXPORT int luaopen_limber_core(lua_State *L) {
     if (lua_getfield(L, LUA_REGISTRYINDEX, STATE_KEY) != LUA_TUSERDATA) {
         lua_pop(L, 1);
         lcore_state *st = (lcore_state *)lua_newuserdatauv(L, sizeof(lcore_state), 0);
-        st->simd_cap = LMB_SIMD_AVX512;
+        st->simd_cap = LMB_SIMD_DEFAULT;
         lua_pushvalue(L, -1);
         lua_setfield(L, LUA_REGISTRYINDEX, STATE_KEY);
     }
