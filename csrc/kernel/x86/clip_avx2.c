@@ -289,6 +289,28 @@ dense_lane(const float *a, const float *b, float at, float ar, float as, const f
 #undef LD
 }
 
+/* A packed lane's keys for chunk q in its cache, factors into al. */
+static inline void lane_keys(const lmb_dense_plan *plan, int l, uint32_t q, float al[3]) {
+    lmb_packed_chunk_keys_avx2(plan->pk[l], q, plan->pos[l],
+                               plan->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS, al);
+}
+
+/* lane_chunk after lane_keys (packed lanes: al, their factors). */
+LMB_AVX2 static inline __attribute__((always_inline)) void
+lane_interp(const lmb_dense_plan *plan, int l, uint32_t q, const float *coef, const float al[3],
+            float *out, const int os) {
+    if (plan->pk[l]) { /* its keys from the instance's cache, as dense frames */
+        const float *kc = plan->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS;
+        float k[8];
+        lmb_slerp_near_coef(1.0f - al[1], k);
+        lmb_slerp_near_coef(al[1], k + 4);
+        dense_lane(kc, kc + 80, al[0], al[1], al[2], k, k + 4, out, os, 0);
+    } else {
+        float a = plan->alpha[l];
+        dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, a, a, a, coef, coef + 4, out, os, 1);
+    }
+}
+
 /* Chunk q of lane l of `plan` into out (component c at out + c * os):
  * through the instance's decoded-key cache (packed clips) or the clip's
  * dense frames (near-key coefficients coef, computed once per lane). */
@@ -296,17 +318,9 @@ LMB_AVX2 static inline __attribute__((always_inline)) void lane_chunk(const lmb_
                                                                       int l, uint32_t q,
                                                                       const float *coef, float *out,
                                                                       const int os) {
-    if (plan->pk[l]) { /* its keys from the instance's cache, as dense frames */
-        float *kc = plan->cache[l] + (size_t)q * LMB_PK_CACHE_FLOATS, al[3], k[8];
-        lmb_packed_chunk_keys_avx2(plan->pk[l], q, plan->pos[l], kc, al);
-        lmb_slerp_near_coef(1.0f - al[1], k);
-        lmb_slerp_near_coef(al[1], k + 4);
-        dense_lane(kc, kc + 80, al[0], al[1], al[2], k, k + 4, out, os, 0);
-    } else {
-        float al = plan->alpha[l];
-        dense_lane(plan->a[l] + q * 80, plan->b[l] + q * 80, al, al, al, coef, coef + 4, out, os,
-                   1);
-    }
+    float al[3] = {0.0f, 0.0f, 0.0f};
+    if (plan->pk[l]) lane_keys(plan, l, q, al);
+    lane_interp(plan, l, q, coef, al, out, os);
 }
 
 /* The near-key slerp coefficients of each dense lane of `plan`. */
@@ -375,6 +389,9 @@ LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan
     float buf[10 * 64] __attribute__((aligned(32)));
     float coef[LMB_LANES][8]; /* dense lanes: the near-key slerp coefficients */
     lane_coefs(plan, coef);
+    unsigned pk_lanes = 0; /* the packed lanes */
+    for (int l = 0; l < LMB_LANES; l++)
+        if (plan->pk[l]) pk_lanes |= 1u << l;
     for (uint32_t q = 0; q * 8 < jlimit; q++) {
         const unsigned want = plan->need ? plan->need[q] : 0xFFu;
         if (!want) { /* (the next plan's chunk q is still asked for) */
@@ -382,11 +399,19 @@ LMB_AVX2 void lmb_sample_dense_avx2(float *blk, uint32_t J, const lmb_dense_plan
                 prefetch_chunk(next, l, q);
             continue;
         }
+        /* the packed lanes' keys first, then every lane's interpolation:
+         * the lanes' key decodes (latency chains ending in a store to each
+         * instance's cache) overlap instead of each waiting for the last */
+        float al[LMB_LANES][3];
+        if (want & pk_lanes)
+            for (int l = 0; l < LMB_LANES; l++)
+                if ((pk_lanes >> l & 1u) && q < plan->chunks[l] && (want >> l & 1u))
+                    lane_keys(plan, l, q, al[l]);
         unsigned lanes = 0;
         for (int l = 0; l < LMB_LANES; l++) {
             if (q < plan->chunks[l] && (want >> l & 1u)) {
                 lanes |= 1u << l;
-                lane_chunk(plan, l, q, coef[l], buf + l * 8, 64);
+                lane_interp(plan, l, q, coef[l], al[l], buf + l * 8, 64);
             }
             prefetch_chunk(next, l, q);
         }
