@@ -132,6 +132,28 @@ static inline lmb_v8f PK(row_lanes)(const uint8_t *r, const float *base, __m256i
                                   _mm256_mul_ps(_mm256_loadu_ps(base + 8), _mm256_cvtepi32_ps(x)));
 }
 
+/* Bit offsets of the joints of a row whose joint l takes wv[l] bits, one
+ * after the other: the running sum of the widths before each lane (two
+ * in-lane shifts, the low half's total added to the high half). */
+static inline __m256i PK(offsets)(__m256i wv) {
+    __m256i inc = _mm256_add_epi32(wv, _mm256_slli_si256(wv, 4));
+    inc = _mm256_add_epi32(inc, _mm256_slli_si256(inc, 8));
+    inc = _mm256_add_epi32(
+        inc, _mm256_blend_epi32(_mm256_setzero_si256(),
+                                _mm256_permutevar8x32_epi32(inc, _mm256_set1_epi32(3)), 0xF0));
+    return _mm256_sub_epi32(inc, wv);
+}
+
+/* The widths b of a row's joints, 0 for the lanes in `skip`. */
+static inline __m256i PK(kept_widths)(__m256i bv, uint32_t skip) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i skipped =
+        _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)skip), lane),
+                                            _mm256_set1_epi32(1)),
+                           _mm256_set1_epi32(1));
+    return _mm256_andnot_si256(skipped, bv);
+}
+
 /* A row of b <= 14 bits per joint, no lane skipped, with one 16-byte load
  * (the row and what follows it: r + 16 must not pass the data's end). The
  * same q, and the same base + scale * q (no FMA), as the scalar path below. */
@@ -152,6 +174,10 @@ PK(row)(uint32_t kind, uint32_t skip, const uint8_t *r, const float *base, const
 #ifdef PK_AVX2_ROWS
     if (!skip && kind <= LMB_PK_Q(14) && kind != LMB_PK_U8 && end - r >= 16)
         return PK(row_bits)(kind - 16u, r, base);
+    if (skip && kind <= LMB_PK_Q(14) && end - r >= 16) { /* as the loop below, 8 lanes at once */
+        __m256i wv = PK(kept_widths)(_mm256_set1_epi32((int)(kind - 16u)), skip);
+        return PK(row_lanes)(r, base, wv, PK(offsets)(wv));
+    }
 #endif
     if (skip) { /* the stored lanes' bits one after the other, low bit first */
         uint32_t b = kind - 16u, bit = 0;
@@ -232,22 +258,11 @@ PK(row_var)(uint32_t kind, uint32_t skip, const uint8_t *r, const float *base, c
         _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)(uint32_t)base[16]),
                                            _mm256_mullo_epi32(lane, _mm256_set1_epi32(3))),
                          _mm256_set1_epi32(7));
-    __m256i wv = _mm256_max_epi32(_mm256_sub_epi32(_mm256_set1_epi32((int)(kind - 32u)), red),
-                                  _mm256_setzero_si256());
-    __m256i skipped =
-        _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)skip), lane),
-                                            _mm256_set1_epi32(1)),
-                           _mm256_set1_epi32(1));
-    wv = _mm256_andnot_si256(skipped, wv);
-    if (bits <= 96u && end - r >= 16) {
-        __m256i inc = _mm256_add_epi32(wv, _mm256_slli_si256(wv, 4));
-        inc = _mm256_add_epi32(inc, _mm256_slli_si256(inc, 8));
-        inc = _mm256_add_epi32(
-            inc, _mm256_blend_epi32(_mm256_setzero_si256(),
-                                    _mm256_permutevar8x32_epi32(inc, _mm256_set1_epi32(3)), 0xF0));
-        __m256i off = _mm256_sub_epi32(inc, wv);
-        return PK(row_lanes)(r, base, wv, off);
-    }
+    __m256i wv = PK(kept_widths)(
+        _mm256_max_epi32(_mm256_sub_epi32(_mm256_set1_epi32((int)(kind - 32u)), red),
+                         _mm256_setzero_si256()),
+        skip);
+    if (bits <= 96u && end - r >= 16) return PK(row_lanes)(r, base, wv, PK(offsets)(wv));
 #endif
     uint32_t w[8], bit = 0;
     lmb_pk_var_widths(kind, skip, base[16], w);
