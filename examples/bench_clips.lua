@@ -61,9 +61,11 @@ do
                         skel = skel }
 end
 
--- median ms of `frames` frames of sampling N instances of clip (seek: a
--- random time for every instance before each frame, not timed)
-local function sample_ms(clip, skel, seek)
+-- median ms of `frames` frames of sampling N instances of clip (mode "seek":
+-- a random time for every instance before each frame, not timed; "back":
+-- backward play, each instance's time going back by DT each frame)
+local function sample_ms(clip, skel, mode)
+  local seek = mode == "seek"
   local pose = limber.pose(skel, N)
   local s = anim.sampler(pose, { clip })
   local d = clip:duration()
@@ -74,7 +76,7 @@ local function sample_ms(clip, skel, seek)
       for i = 1, N do s:set_time(i, math.random() * d) end
     end
     local t0 = clock()
-    if not seek then s:advance(DT) end
+    if not seek then s:advance(mode == "back" and -DT or DT) end
     s:run()
     t[f] = (clock() - t0) * 1e3
   end
@@ -88,9 +90,9 @@ print(C.interpreter_line())
 print(("limber packed clips: default tolerance (anim.PACK_TOLERANCE = %g x rig size), %d instances,"
   .. " %d frames, AVX2: %s"):format(anim.PACK_TOLERANCE, N, opts.frames,
     tostring(limber.core.simd())))
-print(("  %-16s %9s %9s %7s %10s %10s %10s %8s %8s %6s %8s %8s %8s"):format("clip", "exact B",
-  "packed B", "vs ozz", "max err", "at 10cm", "p99 10cm", "err/ozz", "ns/jt", "ratio",
-  "seek ns", "exact", "pack ms"))
+print(("  %-16s %9s %9s %7s %10s %10s %10s %8s %8s %6s %8s %8s %8s %8s"):format("clip",
+  "exact B", "packed B", "vs ozz", "max err", "at 10cm", "p99 10cm", "err/ozz", "ns/jt", "ratio",
+  "seek ns", "exact", "back ns", "pack ms"))
 for _, c in ipairs(cases) do
   local t0 = clock()
   local packed, why = anim.pack(c.clip, c.skel)
@@ -104,17 +106,20 @@ for _, c in ipairs(cases) do
               p99_error_10cm = e.p99_error_distance, pack_s = pack_s }
   r.sample_ns = sample_ms(packed, c.skel) * 1e6 / per
   r.sample_ns_uncompressed = sample_ms(c.clip, c.skel) * 1e6 / per
-  r.seek_ns = sample_ms(packed, c.skel, true) * 1e6 / per
-  r.seek_ns_uncompressed = sample_ms(c.clip, c.skel, true) * 1e6 / per
+  r.seek_ns = sample_ms(packed, c.skel, "seek") * 1e6 / per
+  r.seek_ns_uncompressed = sample_ms(c.clip, c.skel, "seek") * 1e6 / per
+  r.backward_ns = sample_ms(packed, c.skel, "back") * 1e6 / per
   local ozz = OZZ[c.name]
-  print(("  %-16s %9d %9d %6.2fx %10.3g %10.3g %10.3g %7.2fx %8.2f %5.2fx %8.2f %8.2f %8.1f")
+  print(("  %-16s %9d %9d %6.2fx %10.3g %10.3g %10.3g %7.2fx %8.2f %5.2fx %8.2f %8.2f %8.2f %8.1f")
     :format(c.name, r.exact_bytes, r.bytes, r.bytes / ozz[1], r.max_error, r.max_error_10cm,
       r.p99_error_10cm, r.max_error_10cm / ozz[3], r.sample_ns,
-      r.sample_ns / r.sample_ns_uncompressed, r.seek_ns, r.seek_ns_uncompressed, r.pack_s * 1e3))
+      r.sample_ns / r.sample_ns_uncompressed, r.seek_ns, r.seek_ns_uncompressed, r.backward_ns,
+      r.pack_s * 1e3))
   results[#results + 1] = r
 end
 print("  (vs ozz: packed bytes / ozz's; err/ozz: max error at 10 cm / ozz's; ratio: packed"
-  .. " sampling / exact; seek columns: packed, exact; pack ms: limber.anim.pack's time)")
+  .. " sampling / exact; seek columns: packed, exact; back ns: packed, played backward;"
+  .. " pack ms: limber.anim.pack's time)")
 
 -- Snapshots: loading an asset from its snapshot file (limber.snapshot.read)
 -- against loading the glTF (limber.gltf.load, default options: clips
@@ -135,7 +140,7 @@ for _, m in ipairs({ { "CesiumMan", "CesiumMan/CesiumMan.gltf" }, { "Fox", "Fox/
 end
 os.remove(snap_file)
 
-local met = { bytes = true, err = true, speed = true, seek = true,
+local met = { bytes = true, err = true, speed = true, seek = true, back = true,
               snapshot = snap_speedup >= 20 }
 for _, r in ipairs(results) do
   local ozz = OZZ[r.name]
@@ -143,19 +148,22 @@ for _, r in ipairs(results) do
   met.err = met.err and r.max_error_10cm <= 0.5 * ozz[3]
   met.speed = met.speed and r.sample_ns <= 1.3 * r.sample_ns_uncompressed
   met.seek = met.seek and r.seek_ns <= 2 * r.sample_ns
+  met.back = met.back and r.backward_ns <= 2 * r.sample_ns
 end
 local function word(b) return b and "met" or "MISSED" end
 print(("targets: bytes <= 0.7x ozz: %s; max error at 10 cm <= 0.5x ozz: %s; sampling <= 1.3x exact:"
-  .. " %s; seek <= 2x forward: %s; snapshot load >= 20x faster than glTF: %s")
-  :format(word(met.bytes), word(met.err), word(met.speed), word(met.seek), word(met.snapshot)))
+  .. " %s; seek <= 2x forward: %s; backward play <= 2x forward: %s; snapshot load >= 20x faster"
+  .. " than glTF: %s"):format(word(met.bytes), word(met.err), word(met.speed), word(met.seek),
+    word(met.back), word(met.snapshot)))
 
 if opts.json then
   local parts = {}
   for _, r in ipairs(results) do
     parts[#parts + 1] = ('{"name": %s, "bytes": %d, "max_error": %.6g, "max_error_10cm": %.6g, '
       .. '"p99_error_10cm": %.6g, "sample_ns": %.4f, "sample_ns_uncompressed": %.4f, '
-      .. '"seek_ns": %.4f}'):format(C.json_string(r.name), r.bytes, r.max_error, r.max_error_10cm,
-        r.p99_error_10cm, r.sample_ns, r.sample_ns_uncompressed, r.seek_ns)
+      .. '"seek_ns": %.4f, "backward_ns": %.4f}'):format(C.json_string(r.name), r.bytes,
+        r.max_error, r.max_error_10cm, r.p99_error_10cm, r.sample_ns, r.sample_ns_uncompressed,
+        r.seek_ns, r.backward_ns)
   end
   print(('{"clips": [%s], "snapshot_speedup": %.4g, "lua": %s}'):format(table.concat(parts, ", "),
     snap_speedup, C.json_string(C.lua)))

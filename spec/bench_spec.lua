@@ -272,11 +272,11 @@ describe("examples/bench_clips.lua", function()
     for k, c in ipairs(r.clips) do
       names[k] = c.name
       for _, key in ipairs({ "bytes", "max_error", "max_error_10cm", "p99_error_10cm", "sample_ns",
-                             "sample_ns_uncompressed", "seek_ns" }) do
+                             "sample_ns_uncompressed", "seek_ns", "backward_ns" }) do
         assert.equal("number", type(c[key]), c.name .. " " .. key)
         assert.truthy(c[key] >= 0, key)
       end
-      assert.truthy(c.bytes > 0 and c.sample_ns > 0 and c.seek_ns > 0)
+      assert.truthy(c.bytes > 0 and c.sample_ns > 0 and c.seek_ns > 0 and c.backward_ns > 0)
       -- the error at 10 cm covers the joint's own; the 99th percentile is below the largest
       assert.truthy(c.max_error_10cm >= c.max_error and c.p99_error_10cm <= c.max_error_10cm)
     end

@@ -623,6 +623,12 @@ describe("limber.anim.pack", function()
           s:run()
           check_pose(pose, skel, s, clips, 2e-5)
         end
+        -- reverse play: a packed stream's cache steps back a key interval at a time
+        for _ = 1, 12 do
+          s:advance(-H.rand(0, 0.05))
+          s:run()
+          check_pose(pose, skel, s, clips, 2e-5)
+        end
         s:reset_cursors()
         s:run()
         check_pose(pose, skel, s, clips, 2e-5)

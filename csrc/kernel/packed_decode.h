@@ -461,7 +461,8 @@ static inline void PK(chunk_impl)(const lmb_packed *p, uint32_t q, float pos, fl
 /* One stream's part of a chunk's key cache (LMB_PK_CACHE_FLOATS per chunk,
  * all zero = empty; *tag: the cached key a + 1): its keys a and b at pos,
  * decoded only when the key interval changes (a one-key stream: its key as
- * both, once), and the factor between them into *al. */
+ * both, once; one interval forward or backward, as in play and reverse
+ * play: one key, the other kept), and the factor between them into *al. */
 static inline __attribute__((always_inline)) void
 PK(stream_keys)(const lmb_packed *p, const lmb_pstream *s, const int ch, float pos, float *cache,
                 uint32_t *tag, float *al) {
@@ -478,6 +479,10 @@ PK(stream_keys)(const lmb_packed *p, const lmb_pstream *s, const int ch, float p
         for (int m = 0; m < n; m++)
             va[m] = PK(ld)(cb + m * 8);
         PK(key_rows)(p, s, a + 1, n, PK(fill)[ch], vb, NULL);
+    } else if (*tag == a + 2) { /* one key backward (play in reverse): the old a is the new b */
+        for (int m = 0; m < n; m++)
+            vb[m] = PK(ld)(ca + m * 8);
+        PK(key_rows)(p, s, a, n, PK(fill)[ch], va, NULL);
     } else { /* a seek: both keys in one pass */
         PK(key_rows)(p, s, a, n, PK(fill)[ch], va, vb);
     }
