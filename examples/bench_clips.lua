@@ -161,9 +161,8 @@ if opts.json then
   for _, r in ipairs(results) do
     parts[#parts + 1] = ('{"name": %s, "bytes": %d, "max_error": %.6g, "max_error_10cm": %.6g, '
       .. '"p99_error_10cm": %.6g, "sample_ns": %.4f, "sample_ns_uncompressed": %.4f, '
-      .. '"seek_ns": %.4f, "backward_ns": %.4f}'):format(C.json_string(r.name), r.bytes,
-        r.max_error, r.max_error_10cm, r.p99_error_10cm, r.sample_ns, r.sample_ns_uncompressed,
-        r.seek_ns, r.backward_ns)
+      .. '"seek_ns": %.4f}'):format(C.json_string(r.name), r.bytes, r.max_error, r.max_error_10cm,
+        r.p99_error_10cm, r.sample_ns, r.sample_ns_uncompressed, r.seek_ns)
   end
   print(('{"clips": [%s], "snapshot_speedup": %.4g, "lua": %s}'):format(table.concat(parts, ", "),
     snap_speedup, C.json_string(C.lua)))

@@ -528,6 +528,16 @@ static inline __attribute__((always_inline)) void PK(tagged_keys)(const lmb_pack
     memcpy(cache + 160 + ch, &tag, sizeof tag);
 }
 
+/* cached_stream with the tag read and written on its own (as tagged_keys). */
+static inline __attribute__((always_inline)) void
+PK(tagged_stream)(const lmb_packed *p, const lmb_pstream *s, const int ch, float pos, float *cache,
+                  float *out, uint32_t cstride) {
+    uint32_t tag;
+    memcpy(&tag, cache + 160 + ch, sizeof tag);
+    PK(cached_stream)(p, s, ch, pos, cache, &tag, out, cstride);
+    memcpy(cache + 160 + ch, &tag, sizeof tag);
+}
+
 /* Chunk q's keys at pos for an interpolation by the caller: the cache then
  * holds every stream's key a (cache[0 .. 80)) and key b (cache[80 .. 160))
  * in the dense frames' layout (component-major, 8 joints), and al[0 .. 3)
@@ -552,10 +562,7 @@ static inline void PK(chunk_keys_impl)(const lmb_packed *p, uint32_t q, float po
 static inline void PK(chunk_cached_impl)(const lmb_packed *p, uint32_t q, float pos, float *cache,
                                          float *out, uint32_t cstride) {
     const lmb_pstream *st = p->streams + (size_t)q * 3;
-    for (int ch = 0; ch < 3; ch++) { /* tags one by one: see tagged_keys */
-        uint32_t tag;
-        memcpy(&tag, cache + 160 + ch, sizeof tag);
-        PK(cached_stream)(p, st + ch, ch, pos, cache, &tag, out, cstride);
-        memcpy(cache + 160 + ch, &tag, sizeof tag);
-    }
+    PK(tagged_stream)(p, st, 0, pos, cache, out, cstride);
+    PK(tagged_stream)(p, st + 1, 1, pos, cache, out, cstride);
+    PK(tagged_stream)(p, st + 2, 2, pos, cache, out, cstride);
 }
