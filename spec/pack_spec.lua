@@ -724,6 +724,91 @@ describe("limber.anim.pack", function()
     assert.is_true(md <= 1e-4, md)
   end)
 
+  it("fits the keys of streams that keep some frames only: fewer bytes for the same bound",
+    function()
+    -- a chain of 5 joints swinging smoothly, keyed at 120 Hz for 2 s (a
+    -- resampled mocap take): streams keep a key every few frames; with
+    -- fitted keys (the default) the interpolation follows the frames
+    -- between keys more closely than chords through the source's keys, so
+    -- the bound holds with fewer keys. Both within the tolerance, measured
+    -- in plain Lua; the fitted keys leave the source's values by more than
+    -- their rows' rounding; the clip's ends stay the source's.
+    local desc = {}
+    for j = 1, 5 do desc[j] = { parent = j > 1 and j - 1 or nil, translation = { 0, 0.3, 0 } } end
+    local skel = limber.skeleton(desc)
+    local times, tracks = {}, {}
+    for k = 1, 241 do times[k] = (k - 1) / 120 end
+    for j = 1, 5 do
+      local v, tv = {}, {}
+      for k, t in ipairs(times) do
+        local q = axis_angle({ 0.2 * j, 1, 0.3 }, 0.5 * math.sin(4 * t + 0.37 * j))
+        for c = 1, 4 do v[(k - 1) * 4 + c] = q[c] end
+        tv[(k - 1) * 3 + 1], tv[(k - 1) * 3 + 2], tv[(k - 1) * 3 + 3] =
+          0.02 * math.sin(3 * t + j), 0.3, 0.01 * math.cos(2 * t + j)
+      end
+      tracks[#tracks + 1] = { joint = j, path = "rotation", times = times, values = v }
+      tracks[#tracks + 1] = { joint = j, path = "translation", times = times, values = tv }
+    end
+    local exact = anim.clip({ tracks = tracks, pack = false }, skel)
+    local opts = { tolerance = 2e-4, distance = 0.1 }
+    local fitted = assert(anim.pack(exact, skel, opts))
+    opts.source_keys = true
+    local plain = assert(anim.pack(exact, skel, opts))
+    assert.is_true(fitted:packed() and plain:packed())
+    assert.is_true(fitted:bytes() < plain:bytes(), fitted:bytes() .. " against " .. plain:bytes())
+    for _, c in ipairs({ fitted, plain }) do
+      local e = c:error()
+      assert.is_true(e.max_error_distance <= 2e-4, e.max_error_distance)
+      local mj, md = lua_error(exact, c, skel, times, f32(0.1))
+      assert.is_true(md <= e.max_error_distance * (1 + 1e-3) + 1e-6, md)
+      assert.is_true(mj <= e.max_error * (1 + 1e-3) + 1e-6, mj)
+    end
+    -- how far the kept keys are from the source's values at their times, in
+    -- units of their rows' rounding (range / (2^bits - 1) / 2; quantized
+    -- rows only): interior keys, or the first and last
+    local function off_source(c, ends)
+      local most = 0
+      for j = 1, 5 do
+        for _, path in ipairs({ "rotation", "translation" }) do
+          local kt, kv, _, bits = c:track_keys(j, path)
+          local n = path == "rotation" and 4 or 3
+          if #kt < #times then
+            local round = {}
+            for r = 1, n do
+              local lo, hi = math.huge, -math.huge
+              for k = 1, #kt do
+                local x = kv[(k - 1) * n + r]
+                lo, hi = math.min(lo, x), math.max(hi, x)
+              end
+              round[r] = bits[r] >= 1 and bits[r] <= 16 and (hi - lo) / (2 ^ bits[r] - 1) / 2
+            end
+            local list = {}
+            if ends then
+              list = { 1, #kt }
+            else
+              for k = 2, #kt - 1 do list[#list + 1] = k end
+            end
+            for _, k in ipairs(list) do
+              local ex = { exact:sample_joint(j, path, kt[k], false) }
+              local dot = 0
+              for r = 1, n do dot = dot + ex[r] * kv[(k - 1) * n + r] end
+              local sg = (path == "rotation" and dot < 0) and -1 or 1
+              for r = 1, n do
+                if round[r] and round[r] > 0 then
+                  most = math.max(most, math.abs(sg * ex[r] - kv[(k - 1) * n + r]) / round[r])
+                end
+              end
+            end
+          end
+        end
+      end
+      return most
+    end
+    assert.is_true(off_source(plain, false) <= 1.05, off_source(plain, false))
+    assert.is_true(off_source(fitted, false) > 2, off_source(fitted, false))
+    assert.is_true(off_source(fitted, true) <= 1.05, off_source(fitted, true))
+  end)
+
   it("stores a uniform scale once: rows y and z copy row x (SAME)", function()
     -- 12 joints, two chunks. Chunk 1: joints 1 to 8 scale uniformly (x = y
     -- = z, each its own motion), joint 3 has no scale track and a uniform
@@ -1116,6 +1201,9 @@ describe("limber.anim.pack", function()
         "option 'cache_bytes' must be an integer" },
       { function() limber.core.clip_pack(clip, skel, 1e-3, 0.1, -1) end, "cache bytes must be >= 0" },
       { function() limber.core.clip_pack(clip, skel, 1e-3, 0.1, "x") end, "bad argument #5" },
+      { function() anim.pack(clip, skel, { source_keys = 1 }) end,
+        "option 'source_keys' must be a boolean" },
+      { function() limber.core.clip_pack(clip, skel, 1e-3, 0.1, nil, 1) end, "bad argument #6" },
       { function() anim.pack(packed, skel) end, "packed already" },
       { function() anim.pack(clip, small) end, "animates joint 3 of a 1-joint skeleton" },
       { function() limber.core.clip_pack(clip, skel, 0, 0.1) end, "tolerance must be > 0" },

@@ -56,6 +56,7 @@ typedef struct pack_chooser {
     float klo[32], khi[32]; /* per row and lane: the smallest and largest of K's keys */
     uint16_t *kfc, *kfb;    /* Fmax: a candidate's key frames, the best candidate's */
     uint16_t *kfi;          /* 2 Fmax: the irregular candidates' key frames */
+    double *fit;            /* 6 Fmax: fit_keys' system and right-hand sides */
     uint32_t didx[8]; /* the stream being chosen: each lane's derived component (DERIVE_ANY) */
     uint32_t data, range, kf; /* where the stream goes: data bytes, range floats, key frames
                                * (stream_choose moves them past it) */
@@ -65,6 +66,7 @@ typedef struct pack_chooser {
 typedef struct pack_lay {
     uint32_t F0, Fmax, F, Q, J, jt, span;
     int mode, interp;
+    int source_keys; /* lmb_pack_job.source_keys: no fitted candidates */
     double t0, dt;
     float *gt;    /* Fmax: the grid's times */
     uint16_t *kf; /* Q * 3 * Fmax: the chosen streams' key frames */
@@ -283,8 +285,9 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
     size_t ow = carve(&off, (size_t)workers * w_each);
     size_t ocs = carve(&off, (size_t)workers * sizeof(pack_chooser));
     size_t c_K = lmb_align_up((size_t)L.Fmax * 32 * sizeof(float), SECTION),
-           c_kf = lmb_align_up((size_t)L.Fmax * 4 * sizeof(uint16_t), SECTION);
-    size_t oc = carve(&off, (size_t)workers * (c_K + c_kf));
+           c_kf = lmb_align_up((size_t)L.Fmax * 4 * sizeof(uint16_t), SECTION),
+           c_fit = lmb_align_up((size_t)L.Fmax * 6 * sizeof(double), SECTION);
+    size_t oc = carve(&off, (size_t)workers * (c_K + c_kf + c_fit));
     size_t bytes = off + SECTION;
     if (mem) {
         unsigned char *b = (unsigned char *)lmb_align_ptr(mem, SECTION);
@@ -328,10 +331,11 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
         P->cs = (pack_chooser *)(void *)(b + ocs);
         for (uint32_t w = 0; w < workers; w++) {
             pack_chooser *C = P->cs + w;
-            unsigned char *a = b + oc + (size_t)w * (c_K + c_kf);
+            unsigned char *a = b + oc + (size_t)w * (c_K + c_kf + c_fit);
             memset(C, 0, sizeof *C);
             C->K = (float *)(void *)a;
             C->kfc = (uint16_t *)(void *)(a + c_K);
+            C->fit = (double *)(void *)(a + c_K + c_kf);
             C->kfb = C->kfc + L.Fmax;
             C->kfi = C->kfb + L.Fmax;
         }
@@ -809,15 +813,134 @@ static inline int lane_over(const pack_lay *L, uint32_t ch, uint32_t j, const fl
     return ch == 1 ? rotation_over(e, d, l, thr[l]) : joint_error(L, ch, j, e, d, l) > budget;
 }
 
+/* Frame of key i: fr[i], or i k (the last key on the last frame). */
+static inline uint32_t key_frame(const uint16_t *fr, uint32_t k, uint32_t F, uint32_t i) {
+    return fr ? (uint32_t)fr[i] : (i * k < F - 1 ? i * k : F - 1);
+}
+
+/* Whether fit_keys applies to m keys one every k frames (k 0: frames of
+ * their own): some key between the ends, and frames between keys. */
+static int fits_keys(const pack_lay *L, uint32_t k, uint32_t m) {
+    return !L->source_keys && k != 1 && m >= 3 && L->interp == LMB_LINEAR;
+}
+
+/* A rotation key ([row][lane]) made ready for a derived component: the
+ * derived component >= 0 (w, or C->didx with derive 2), and with
+ * DERIVE_ANY rows 0 .. 2 the other three in order, row 3 the derived one. */
+static void derive_key(const pack_chooser *C, float *o, int derive) {
+    for (uint32_t l = 0; l < 8; l++) {
+        uint32_t x = derive == 2 ? C->didx[l] : 3u;
+        if (o[x * 8 + l] < 0.0f)
+            for (uint32_t r = 0; r < 4; r++)
+                o[r * 8 + l] = -o[r * 8 + l];
+        if (x == 3) continue;
+        float v[4];
+        for (uint32_t r = 0; r < 4; r++)
+            v[r] = o[r * 8 + l];
+        for (uint32_t r = 0, at = 0; r < 4; r++)
+            if (r != x) o[at++ * 8 + l] = v[r];
+        o[24 + l] = v[x];
+    }
+}
+
+/* Fits the m keys of stream (q, ch) in C->K (grid values at frames fr, or
+ * every k-th frame; rotations sign-continuous) to the exact values at every
+ * grid position between them: per kept lane and row, the values that
+ * minimise the squared difference between the keys' linear interpolation
+ * and the exact values, the first and last keys held (a clip's ends stay
+ * exact). Interpolating chords of a curved motion err on one side; fitted
+ * keys move across it, so a step can be longer for the same bound (the
+ * caller measures the result as any candidate). Rotations are fitted per
+ * component and renormalised. Rows of a lane whose keys are all equal stay
+ * as they are (CONST rows stay constant). */
+static void fit_keys(const pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
+                     const uint16_t *fr, uint32_t k, uint32_t m) {
+    const uint32_t F = L->F, n = ch == 1 ? 4 : 3;
+    /* the tridiagonal normal equations of keys 1 .. m - 2 (symmetric):
+     * diagonal dg, upper up; factored in place (Thomas: dg the pivots,
+     * up the eliminated upper entries); rhs m x 4 */
+    double *dg = C->fit, *up = dg + L->Fmax, *rhs = up + L->Fmax;
+    memset(dg, 0, (size_t)m * sizeof(double));
+    memset(up, 0, (size_t)m * sizeof(double));
+    for (uint32_t i = 0; i + 1 < m; i++) {
+        uint32_t a = SUB * key_frame(fr, k, F, i), b = SUB * key_frame(fr, k, F, i + 1);
+        for (uint32_t p = a; p < b; p++) {
+            double al = (double)(p - a) / (double)(b - a);
+            dg[i] += (1.0 - al) * (1.0 - al);
+            up[i] += al * (1.0 - al);
+            dg[i + 1] += al * al;
+        }
+    }
+    /* factor keys 1 .. m - 2 */
+    for (uint32_t i = 2; i + 1 < m; i++) {
+        double c = up[i - 1] / dg[i - 1];
+        dg[i] -= c * up[i - 1];
+    }
+    for (uint32_t l = 0; l < 8; l++) {
+        if (!L->keep[(q * 8 + l) * 3 + ch]) continue;
+        uint32_t vary = 0;
+        for (uint32_t r = 0; r < n; r++)
+            for (uint32_t i = 1; i < m && !(vary >> r & 1u); i++)
+                if (C->K[(size_t)i * 32 + r * 8 + l] != C->K[r * 8 + l]) vary |= 1u << r;
+        if (!vary) continue;
+        memset(rhs, 0, (size_t)m * 4 * sizeof(double));
+        for (uint32_t i = 0; i + 1 < m; i++) {
+            uint32_t a = SUB * key_frame(fr, k, F, i), b = SUB * key_frame(fr, k, F, i + 1);
+            const float *ka = C->K + (size_t)i * 32;
+            for (uint32_t p = a; p < b; p++) {
+                const float *g = grid_rows(L, p, q, ch);
+                double al = (double)(p - a) / (double)(b - a), sg = 1.0;
+                if (ch == 1) { /* the exact rotation on the key's side */
+                    double dot = 0.0;
+                    for (uint32_t r = 0; r < 4; r++)
+                        dot += (double)g[r * 8 + l] * (double)ka[r * 8 + l];
+                    if (dot < 0.0) sg = -1.0;
+                }
+                for (uint32_t r = 0; r < n; r++) {
+                    double v = sg * (double)g[r * 8 + l];
+                    rhs[(size_t)i * 4 + r] += (1.0 - al) * v;
+                    rhs[(size_t)(i + 1) * 4 + r] += al * v;
+                }
+            }
+        }
+        for (uint32_t r = 0; r < n; r++) {
+            if (!(vary >> r & 1u)) continue;
+            /* the held ends move to the right-hand side */
+            double k0 = (double)C->K[r * 8 + l],
+                   k1 = (double)C->K[(size_t)(m - 1) * 32 + r * 8 + l];
+            rhs[4 + r] -= up[0] * k0;
+            rhs[(size_t)(m - 2) * 4 + r] -= up[m - 2] * k1;
+            for (uint32_t i = 2; i + 1 < m; i++)
+                rhs[(size_t)i * 4 + r] -= up[i - 1] / dg[i - 1] * rhs[(size_t)(i - 1) * 4 + r];
+            double x = rhs[(size_t)(m - 2) * 4 + r] / dg[m - 2];
+            C->K[(size_t)(m - 2) * 32 + r * 8 + l] = (float)x;
+            for (uint32_t i = m - 2; i-- > 1;) {
+                x = (rhs[(size_t)i * 4 + r] - up[i] * x) / dg[i];
+                C->K[(size_t)i * 32 + r * 8 + l] = (float)x;
+            }
+        }
+        if (ch == 1)
+            for (uint32_t i = 1; i + 1 < m; i++) {
+                float *o = C->K + (size_t)i * 32 + l;
+                double s = 0.0;
+                for (uint32_t r = 0; r < 4; r++)
+                    s += (double)o[r * 8] * (double)o[r * 8];
+                s = s > 0.0 ? 1.0 / sqrt(s) : 0.0;
+                for (uint32_t r = 0; r < 4; r++)
+                    o[r * 8] = (float)((double)o[r * 8] * s);
+            }
+    }
+}
+
 /* Kept key values of stream (q, ch) at frames fr[0 .. m) into C->K
  * ([key][row][lane]). Uniform streams of grids past 65535 frames pass fr
  * NULL and k. */
 static void stream_keys(const pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
-                        const uint16_t *fr, uint32_t k, uint32_t m, int derive) {
+                        const uint16_t *fr, uint32_t k, uint32_t m, int derive, int fit) {
     uint32_t F = L->F, n = ch == 1 ? 4 : 3;
+    fit = fit && fits_keys(L, k, m);
     for (uint32_t i = 0; i < m; i++) {
-        uint32_t f = fr ? fr[i] : (i * k < F - 1 ? i * k : F - 1);
-        const float *g = grid_rows(L, SUB * f, q, ch);
+        const float *g = grid_rows(L, SUB * key_frame(fr, k, F, i), q, ch);
         float *o = C->K + (size_t)i * 32;
         for (uint32_t r = 0; r < n; r++)
             for (uint32_t l = 0; l < 8; l++) {
@@ -825,21 +948,8 @@ static void stream_keys(const pack_lay *L, pack_chooser *C, uint32_t q, uint32_t
                 o[r * 8 + l] =
                     L->keep[(q * 8 + l) * 3 + ch] ? g[r * 8 + l] : L->fill[q * 80 + c * 8 + l];
             }
-        if (ch == 1 && derive) { /* the derived component >= 0 (w, or C->didx) */
-            for (uint32_t l = 0; l < 8; l++) {
-                uint32_t x = derive == 2 ? C->didx[l] : 3u;
-                if (o[x * 8 + l] < 0.0f)
-                    for (uint32_t r = 0; r < 4; r++)
-                        o[r * 8 + l] = -o[r * 8 + l];
-                if (x == 3) continue;
-                /* rows 0 .. 2: the other three in order; row 3: the derived one */
-                float v[4];
-                for (uint32_t r = 0; r < 4; r++)
-                    v[r] = o[r * 8 + l];
-                for (uint32_t r = 0, at = 0; r < 4; r++)
-                    if (r != x) o[at++ * 8 + l] = v[r];
-                o[24 + l] = v[x];
-            }
+        if (ch == 1 && derive && !fit) {
+            derive_key(C, o, derive);
         } else if (ch == 1 && i > 0) { /* sign-continuous per lane */
             const float *pr = o - 32;
             for (uint32_t l = 0; l < 8; l++) {
@@ -851,6 +961,12 @@ static void stream_keys(const pack_lay *L, pack_chooser *C, uint32_t q, uint32_t
                         o[r * 8 + l] = -o[r * 8 + l];
             }
         }
+    }
+    if (fit) {
+        fit_keys(L, C, q, ch, fr, k, m);
+        if (ch == 1 && derive)
+            for (uint32_t i = 0; i < m; i++)
+                derive_key(C, C->K + (size_t)i * 32, derive);
     }
     /* each row's range over the keys (row_range) */
     for (uint32_t c = 0; c < n * 8; c++) {
@@ -1209,7 +1325,7 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
     for (uint32_t l = 0; l < 8; l++)
         kept |= (uint32_t)L->keep[(q * 8 + l) * 3 + ch] << l;
     size_t best_cost = (size_t)-1;
-    int best_dv = 0;
+    int best_dv = 0, best_fit = 0;
     int irregular = L->F >= 3 && L->F <= 65536;
     /* rotations: first with one component per joint derived from the
      * other three, the one farthest from 0 over the grid (three rows and
@@ -1257,20 +1373,29 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
         /* candidates: one key every k frames (the largest feasible steps), then
          * keys chosen per stream with half and a quarter of the budget for
          * their interpolation (the rest for quantisation) */
-        for (size_t si = 0; si < STEP_COUNT + 2; si++) {
+        int counted = 0; /* this candidate's keys passed: it counts as a try */
+        for (size_t ci = 0; ci < 2 * (STEP_COUNT + 2); ci++) {
+            /* each candidate's keys as sampled (fit 0), then fitted (fit 1) */
+            const size_t si = ci / 2;
+            const int fit = (int)(ci & 1u);
             uint32_t k, m;
+            if (!fit) counted = 0;
             if (si < STEP_COUNT) {
                 k = step_list[si];
-                if (tries >= STEP_TRIES || (k > 1 && (L->F < 2 || k > L->F - 1))) continue;
+                if ((!fit && tries >= STEP_TRIES) || (k > 1 && (L->F < 2 || k > L->F - 1)))
+                    continue;
                 m = L->F > 1 ? (L->F - 2) / k + 2 : 1;
-                stream_keys(L, C, q, ch, NULL, k, m, dv);
+                if (fit && !fits_keys(L, k, m)) continue;
+                if (fit && !counted && tries >= STEP_TRIES) continue; /* skipped unfitted */
+                stream_keys(L, C, q, ch, NULL, k, m, dv, fit);
             } else {
                 if (!irregular) break;
                 k = 0;
                 m = mi[si - STEP_COUNT];
                 if (m * 3 > L->F * 2) continue; /* hardly fewer keys than a step would keep */
+                if (fit && !fits_keys(L, k, m)) continue;
                 memcpy(C->kfc, C->kfi + (si - STEP_COUNT) * L->Fmax, (size_t)m * sizeof(uint16_t));
-                stream_keys(L, C, q, ch, C->kfc, 0, m, dv);
+                stream_keys(L, C, q, ch, C->kfc, 0, m, dv, fit);
             }
             /* rows: exactly constant rows CONST, else raw floats first; then the
              * quantised start: per row and lane the fewest bits whose step
@@ -1323,9 +1448,11 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
             lmb_pstream s;
             stream_encode(L, C, q, ch, m, n, k, kind, red, &s);
             if (stream_fails(L, C, q, ch, &s, budget, 1)) continue;
-            if (k) tries++;
+            if (k && !counted) tries++;
+            counted = 1;
             if (stream_cost(&s, n) < best_cost) {
                 best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
+                best_fit = fit;
                 memcpy(best_kind, kind, 4);
                 memcpy(best_red, red, sizeof red);
                 if (!k) memcpy(C->kfb, C->kfc, (size_t)m * sizeof(uint16_t));
@@ -1341,6 +1468,7 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
                 uint32_t fail = stream_fails(L, C, q, ch, &s, budget, 0);
                 if (!fail) {
                     best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
+                    best_fit = fit;
                     memcpy(best_kind, fk, 4);
                     memcpy(best_red, red, sizeof red);
                     if (!k) memcpy(C->kfb, C->kfc, (size_t)m * sizeof(uint16_t));
@@ -1384,7 +1512,7 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
     }
     uint32_t m = best_m;
     if (best_k == 0) memcpy(C->kfc, C->kfb, (size_t)m * sizeof(uint16_t));
-    stream_keys(L, C, q, ch, best_k ? NULL : C->kfc, best_k, m, best_dv);
+    stream_keys(L, C, q, ch, best_k ? NULL : C->kfc, best_k, m, best_dv, best_fit);
     stream_encode(L, C, q, ch, m, n, best_k, best_kind, best_red, out);
     if (best_k == 0) C->kf += m;
     for (uint32_t r = 0; r < n; r++) {
@@ -1712,6 +1840,7 @@ lmb_status lmb_pack_plan(lmb_pack_job *job, void *scratch, lmb_error *err) {
     if (!lay_out(src, sk, job->cache_bytes, workers, scratch, &L))
         return lmb_error_set(err, LMB_ERANGE, "clip", "the clip is too large to pack", 0, 0, 0, 0);
     L->pool = job->pool;
+    L->source_keys = job->source_keys != 0;
     memset(L->has, 0, (size_t)L->Q * 24);
     for (uint32_t m = 0; m < src->joint_track_count; m++)
         L->has[src->tracks[m].target * 3 + src->tracks[m].path] = 1;

@@ -40,6 +40,12 @@ typedef struct lmb_pack_job {
      * need more samples the source again for each budget (the same result,
      * more time); the same value must size the scratch */
     size_t cache_bytes;
+    /* 0 (the default): the candidates whose keys sit on some frames only
+     * (a step, or frames of their own) are also tried with fitted values,
+     * those whose interpolation best follows every frame between them
+     * (least squares; the first and last keys stay the source's); 1: every
+     * key keeps its source value */
+    int source_keys;
     /* the workers that share each error measure (NULL: the caller alone)
      * and how many of its threads the scratch was sized for
      * (lmb_pack_workers(pool), read once: measures use at most that many,

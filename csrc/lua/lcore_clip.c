@@ -620,12 +620,13 @@ static void push_stats(lua_State *L, const lmb_pack_stats *st, double tolerance,
     set_number(L, "distance", distance);
 }
 
-/** core.clip_pack(clip, skeleton, tolerance, distance [, cache_bytes]): a
- * packed copy of clip (pack.h) whose model-space error for skeleton stays
+/** core.clip_pack(clip, skeleton, tolerance, distance [, cache_bytes [, source_keys]]):
+ * a packed copy of clip (pack.h) whose model-space error for skeleton stays
  * within tolerance at the joints and at `distance` from them, or nil and a
  * message when no packing meets the tolerance. cache_bytes (an integer >= 0,
- * default LMB_PACK_CACHE_BYTES) caps the source samples kept while packing.
- * Bad arguments raise. */
+ * default LMB_PACK_CACHE_BYTES) caps the source samples kept while packing;
+ * source_keys (a boolean, default false) keeps every key at its source
+ * value (lmb_pack_job.source_keys). Bad arguments raise. */
 static int l_clip_pack(lua_State *L) {
     lmb_clip *src = check_clip(L, 1);
     lmb_skeleton *sk = lcore_check_skeleton(L, 2);
@@ -639,6 +640,10 @@ static int l_clip_pack(lua_State *L) {
         lua_Integer cb = luaL_checkinteger(L, 5);
         luaL_argcheck(L, cb >= 0, 5, "cache bytes must be >= 0");
         job.cache_bytes = (uint64_t)cb > (uint64_t)SIZE_MAX ? SIZE_MAX : (size_t)cb;
+    }
+    if (!lua_isnoneornil(L, 6)) {
+        luaL_checktype(L, 6, LUA_TBOOLEAN);
+        job.source_keys = lua_toboolean(L, 6);
     }
     lua_settop(L, 4);
     lmb_error err;

@@ -254,7 +254,8 @@ function M.rig_size(skeleton)
   return size > 0 and size or 1
 end
 
-local PACK_OPTIONS = { tolerance = "number", distance = "number", cache_bytes = "integer" }
+local PACK_OPTIONS = { tolerance = "number", distance = "number", cache_bytes = "integer",
+                       source_keys = "boolean" }
 
 --- Packs (compresses) a clip for a skeleton within an error bound.
 --
@@ -276,7 +277,14 @@ local PACK_OPTIONS = { tolerance = "number", distance = "number", cache_bytes = 
 --   `cache_bytes` (default 32 MB): the most memory the compressor keeps the
 --   exact clip's samples in while it tries encodings; a clip that needs
 --   more is sampled again for each try (the same packed clip, packed more
---   slowly: a long clip packed where memory is short)
+--   slowly: a long clip packed where memory is short); `source_keys`
+--   (default false): keep every key at the exact clip's value at its time.
+--   By default, a stream that keeps a key only every few frames (or at
+--   frames of its own) is also tried with fitted keys: the values whose
+--   interpolation best follows every frame between them (least squares, the
+--   first and last keys held), which often allow fewer keys for the same
+--   bound; the packed clip then passes near, not through, the source's
+--   poses at those keys (within the tolerance like everywhere else)
 -- @treturn limber.Clip the packed clip, or `clip` itself when the
 --   tolerance is 0 or no packing meets it
 -- @treturn[opt] string why the clip was kept exact (no packing met the tolerance)
@@ -301,7 +309,8 @@ function M.pack(clip, skeleton, opts)
   if tol == nil or dist == nil then size = M.rig_size(skeleton) end
   tol = tol or M.PACK_TOLERANCE * size
   dist = dist or M.PACK_DISTANCE * size
-  local ok, packed, why = pcall(core.clip_pack, clip, skeleton, tol, dist, opts.cache_bytes)
+  local ok, packed, why = pcall(core.clip_pack, clip, skeleton, tol, dist, opts.cache_bytes,
+    opts.source_keys)
   if not ok then check.rethrow(packed, "limber.anim.pack", "clip_pack", 2) end
   if not packed then return clip, why end
   events_of[packed] = events_of[clip]
