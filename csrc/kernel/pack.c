@@ -824,6 +824,14 @@ static int fits_keys(const pack_lay *L, uint32_t k, uint32_t m) {
     return !L->source_keys && k != 1 && m >= 3 && L->interp == LMB_LINEAR;
 }
 
+/* Whether stream_choose tries a candidate's fitted variant: where its keys
+ * as sampled passed (fitted keys may need fewer bits), or failed by less
+ * than 2.5 times the budget (`near`) while no step has passed yet (fitted
+ * keys may make a longer step pass). */
+static int fitted_try(const pack_lay *L, uint32_t k, uint32_t m, int counted, int near, int tries) {
+    return fits_keys(L, k, m) && (counted || (near && tries == 0));
+}
+
 /* A rotation key ([row][lane]) made ready for a derived component: the
  * derived component >= 0 (w, or C->didx with derive 2), and with
  * DERIVE_ANY rows 0 .. 2 the other three in order, row 3 the derived one. */
@@ -1374,26 +1382,30 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
          * keys chosen per stream with half and a quarter of the budget for
          * their interpolation (the rest for quantisation) */
         int counted = 0; /* this candidate's keys passed: it counts as a try */
+        /* its keys as sampled failed, but within 2.5 times the budget: a
+         * fitted chord errs about half as much as a chord through the
+         * source's values at best, so further off the fitted variant is
+         * not tried */
+        int near = 0;
         for (size_t ci = 0; ci < 2 * (STEP_COUNT + 2); ci++) {
             /* each candidate's keys as sampled (fit 0), then fitted (fit 1) */
             const size_t si = ci / 2;
             const int fit = (int)(ci & 1u);
             uint32_t k, m;
-            if (!fit) counted = 0;
+            if (!fit) counted = near = 0;
             if (si < STEP_COUNT) {
                 k = step_list[si];
                 if ((!fit && tries >= STEP_TRIES) || (k > 1 && (L->F < 2 || k > L->F - 1)))
                     continue;
                 m = L->F > 1 ? (L->F - 2) / k + 2 : 1;
-                if (fit && !fits_keys(L, k, m)) continue;
-                if (fit && !counted && tries >= STEP_TRIES) continue; /* skipped unfitted */
+                if (fit && !fitted_try(L, k, m, counted, near, tries)) continue;
                 stream_keys(L, C, q, ch, NULL, k, m, dv, fit);
             } else {
                 if (!irregular) break;
                 k = 0;
                 m = mi[si - STEP_COUNT];
                 if (m * 3 > L->F * 2) continue; /* hardly fewer keys than a step would keep */
-                if (fit && !fits_keys(L, k, m)) continue;
+                if (fit && !fitted_try(L, k, m, counted, near, tries)) continue;
                 memcpy(C->kfc, C->kfi + (si - STEP_COUNT) * L->Fmax, (size_t)m * sizeof(uint16_t));
                 stream_keys(L, C, q, ch, C->kfc, 0, m, dv, fit);
             }
@@ -1447,7 +1459,11 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
             }
             lmb_pstream s;
             stream_encode(L, C, q, ch, m, n, k, kind, red, &s);
-            if (stream_fails(L, C, q, ch, &s, budget, 1)) continue;
+            if (stream_fails(L, C, q, ch, &s, budget, 1)) {
+                if (!fit && !tries && fits_keys(L, k, m))
+                    near = !stream_fails(L, C, q, ch, &s, 2.5 * budget, 1);
+                continue;
+            }
             if (k && !counted) tries++;
             counted = 1;
             if (stream_cost(&s, n) < best_cost) {
