@@ -55,7 +55,7 @@ typedef struct pack_chooser {
     float *K;               /* Fmax * 32: one stream's kept key values */
     float klo[32], khi[32]; /* per row and lane: the smallest and largest of K's keys */
     uint16_t *kfc, *kfb;    /* Fmax: a candidate's key frames, the best candidate's */
-    uint16_t *kfi;          /* 2 Fmax: the irregular candidates' key frames */
+    uint16_t *kfi;          /* 3 Fmax: the irregular candidates' key frames */
     double *fit;            /* 6 Fmax: fit_keys' system and right-hand sides */
     uint32_t didx[8]; /* the stream being chosen: each lane's derived component (DERIVE_ANY) */
     uint32_t data, range, kf; /* where the stream goes: data bytes, range floats, key frames
@@ -285,7 +285,7 @@ static size_t lay_out(const lmb_clip *src, const lmb_skeleton *sk, size_t cache_
     size_t ow = carve(&off, (size_t)workers * w_each);
     size_t ocs = carve(&off, (size_t)workers * sizeof(pack_chooser));
     size_t c_K = lmb_align_up((size_t)L.Fmax * 32 * sizeof(float), SECTION),
-           c_kf = lmb_align_up((size_t)L.Fmax * 4 * sizeof(uint16_t), SECTION),
+           c_kf = lmb_align_up((size_t)L.Fmax * 5 * sizeof(uint16_t), SECTION),
            c_fit = lmb_align_up((size_t)L.Fmax * 6 * sizeof(double), SECTION);
     size_t oc = carve(&off, (size_t)workers * (c_K + c_kf + c_fit));
     size_t bytes = off + SECTION;
@@ -1018,6 +1018,12 @@ static int seg_ok(const pack_lay *L, uint32_t q, uint32_t ch, uint32_t a, uint32
  * costs its length to check: a scan of every gap would cost its square).
  * Returns the key count. */
 #define IRREGULAR_GAP 255u
+/* The irregular candidates: keys chosen with these shares of the budget
+ * for their interpolation (the rest for quantisation); the last is tried
+ * with fitted keys only (fitted chords err about half as much as the ones
+ * it was chosen by). */
+#define IRREGULAR_CANDIDATES 3u
+static const double irregular_share[IRREGULAR_CANDIDATES] = {0.5, 0.25, 1.0};
 static uint32_t irregular_keys(const pack_lay *L, uint32_t q, uint32_t ch, double budget,
                                uint16_t *fr) {
     uint32_t F = L->F, m = 0, a = 0;
@@ -1369,25 +1375,26 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
                 if ((kept_lane ? g[r * 8 + l] : f[(c + r) * 8]) != x) same &= ~(1u << r);
         }
     }
-    /* the irregular candidates' keys (with half and a quarter of the
-     * budget) depend on the grid alone: found once for every dv */
-    uint32_t mi[2] = {0, 0};
+    /* the irregular candidates' keys (irregular_share) depend on the grid
+     * alone: found once for every dv */
+    uint32_t mi[IRREGULAR_CANDIDATES] = {0, 0, 0};
     if (irregular)
-        for (uint32_t h = 0; h < 2; h++)
-            mi[h] = irregular_keys(L, q, ch, budget * (h ? 0.25 : 0.5), C->kfi + h * L->Fmax);
+        for (uint32_t h = 0; h < IRREGULAR_CANDIDATES; h++)
+            mi[h] = irregular_keys(L, q, ch, budget * irregular_share[h], C->kfi + h * L->Fmax);
     for (int dv = ch == 1 ? 2 : 0; dv >= 0; dv--) {
         if (dv == 2 && !other) continue;
         int tries = 0;
         /* candidates: one key every k frames (the largest feasible steps), then
-         * keys chosen per stream with half and a quarter of the budget for
-         * their interpolation (the rest for quantisation) */
+         * keys chosen per stream with shares of the budget for their
+         * interpolation (irregular_share: the rest for quantisation), unless
+         * they keep more than 9 in 10 frames */
         int counted = 0; /* this candidate's keys passed: it counts as a try */
         /* its keys as sampled failed, but within 2.5 times the budget: a
          * fitted chord errs about half as much as a chord through the
          * source's values at best, so further off the fitted variant is
          * not tried */
         int near = 0;
-        for (size_t ci = 0; ci < 2 * (STEP_COUNT + 2); ci++) {
+        for (size_t ci = 0; ci < 2 * (STEP_COUNT + IRREGULAR_CANDIDATES); ci++) {
             /* each candidate's keys as sampled (fit 0), then fitted (fit 1) */
             const size_t si = ci / 2;
             const int fit = (int)(ci & 1u);
@@ -1403,10 +1410,16 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
             } else {
                 if (!irregular) break;
                 k = 0;
-                m = mi[si - STEP_COUNT];
-                if (m * 3 > L->F * 2) continue; /* hardly fewer keys than a step would keep */
-                if (fit && !fitted_try(L, k, m, counted, near, tries)) continue;
-                memcpy(C->kfc, C->kfi + (si - STEP_COUNT) * L->Fmax, (size_t)m * sizeof(uint16_t));
+                const uint32_t h = (uint32_t)(si - STEP_COUNT);
+                m = mi[h];
+                if (h == IRREGULAR_CANDIDATES - 1 && !fit) continue; /* fitted only */
+                if ((uint64_t)m * 10 > (uint64_t)L->F * 9)
+                    continue; /* hardly fewer keys */ /* hardly fewer keys than a step would keep */
+                if (fit &&
+                    !(h == IRREGULAR_CANDIDATES - 1 ? fits_keys(L, k, m)
+                                                    : fitted_try(L, k, m, counted, near, tries)))
+                    continue;
+                memcpy(C->kfc, C->kfi + h * L->Fmax, (size_t)m * sizeof(uint16_t));
                 stream_keys(L, C, q, ch, C->kfc, 0, m, dv, fit);
             }
             /* rows: exactly constant rows CONST, else raw floats first; then the
