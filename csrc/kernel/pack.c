@@ -826,10 +826,12 @@ static int fits_keys(const pack_lay *L, uint32_t k, uint32_t m) {
 
 /* Whether stream_choose tries a candidate's fitted variant: where its keys
  * as sampled passed (fitted keys may need fewer bits), or failed by less
- * than 2.5 times the budget (`near`) while no step has passed yet (fitted
- * keys may make a longer step pass). */
-static int fitted_try(const pack_lay *L, uint32_t k, uint32_t m, int counted, int near, int tries) {
-    return fits_keys(L, k, m) && (counted || (near && tries == 0));
+ * than 2.5 times the budget (`near`) while no candidate has passed yet
+ * (fitted keys may make a longer step pass; such a pass does not count
+ * among the STEP_TRIES steps whose keys as sampled passed). */
+static int fitted_try(const pack_lay *L, uint32_t k, uint32_t m, int counted, int near,
+                      int passed) {
+    return fits_keys(L, k, m) && (counted || (near && !passed));
 }
 
 /* A rotation key ([row][lane]) made ready for a derived component: the
@@ -859,8 +861,9 @@ static void derive_key(const pack_chooser *C, float *o, int derive) {
  * exact). Interpolating chords of a curved motion err on one side; fitted
  * keys move across it, so a step can be longer for the same bound (the
  * caller measures the result as any candidate). Rotations are fitted per
- * component and renormalised. Rows of a lane whose keys are all equal stay
- * as they are (CONST rows stay constant). */
+ * component and renormalised. Rows of a lane whose keys are all equal are
+ * not fitted (CONST rows stay constant; in a rotation whose other rows are,
+ * the renormalisation scales them too). */
 static void fit_keys(const pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
                      const uint16_t *fr, uint32_t k, uint32_t m) {
     const uint32_t F = L->F, n = ch == 1 ? 4 : 3;
@@ -1380,7 +1383,8 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
     uint32_t mi[IRREGULAR_CANDIDATES] = {0, 0, 0};
     if (irregular)
         for (uint32_t h = 0; h < IRREGULAR_CANDIDATES; h++)
-            mi[h] = irregular_keys(L, q, ch, budget * irregular_share[h], C->kfi + h * L->Fmax);
+            if (h < IRREGULAR_CANDIDATES - 1 || (!L->source_keys && L->interp == LMB_LINEAR))
+                mi[h] = irregular_keys(L, q, ch, budget * irregular_share[h], C->kfi + h * L->Fmax);
     for (int dv = ch == 1 ? 2 : 0; dv >= 0; dv--) {
         if (dv == 2 && !other) continue;
         int tries = 0;
@@ -1388,12 +1392,13 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
          * keys chosen per stream with shares of the budget for their
          * interpolation (irregular_share: the rest for quantisation), unless
          * they keep more than 9 in 10 frames */
-        int counted = 0; /* this candidate's keys passed: it counts as a try */
+        int counted = 0; /* this candidate's keys as sampled passed */
         /* its keys as sampled failed, but within 2.5 times the budget: a
          * fitted chord errs about half as much as a chord through the
          * source's values at best, so further off the fitted variant is
          * not tried */
         int near = 0;
+        int passed = 0; /* some candidate passed (keys as sampled or fitted) */
         for (size_t ci = 0; ci < 2 * (STEP_COUNT + IRREGULAR_CANDIDATES); ci++) {
             /* each candidate's keys as sampled (fit 0), then fitted (fit 1) */
             const size_t si = ci / 2;
@@ -1405,19 +1410,18 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
                 if ((!fit && tries >= STEP_TRIES) || (k > 1 && (L->F < 2 || k > L->F - 1)))
                     continue;
                 m = L->F > 1 ? (L->F - 2) / k + 2 : 1;
-                if (fit && !fitted_try(L, k, m, counted, near, tries)) continue;
+                if (fit && !fitted_try(L, k, m, counted, near, passed)) continue;
                 stream_keys(L, C, q, ch, NULL, k, m, dv, fit);
             } else {
                 if (!irregular) break;
                 k = 0;
                 const uint32_t h = (uint32_t)(si - STEP_COUNT);
                 m = mi[h];
-                if (h == IRREGULAR_CANDIDATES - 1 && !fit) continue; /* fitted only */
-                if ((uint64_t)m * 10 > (uint64_t)L->F * 9)
-                    continue; /* hardly fewer keys */ /* hardly fewer keys than a step would keep */
+                if (h == IRREGULAR_CANDIDATES - 1 && (!fit || !m)) continue; /* fitted only */
+                if ((uint64_t)m * 10 > (uint64_t)L->F * 9) continue;         /* hardly fewer keys */
                 if (fit &&
                     !(h == IRREGULAR_CANDIDATES - 1 ? fits_keys(L, k, m)
-                                                    : fitted_try(L, k, m, counted, near, tries)))
+                                                    : fitted_try(L, k, m, counted, near, passed)))
                     continue;
                 memcpy(C->kfc, C->kfi + h * L->Fmax, (size_t)m * sizeof(uint16_t));
                 stream_keys(L, C, q, ch, C->kfc, 0, m, dv, fit);
@@ -1473,12 +1477,12 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
             lmb_pstream s;
             stream_encode(L, C, q, ch, m, n, k, kind, red, &s);
             if (stream_fails(L, C, q, ch, &s, budget, 1)) {
-                if (!fit && !tries && fits_keys(L, k, m))
+                if (!fit && !passed && fits_keys(L, k, m))
                     near = !stream_fails(L, C, q, ch, &s, 2.5 * budget, 1);
                 continue;
             }
-            if (k && !counted) tries++;
-            counted = 1;
+            if (k && !fit) tries++; /* passes of keys as sampled count as tries */
+            counted = passed = 1;
             if (stream_cost(&s, n) < best_cost) {
                 best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
                 best_fit = fit;
