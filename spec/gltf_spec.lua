@@ -423,6 +423,22 @@ describe("glTF clips through limber.anim", function()
         gltf.load(H.assets .. "CesiumMan/CesiumMan.gltf", { tolerance = bad })
       end, "option 'tolerance' must be a finite number >= 0", 1, true)
     end
+    -- source_keys reaches limber.anim.pack: Fox's Survey packed from the
+    -- exact clip with source keys, byte for byte, and not the default's
+    local anim = require "limber.anim"
+    local fx = gltf.load(H.assets .. "Fox/Fox.glb", { tolerance = 0 })
+    local fs = gltf.load(H.assets .. "Fox/Fox.glb", { source_keys = true })
+    local fd = gltf.load(H.assets .. "Fox/Fox.glb")
+    local sk = fx.skeletons[1].skeleton
+    local want = anim.pack(fx.animations[1].clips[1], sk, { source_keys = true })
+    local got = fs.animations[1].clips[1]
+    assert.is_true(got:packed())
+    assert.equal(want:bytes(), got:bytes())
+    assert.equal(limber.snapshot.save(want), limber.snapshot.save(got))
+    assert.are_not.equal(fd.animations[1].clips[1]:bytes(), got:bytes())
+    assert.error_matches(function()
+      gltf.load(H.assets .. "Fox/Fox.glb", { source_keys = 1 })
+    end, "option 'source_keys' must be a boolean", 1, true)
   end)
 
   it("loads without clips when opts.clips is false", function()

@@ -1045,7 +1045,8 @@ function Loader:clips()
         if not okk then fail(where, "%s", c) end
         if self.tolerance ~= 0 and c:joint_span() > 0 then
           local packed, why = anim_mod.pack(c, skel.skeleton,
-            { tolerance = self.tolerance, distance = self.distance })
+            { tolerance = self.tolerance, distance = self.distance,
+              source_keys = self.source_keys })
           if why then
             asset.warnings[#asset.warnings + 1] =
               ("%s: the clip of skeleton %d is kept exact (%s)"):format(where, s - 1, why)
@@ -1067,7 +1068,8 @@ local function is_glb(bytes)
 end
 
 local LOAD_OPTIONS = { base_dir = "string", name = "string", max_bytes = "number",
-                               clips = "boolean", tolerance = "number", distance = "number" }
+                               clips = "boolean", tolerance = "number", distance = "number",
+                               source_keys = "boolean" }
 
 -- the options of load / load_bytes (argument #2 of fname), checked and copied
 local function load_options(fname, opts)
@@ -1089,6 +1091,7 @@ end
 local function load_bytes(bytes, opts)
   local self = setmetatable({
     base_dir = opts.base_dir, used = 0, tolerance = opts.tolerance, distance = opts.distance,
+    source_keys = opts.source_keys,
     max_bytes = opts.max_bytes or (M.DEFAULT_BASE_BYTES + 16 * #bytes),
   }, Loader)
   local text = bytes
@@ -1137,11 +1140,11 @@ end
 -- @tparam[opt] table opts `base_dir` (directory of external buffers, with
 --   a trailing slash; without it only data: URIs and GLB chunks work),
 --   `name` (reported as asset.name), `max_bytes` (decode budget),
---   `clips` (false: do not build limber clips), `tolerance` and `distance`
---   (the skeleton clips are packed with `limber.anim.pack` and these
---   options, model units; default: its rig-relative defaults; tolerance 0
---   keeps them exact). Unknown options and options of the wrong type are
---   errors.
+--   `clips` (false: do not build limber clips), `tolerance`, `distance`
+--   and `source_keys` (the skeleton clips are packed with
+--   `limber.anim.pack` and these options, model units; default: its
+--   rig-relative defaults and fitted keys; tolerance 0 keeps them exact).
+--   Unknown options and options of the wrong type are errors.
 -- @treturn table the asset
 function M.load_bytes(bytes, opts)
   if type(bytes) ~= "string" then check.arg_error(1, "limber.gltf.load_bytes", "string", bytes) end
