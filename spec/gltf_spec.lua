@@ -429,8 +429,8 @@ describe("glTF clips through limber.anim", function()
     local fx = gltf.load(H.assets .. "Fox/Fox.glb", { tolerance = 0 })
     local fs = gltf.load(H.assets .. "Fox/Fox.glb", { source_keys = true })
     local fd = gltf.load(H.assets .. "Fox/Fox.glb")
-    local sk = fx.skeletons[1].skeleton
-    local want = anim.pack(fx.animations[1].clips[1], sk, { source_keys = true })
+    local fsk = fx.skeletons[1].skeleton
+    local want = anim.pack(fx.animations[1].clips[1], fsk, { source_keys = true })
     local got = fs.animations[1].clips[1]
     assert.is_true(got:packed())
     assert.equal(want:bytes(), got:bytes())
