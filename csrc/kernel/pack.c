@@ -1416,12 +1416,12 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
                 if (!irregular) break;
                 k = 0;
                 const uint32_t h = (uint32_t)(si - STEP_COUNT);
+                const int fitted_only = h == IRREGULAR_CANDIDATES - 1;
                 m = mi[h];
-                if (h == IRREGULAR_CANDIDATES - 1 && (!fit || !m)) continue; /* fitted only */
-                if ((uint64_t)m * 10 > (uint64_t)L->F * 9) continue;         /* hardly fewer keys */
-                if (fit &&
-                    !(h == IRREGULAR_CANDIDATES - 1 ? fits_keys(L, k, m)
-                                                    : fitted_try(L, k, m, counted, near, passed)))
+                if (fitted_only && (!fit || !m)) continue;
+                if ((uint64_t)m * 10 > (uint64_t)L->F * 9) continue; /* hardly fewer keys */
+                if (fit && !(fitted_only ? fits_keys(L, k, m)
+                                         : fitted_try(L, k, m, counted, near, passed)))
                     continue;
                 memcpy(C->kfc, C->kfi + h * L->Fmax, (size_t)m * sizeof(uint16_t));
                 stream_keys(L, C, q, ch, C->kfc, 0, m, dv, fit);
@@ -1482,7 +1482,7 @@ static void stream_choose(pack_lay *L, pack_chooser *C, uint32_t q, uint32_t ch,
                 continue;
             }
             if (k && !fit) tries++; /* passes of keys as sampled count as tries */
-            counted = passed = 1;
+            counted = passed = 1;   /* (counted: read by this candidate's fitted variant) */
             if (stream_cost(&s, n) < best_cost) {
                 best_cost = stream_cost(&s, n), best_k = k, best_dv = dv, best_m = m;
                 best_fit = fit;

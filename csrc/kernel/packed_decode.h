@@ -496,12 +496,11 @@ PK(stream_keys)(const lmb_packed *p, const lmb_pstream *s, const int ch, float p
 /* PK(stream) through the key cache (stream_keys), so forward play mostly
  * interpolates cached floats. Results equal PK(stream)'s (decoding a key is
  * a pure function). */
-static inline __attribute__((always_inline)) void
-PK(cached_stream)(const lmb_packed *p, const lmb_pstream *s, const int ch, float pos, float *cache,
-                  uint32_t *tag, float *out, uint32_t cstride) {
+static inline __attribute__((always_inline)) void PK(cached_interp)(const lmb_pstream *s,
+                                                                    const int ch, float al,
+                                                                    const float *cache, float *out,
+                                                                    uint32_t cstride) {
     const int n = ch == 1 ? 4 : 3, f0 = ch == 0 ? 0 : ch == 1 ? 3 : 7;
-    float al;
-    PK(stream_keys)(p, s, ch, pos, cache, tag, &al);
     lmb_v8f va[4], vb[4], r[4];
     for (int m = 0; m < n; m++)
         va[m] = PK(ld)(cache + (f0 + m) * 8), vb[m] = PK(ld)(cache + 80 + (f0 + m) * 8);
@@ -512,6 +511,14 @@ PK(cached_stream)(const lmb_packed *p, const lmb_pstream *s, const int ch, float
     }
     for (int m = 0; m < n; m++)
         memcpy(out + (size_t)(f0 + m) * cstride, &res[m], sizeof res[m]);
+}
+
+static inline __attribute__((always_inline)) void
+PK(cached_stream)(const lmb_packed *p, const lmb_pstream *s, const int ch, float pos, float *cache,
+                  uint32_t *tag, float *out, uint32_t cstride) {
+    float al;
+    PK(stream_keys)(p, s, ch, pos, cache, tag, &al);
+    PK(cached_interp)(s, ch, al, cache, out, cstride);
 }
 
 /* stream_keys with stream ch's tag (cache[160 + ch]) read and written on
@@ -525,16 +532,6 @@ static inline __attribute__((always_inline)) void PK(tagged_keys)(const lmb_pack
     uint32_t tag;
     memcpy(&tag, cache + 160 + ch, sizeof tag);
     PK(stream_keys)(p, s, ch, pos, cache, &tag, al);
-    memcpy(cache + 160 + ch, &tag, sizeof tag);
-}
-
-/* cached_stream with the tag read and written on its own (as tagged_keys). */
-static inline __attribute__((always_inline)) void
-PK(tagged_stream)(const lmb_packed *p, const lmb_pstream *s, const int ch, float pos, float *cache,
-                  float *out, uint32_t cstride) {
-    uint32_t tag;
-    memcpy(&tag, cache + 160 + ch, sizeof tag);
-    PK(cached_stream)(p, s, ch, pos, cache, &tag, out, cstride);
     memcpy(cache + 160 + ch, &tag, sizeof tag);
 }
 
@@ -562,7 +559,10 @@ static inline void PK(chunk_keys_impl)(const lmb_packed *p, uint32_t q, float po
 static inline void PK(chunk_cached_impl)(const lmb_packed *p, uint32_t q, float pos, float *cache,
                                          float *out, uint32_t cstride) {
     const lmb_pstream *st = p->streams + (size_t)q * 3;
-    PK(tagged_stream)(p, st, 0, pos, cache, out, cstride);
-    PK(tagged_stream)(p, st + 1, 1, pos, cache, out, cstride);
-    PK(tagged_stream)(p, st + 2, 2, pos, cache, out, cstride);
+    float al[3];
+    PK(chunk_keys_impl)(p, q, pos, cache, al);
+    /* one call per channel, the channel a constant (interp specialises on it) */
+    PK(cached_interp)(st, 0, al[0], cache, out, cstride);
+    PK(cached_interp)(st + 1, 1, al[1], cache, out, cstride);
+    PK(cached_interp)(st + 2, 2, al[2], cache, out, cstride);
 }
